@@ -1,0 +1,18 @@
+"""fastsoftmax: softmax regression on multicore CPUs with fused Numba kernels.
+
+Public functions
+----------------
+softmax, log_softmax, logsumexp
+    Stable row-wise softmax family.
+loss_and_grad
+    Cross-entropy loss and gradient of softmax regression in one fused,
+    multithreaded pass over the data.
+
+``fastsoftmax.reference`` holds the same functions in plain NumPy.
+"""
+
+from ._functions import log_softmax, logsumexp, loss_and_grad, softmax
+
+__version__ = "0.1.0"
+
+__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "__version__"]

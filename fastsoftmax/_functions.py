@@ -1,0 +1,254 @@
+"""Public functions: softmax family and the fused loss and gradient."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._kernels import _softmax as K
+from ._objective import SoftmaxObjective
+from ._threads import check_n_threads, numba_threads
+from ._validation import (
+    as_float_array,
+    check_alpha,
+    check_finite,
+    check_labels,
+    check_sample_weight,
+    check_targets,
+)
+
+__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad"]
+
+_STATUS_TEXT = {
+    K.NAN: "contains NaN",
+    K.POSINF: "contains +inf (softmax is undefined there)",
+    K.ALL_NEGINF: "is entirely -inf, so it has no softmax",
+}
+
+
+def _raise_for(bad_row: np.ndarray, bad_code: np.ndarray, name: str) -> None:
+    hits = np.flatnonzero(bad_row >= 0)
+    if hits.size:
+        c = hits[np.argmin(bad_row[hits])]
+        raise ValueError(f"{name} row {int(bad_row[c])} {_STATUS_TEXT[int(bad_code[c])]}")
+
+
+def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError(
+            f"out must have shape {shape} and dtype {dtype}, "
+            f"got shape {out.shape} and dtype {out.dtype}"
+        )
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writeable C-contiguous array")
+    return out
+
+
+def _rowwise(kernel, Z, out, n_threads, name):
+    n_threads = check_n_threads(n_threads)
+    Z = as_float_array(Z, name, ndim=(1, 2))
+    shape = Z.shape
+    Z2 = Z.reshape(1, -1) if Z.ndim == 1 else Z
+    if Z2.shape[1] == 0:
+        raise ValueError(f"{name} has rows of length 0: an empty row has no softmax")
+    if out is not None:
+        out = _check_out(out, shape, Z.dtype)
+        if np.shares_memory(out, Z) and out is not Z:
+            raise ValueError("out overlaps Z only partially; pass out=Z or a separate array")
+    m = Z2.shape[0]
+    with numba_threads(n_threads) as nt:
+        n_chunks = max(1, min(m, nt))
+        bad_row = np.empty(n_chunks, dtype=np.int64)
+        bad_code = np.empty(n_chunks, dtype=np.int64)
+        if out is None:
+            # Our own buffer: compute and check in one pass; on a bad row the
+            # partly written buffer is simply dropped.
+            result = np.empty_like(Z2)
+        else:
+            # The caller's buffer: scan first, so a rejected call leaves it
+            # untouched.
+            K._check_logits(Z2, False, bad_row, bad_code)
+            _raise_for(bad_row, bad_code, name)
+            result = out.reshape(Z2.shape)
+        if m:
+            kernel(Z2, result, bad_row, bad_code)
+            _raise_for(bad_row, bad_code, name)
+    return result.reshape(shape) if out is None else out
+
+
+def softmax(Z: Any, *, out: np.ndarray | None = None, n_threads: int | None = None) -> np.ndarray:
+    """Row-wise softmax, computed stably.
+
+    ``softmax(z)_j = exp(z_j - max z) / sum_i exp(z_i - max z)``.
+
+    Parameters
+    ----------
+    Z : array_like of shape (m, k) or (k,)
+        Logits, one row per sample; a 1-D array is one row. float32 stays
+        float32, float64 stays float64, anything else becomes float64.
+        Entries may be -inf (probability exactly 0).
+    out : ndarray, optional
+        C-contiguous array of Z's shape and working dtype to write into;
+        ``out=Z`` works in place. Left untouched if the call is rejected.
+    n_threads : int, optional
+        Numba threads for this call only; None uses the current setting.
+
+    Returns
+    -------
+    P : ndarray
+        Probabilities in [0, 1], each row summing to 1.
+
+    Raises
+    ------
+    ValueError
+        If a row holds NaN or +inf, is entirely -inf, or has length 0.
+    """
+    return _rowwise(K._softmax, Z, out, n_threads, "Z")
+
+
+def log_softmax(Z: Any, *, out: np.ndarray | None = None,
+                n_threads: int | None = None) -> np.ndarray:
+    """Row-wise log of the softmax, ``z_j - logsumexp(z)``.
+
+    Computed without going through log(softmax(z)), so it stays finite and
+    accurate where the probability underflows. Parameters, errors and dtype
+    rules are those of :func:`softmax`; -inf entries give -inf.
+    """
+    return _rowwise(K._log_softmax, Z, out, n_threads, "Z")
+
+
+def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floating:
+    """Row-wise ``log(sum_j exp(z_j))`` without overflow.
+
+    Parameters
+    ----------
+    Z : array_like of shape (m, k) or (k,)
+        Logits; -inf entries allowed, and an all -inf row gives -inf.
+    n_threads : int, optional
+        Numba threads for this call only.
+
+    Returns
+    -------
+    ndarray of shape (m,), or a scalar for 1-D input, in Z's working dtype.
+
+    Raises
+    ------
+    ValueError
+        If a row holds NaN or +inf, or has length 0.
+    """
+    n_threads = check_n_threads(n_threads)
+    Z = as_float_array(Z, "Z", ndim=(1, 2))
+    Z2 = Z.reshape(1, -1) if Z.ndim == 1 else Z
+    if Z2.shape[1] == 0:
+        raise ValueError("Z has rows of length 0: logsumexp of an empty row is -inf by "
+                         "convention but almost always a mistake here")
+    m = Z2.shape[0]
+    out = np.empty(m, dtype=Z.dtype)
+    with numba_threads(n_threads) as nt:
+        n_chunks = max(1, min(m, nt))
+        bad_row = np.empty(n_chunks, dtype=np.int64)
+        bad_code = np.empty(n_chunks, dtype=np.int64)
+        if m:
+            K._logsumexp(Z2, out, bad_row, bad_code)
+            bad_row[bad_code == K.ALL_NEGINF] = -1
+            _raise_for(bad_row, bad_code, "Z")
+    return out[0] if Z.ndim == 1 else out
+
+
+def prepare_objective(X, y, n_classes, sample_weight, n_threads, dtype=None):
+    """Validate (X, y, sample_weight) for ``n_classes``; build the objective."""
+    X = as_float_array(X, "X", ndim=(2,), dtype=dtype)
+    m, n = X.shape
+    if m == 0:
+        raise ValueError("X has no rows: the loss of an empty sample is undefined")
+    if n == 0:
+        raise ValueError("X has no features (0 columns)")
+    check_finite(X, "X")
+    k = n_classes
+    y_arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
+    if y_arr.ndim == 2:
+        labels, targets = None, check_targets(y_arr, m, k, X.dtype)
+    elif y_arr.ndim == 1:
+        labels, targets = check_labels(y_arr, m, k), None
+    else:
+        raise ValueError(
+            f"y must be labels of shape ({m},) or targets of shape ({m}, {k}), "
+            f"got shape {y_arr.shape}"
+        )
+    sw = None if sample_weight is None else check_sample_weight(sample_weight, m, X.dtype)
+    return SoftmaxObjective(X, labels, targets, sw, k, n_threads=n_threads)
+
+
+def loss_and_grad(
+    X: Any,
+    y: Any,
+    W: Any,
+    b: Any = None,
+    *,
+    alpha: float = 0.0,
+    sample_weight: Any = None,
+    n_threads: int | None = None,
+) -> tuple[float, np.ndarray, np.ndarray | None]:
+    """Softmax cross-entropy loss and its gradients, in one fused pass.
+
+    ``J(W, b) = sum_i s_i [logsumexp(z_i) - <Y_i, z_i>] / sum_i s_i
+    + alpha/2 ||W||²`` with ``z_i = x_i W + b``; the intercept is not
+    penalised. The kernel reads X once and never allocates an (m, k) array.
+
+    Parameters
+    ----------
+    X : array_like of shape (m, n)
+        Data, finite. float32 stays float32 (the whole computation runs in
+        it); float64 stays float64; other numbers become float64.
+    y : array_like of shape (m,) or (m, k)
+        Integer class labels in 0..k-1, or a matrix whose rows are class
+        probabilities (one-hot or soft labels; each row sums to 1).
+    W : array_like of shape (n, k)
+        Weights, cast to X's working dtype.
+    b : array_like of shape (k,), optional
+        Intercept. None means no intercept, and grad_b is None.
+    alpha : float, default 0
+        L2 penalty strength on W.
+    sample_weight : array_like of shape (m,), optional
+        Non-negative row weights; the mean becomes a weighted mean.
+    n_threads : int, optional
+        Numba threads for this call only; None uses the current setting.
+
+    Returns
+    -------
+    loss : float
+    grad_W : ndarray of shape (n, k)
+    grad_b : ndarray of shape (k,) or None
+
+    Raises
+    ------
+    ValueError
+        On mismatched shapes, labels outside 0..k-1, non-finite X, W or b,
+        target rows that are not probabilities, negative sample weights, or
+        logits that overflow.
+    """
+    n_threads = check_n_threads(n_threads)
+    alpha = check_alpha(alpha)
+    X_arr = as_float_array(X, "X", ndim=(2,))
+    dt = X_arr.dtype
+    W_arr = as_float_array(W, "W", ndim=(2,), dtype=dt)
+    if W_arr.shape[0] != X_arr.shape[1]:
+        raise ValueError(
+            f"W has {W_arr.shape[0]} rows but X has {X_arr.shape[1]} features; "
+            "W must be (n_features, n_classes)"
+        )
+    k = W_arr.shape[1]
+    if k == 0:
+        raise ValueError("W has 0 columns: at least one class is needed")
+    check_finite(W_arr, "W")
+    b_arr = None
+    if b is not None:
+        b_arr = as_float_array(b, "b", ndim=(1,), dtype=dt)
+        if b_arr.shape[0] != k:
+            raise ValueError(f"b has {b_arr.shape[0]} entries but W has {k} columns")
+        check_finite(b_arr, "b")
+    objective = prepare_objective(X_arr, y, k, sample_weight, n_threads, dtype=dt)
+    return objective(W_arr, b_arr, alpha)

@@ -1,0 +1,55 @@
+"""Validation scans, run once at the edge before any kernel writes output.
+
+Each scan is parallel over row chunks and reports, per chunk, the first
+offending row (or -1), so that the error message can name it; the edge takes
+the smallest. They read their input once and allocate nothing.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._config import PJIT
+from ._softmax import _chunk
+
+
+@njit(**PJIT)
+def _first_nonfinite_row(A, bad_row):
+    """bad_row[c] = first row of chunk c holding NaN or +-inf, else -1."""
+    m = A.shape[0]
+    n_chunks = bad_row.shape[0]
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        bad_row[c] = -1
+        for i in range(start, stop):
+            row = A[i]
+            # Summing x - x is 0 for finite x and NaN for NaN or inf: a
+            # branch-free test that vectorises.
+            s = row.dtype.type(0)
+            for j in range(row.shape[0]):
+                s += row[j] - row[j]
+            if s != 0:
+                bad_row[c] = i
+                break
+
+
+@njit(**PJIT)
+def _first_bad_distribution_row(Y, tol, bad_row):
+    """bad_row[c] = first row of chunk c that is not a probability vector:
+    an entry negative or not finite, or a sum further than tol from 1."""
+    m, k = Y.shape
+    n_chunks = bad_row.shape[0]
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        bad_row[c] = -1
+        for i in range(start, stop):
+            s = 0.0
+            ok = True
+            for j in range(k):
+                v = Y[i, j]
+                if not (v >= 0 and v <= 1):
+                    ok = False
+                    break
+                s += v
+            if not ok or abs(s - 1.0) > tol:
+                bad_row[c] = i
+                break

@@ -1,0 +1,75 @@
+"""Plain NumPy reference implementations.
+
+These follow the formulas of the lecture notes line by line (see MATH.md):
+Z = X W + b, P = softmax(Z), E = P - Y, grad_W = Xᵀ E / m + alpha W. They
+allocate the full (m, k) matrices and are written to be obviously correct,
+not fast: they are the baseline that the fused kernels are tested and
+benchmarked against. Inputs are not validated beyond what NumPy does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "one_hot"]
+
+
+def logsumexp(Z):
+    """log(sum(exp(Z), axis=-1)), with the row maximum factored out."""
+    Z = np.asarray(Z)
+    mx = np.max(Z, axis=-1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0)  # an all -inf row: log(0) = -inf
+    with np.errstate(divide="ignore"):
+        return (mx + np.log(np.sum(np.exp(Z - mx), axis=-1, keepdims=True)))[..., 0]
+
+
+def softmax(Z):
+    """exp(Z - max) / sum(exp(Z - max)), row by row."""
+    Z = np.asarray(Z)
+    E = np.exp(Z - np.max(Z, axis=-1, keepdims=True))
+    return E / np.sum(E, axis=-1, keepdims=True)
+
+
+def log_softmax(Z):
+    """Z - logsumexp(Z), row by row."""
+    Z = np.asarray(Z)
+    return Z - logsumexp(Z)[..., None]
+
+
+def one_hot(y, k, dtype=np.float64):
+    """The (m, k) matrix Y with Y[i, y_i] = 1 and zeros elsewhere."""
+    Y = np.zeros((len(y), k), dtype=dtype)
+    Y[np.arange(len(y)), y] = 1
+    return Y
+
+
+def loss_and_grad(X, y, W, b=None, *, alpha=0.0, sample_weight=None):
+    """Mean cross-entropy + alpha/2 ||W||² and its gradients.
+
+    y is labels (m,) or a target matrix (m, k). Returns
+    (loss, grad_W, grad_b), grad_b None when b is None. Computed in X's
+    dtype, as the fused kernel is.
+    """
+    X = np.asarray(X)
+    W = np.asarray(W, dtype=X.dtype)
+    m, k = X.shape[0], W.shape[1]
+    y = np.asarray(y)
+    Y = one_hot(y, k, X.dtype) if y.ndim == 1 else np.asarray(y, dtype=X.dtype)
+    s = np.ones(m, dtype=X.dtype) if sample_weight is None else np.asarray(sample_weight, X.dtype)
+
+    Z = X @ W                                   # logits, m x k
+    if b is not None:
+        Z = Z + np.asarray(b, dtype=X.dtype)
+    P = softmax(Z)                              # probabilities
+    E = P - Y                                   # error matrix
+    # Cross-entropy through logsumexp, never log(P). Zero targets are
+    # skipped so that a -inf logit with zero target adds nothing.
+    YZ = np.sum(np.where(Y != 0, Y * Z, 0), axis=1)
+    per_row = logsumexp(Z) - YZ
+    total = s.sum(dtype=np.float64)
+    loss = float(np.dot(s.astype(np.float64), per_row.astype(np.float64)) / total)
+    loss += 0.5 * alpha * float(np.sum(W.astype(np.float64) ** 2))
+    dZ = E * (s / X.dtype.type(total))[:, None]  # dJ/dZ
+    grad_W = X.T @ dZ + X.dtype.type(alpha) * W
+    grad_b = dZ.sum(axis=0) if b is not None else None
+    return loss, grad_W, grad_b
