@@ -74,11 +74,15 @@ def check_finite(a: np.ndarray, name: str) -> None:
     if i < 0:
         return
     if a.ndim == 1:
-        raise ValueError(f"{name} contains {a[i]} at index {i}; it must be finite")
+        raise ValueError(f"{name} contains {_describe(a[i])} at index {i}; it must be finite")
     j = int(np.flatnonzero(~np.isfinite(a2[i]))[0])
     raise ValueError(
-        f"{name} contains {a2[i, j]} at row {i}, column {j}; it must be finite"
+        f"{name} contains {_describe(a2[i, j])} at row {i}, column {j}; it must be finite"
     )
+
+
+def _describe(v: float) -> str:
+    return "NaN" if np.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
 def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
