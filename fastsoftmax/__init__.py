@@ -8,11 +8,27 @@ loss_and_grad
     Cross-entropy loss and gradient of softmax regression in one fused,
     multithreaded pass over the data.
 
+Estimator
+---------
+SoftmaxRegression
+    scikit-learn-compatible classifier trained with L-BFGS, batch gradient
+    descent or mini-batch SGD (with ``partial_fit``) on the fused kernels.
+
 ``fastsoftmax.reference`` holds the same functions in plain NumPy.
 """
 
+from ._estimator import SoftmaxRegression
 from ._functions import log_softmax, logsumexp, loss_and_grad, softmax
+from ._solvers import DivergenceWarning
 
 __version__ = "0.1.0"
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "__version__"]
+__all__ = [
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+    "loss_and_grad",
+    "SoftmaxRegression",
+    "DivergenceWarning",
+    "__version__",
+]

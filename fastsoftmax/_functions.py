@@ -252,3 +252,26 @@ def loss_and_grad(
         check_finite(b_arr, "b")
     objective = prepare_objective(X_arr, y, k, sample_weight, n_threads, dtype=dt)
     return objective(W_arr, b_arr, alpha)
+
+
+def _rowwise_inplace(kernel, Z: np.ndarray, n_threads: int | None) -> np.ndarray:
+    """Apply a row kernel to a C-contiguous float array the caller owns."""
+    m = Z.shape[0]
+    with numba_threads(n_threads) as nt:
+        n_chunks = max(1, min(m, nt))
+        bad_row = np.empty(n_chunks, dtype=np.int64)
+        bad_code = np.empty(n_chunks, dtype=np.int64)
+        if m:
+            kernel(Z, Z, bad_row, bad_code)
+            _raise_for(bad_row, bad_code, "the logits X @ coef_.T + intercept_")
+    return Z
+
+
+def _softmax_inplace(Z: np.ndarray, n_threads: int | None = None) -> np.ndarray:
+    """softmax over rows of Z, in place, no validation (internal use)."""
+    return _rowwise_inplace(K._softmax, Z, n_threads)
+
+
+def _log_softmax_inplace(Z: np.ndarray, n_threads: int | None = None) -> np.ndarray:
+    """log_softmax over rows of Z, in place, no validation (internal use)."""
+    return _rowwise_inplace(K._log_softmax, Z, n_threads)
