@@ -8,11 +8,11 @@ the smallest. They read their input once and allocate nothing.
 import numpy as np
 from numba import njit, prange
 
-from ._config import PJIT
+from ._config import PJIT_STRICT
 from ._softmax import _chunk
 
 
-@njit(**PJIT)
+@njit(**PJIT_STRICT)
 def _first_nonfinite_row(A, bad_row):
     """bad_row[c] = first row of chunk c holding NaN or +-inf, else -1."""
     m = A.shape[0]
@@ -22,17 +22,18 @@ def _first_nonfinite_row(A, bad_row):
         bad_row[c] = -1
         for i in range(start, stop):
             row = A[i]
-            # Summing x - x is 0 for finite x and NaN for NaN or inf: a
-            # branch-free test that vectorises.
+            # Summing x * 0 gives 0 for finite x and NaN for NaN or +-inf: a
+            # branch-free test that vectorises (no fast-math here, so the
+            # multiplication is kept).
             s = row.dtype.type(0)
             for j in range(row.shape[0]):
-                s += row[j] - row[j]
+                s += row[j] * 0
             if s != 0:
                 bad_row[c] = i
                 break
 
 
-@njit(**PJIT)
+@njit(**PJIT_STRICT)
 def _first_bad_distribution_row(Y, tol, bad_row):
     """bad_row[c] = first row of chunk c that is not a probability vector:
     an entry negative or not finite, or a sum further than tol from 1."""

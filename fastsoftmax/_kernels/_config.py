@@ -12,3 +12,7 @@ FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 # the first process on a machine pays the compile time.
 JIT = {"nogil": True, "cache": True, "fastmath": FASTMATH}
 PJIT = {**JIT, "parallel": True}
+
+# Validation scans get no fast-math at all: under "reassoc" LLVM may rewrite
+# the arithmetic a NaN/inf test relies on (x - x folded to 0 was observed).
+PJIT_STRICT = {"nogil": True, "cache": True, "parallel": True}
