@@ -18,7 +18,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils import assert_all_finite
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from . import _solvers
 from ._functions import _softmax_inplace, _log_softmax_inplace
@@ -203,6 +204,17 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         check_finite(X, "X")
         return X
 
+    def _check_y(self, y):
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        y = column_or_1d(y, warn=True)
+        if y.dtype.kind in "fc":
+            assert_all_finite(y, input_name="y")
+        check_classification_targets(y)
+        return y
+
     def _encode(self, y, classes, m):
         """Integer codes of y in ``classes``; a clear error for unseen labels."""
         if y.shape[0] != m:
@@ -213,7 +225,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         if np.any(unseen):
             i = int(np.flatnonzero(unseen)[0])
             raise ValueError(
-                f"y[{i}] = {y[i]!r} is not one of the classes {list(classes)} "
+                f"y[{i}] = {y[i].tolist()!r} is not one of the classes {classes.tolist()} "
                 "fixed by the first partial_fit (pass every class in `classes`)"
             )
         return codes.astype(np.int64)
@@ -274,14 +286,9 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         self
         """
         self._check_params()
+        y = self._check_y(y)
         X = self._check_X(X, reset=True)
         m = X.shape[0]
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D labels, got shape {y.shape}")
-        check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if y.shape[0] != m:
             raise ValueError(f"y has {y.shape[0]} labels but X has {m} rows")
@@ -375,7 +382,9 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
         Whatever ``solver`` is, partial_fit updates with SGD (``batch_size``,
         ``learning_rate``, ``eta0``, ``momentum``), carrying the momentum and
-        the schedule from call to call.
+        the schedule from call to call. Each call counts as one epoch for the
+        "invscaling" schedule; "adaptive" cannot watch a stream stall, so it
+        keeps its current eta (as "constant" does).
 
         Parameters
         ----------
@@ -398,20 +407,18 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             classes_arr = np.unique(np.asarray(classes))
             if len(classes_arr) < 2:
                 raise ValueError("classes must list at least 2 classes")
+            y = self._check_y(y)
             X = self._check_X(X, reset=True)
         else:
             classes_arr = self.classes_
             if classes is not None and not np.array_equal(np.unique(np.asarray(classes)),
                                                           self.classes_):
                 raise ValueError(
-                    f"classes={list(np.unique(classes))} differs from the classes fixed by "
-                    f"the first call, {list(self.classes_)}"
+                    f"classes={np.unique(classes).tolist()} differs from the classes fixed "
+                    f"by the first call, {self.classes_.tolist()}"
                 )
+            y = self._check_y(y)
             X = self._check_X(X, reset=False, dtype=self.coef_.dtype)
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D labels, got shape {y.shape}")
-        check_classification_targets(y)
         m, n = X.shape
         codes = self._encode(y, classes_arr, m)
         sw = self._weights(codes, classes_arr, sample_weight, m, X.dtype)
@@ -440,22 +447,30 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, ("coef_", "intercept_", "classes_"))
         return self._check_X(X, reset=False, dtype=self.coef_.dtype)
 
-    def decision_function(self, X):
-        """Logits X @ coef_.T + intercept_, shape (m, n_classes)."""
+    def _logits(self, X):
         X = self._prepared(X)
         Z = X @ self.coef_.T
         Z += self.intercept_
         return Z
 
+    def decision_function(self, X):
+        """Logits ``X @ coef_.T + intercept_``, shape (m, n_classes).
+
+        For two classes, scikit-learn's convention: the (m,) log-odds of
+        ``classes_[1]`` against ``classes_[0]``, positive where class 1 wins.
+        """
+        Z = self._logits(X)
+        if Z.shape[1] == 2:
+            return Z[:, 1] - Z[:, 0]
+        return Z
+
     def predict_proba(self, X):
         """Class probabilities, shape (m, n_classes); rows sum to 1."""
-        Z = self.decision_function(X)
-        return _softmax_inplace(Z, check_n_threads(self.n_threads))
+        return _softmax_inplace(self._logits(X), check_n_threads(self.n_threads))
 
     def predict_log_proba(self, X):
         """Log class probabilities, computed without log(softmax)."""
-        Z = self.decision_function(X)
-        return _log_softmax_inplace(Z, check_n_threads(self.n_threads))
+        return _log_softmax_inplace(self._logits(X), check_n_threads(self.n_threads))
 
     def predict(self, X):
         """The most probable class of each row, shape (m,).
@@ -505,9 +520,9 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     def load(cls, path: str | os.PathLike) -> SoftmaxRegression:
         """Load a model written by :meth:`save`; pickled content is refused."""
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
                 arrays = {key: data[key] for key in data.files}
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
             raise
         except ValueError as exc:
             raise ValueError(f"{path}: not a fastsoftmax model file ({exc})") from None

@@ -56,6 +56,20 @@ def _diverged(solver: str, eta: float, it: int) -> None:
     )
 
 
+def _rose(solver: str, curve: list[float], eta: float) -> bool:
+    """At a stall, warn if the loss ended above where it started: the
+    learning rate is too large even if nothing overflowed."""
+    if len(curve) > 1 and curve[-1] > curve[0]:
+        warnings.warn(
+            f"{solver}: the loss rose from {curve[0]:.4g} to {curve[-1]:.4g} with learning "
+            f"rate eta={eta:g}; lower eta0 (or standardise the features).",
+            DivergenceWarning,
+            stacklevel=4,
+        )
+        return True
+    return False
+
+
 class _Stopper:
     """No-improvement counter: stop (or shrink the step) when the monitored
     loss has failed to improve on its best by ``tol`` for ``patience``
@@ -207,25 +221,30 @@ def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
     for it in range(max_iter):
         step = eta if learning_rate != "invscaling" else eta0 / np.sqrt(1.0 + it)
         e = dt.type(step)
-        vW_new = mu * vW - e * gW
-        W_new = W + (mu * vW_new - e * gW if nesterov else vW_new)
-        if b is not None:
-            vb_new = mu * vb - e * gb
-            b_new = b + (mu * vb_new - e * gb if nesterov else vb_new)
-        else:
-            vb_new = b_new = None
-        try:
-            new = objective(W_new, b_new, alpha)
-            finite = np.isfinite(new[0])
-        except ValueError:
-            finite = False
+        # A step that is far too large overflows here; that is detected below
+        # as a non-finite loss, not reported as a floating-point warning.
+        with np.errstate(over="ignore", invalid="ignore"):
+            vW_new = mu * vW - e * gW
+            W_new = W + (mu * vW_new - e * gW if nesterov else vW_new)
+            if b is not None:
+                vb_new = mu * vb - e * gb
+                b_new = b + (mu * vb_new - e * gb if nesterov else vb_new)
+            else:
+                vb_new = b_new = None
+            finite = bool(np.isfinite(W_new).all()) and (
+                b_new is None or bool(np.isfinite(b_new).all()))
+            try:
+                new = objective(W_new, b_new, alpha) if finite else None
+                finite = finite and bool(np.isfinite(new[0]))
+            except ValueError:  # the logits overflowed
+                finite = False
         if learning_rate == "adaptive" and (not finite or new[0] > loss):
             eta /= 2
             vW[:] = 0
             if vb is not None:
                 vb[:] = 0
             if eta < 1e-12:
-                converged = True
+                converged = not _rose("sgd", curve, eta)
                 break
             continue
         if not finite:
@@ -242,7 +261,7 @@ def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
         if callback is not None:
             callback(it + 1, loss)
         if monitor.update(W, b, loss):
-            converged = True
+            converged = not _rose("bgd", curve, step)
             break
     else:
         warnings.warn(
@@ -324,7 +343,9 @@ def sgd_epochs(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | Non
                 break
             t += steps
             if alpha:
-                train_loss += 0.5 * alpha * float(np.dot(Wt.ravel(), Wt.ravel()))
+                w64 = Wt.ravel().astype(np.float64)
+                with np.errstate(over="ignore"):
+                    train_loss += 0.5 * alpha * float(np.dot(w64, w64))
             curve.append(float(train_loss))
             if callback is not None:
                 callback(epoch + 1, float(train_loss))
@@ -334,7 +355,7 @@ def sgd_epochs(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | Non
                     eta /= 5
                     monitor.stopper.reset()
                     continue
-                converged = True
+                converged = not _rose("sgd", curve, eta)
                 break
         else:
             if stop_early:

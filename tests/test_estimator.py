@@ -1,0 +1,391 @@
+"""SoftmaxRegression: solvers against scikit-learn's optimum, the estimator
+contract, partial_fit, reproducibility, saving and loading."""
+
+import pickle
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import check_estimator
+
+from fastsoftmax import DivergenceWarning, SoftmaxRegression, loss_and_grad
+
+C = 1.0
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+@pytest.fixture(scope="module")
+def sklearn_optimum(digits):
+    """scikit-learn's LogisticRegression(C) optimum and its loss in MATH.md's J."""
+    X, y = digits
+    alpha = 1.0 / (C * len(y))
+    sk = LogisticRegression(C=C, tol=1e-10, max_iter=10_000).fit(X, y)
+    loss = loss_and_grad(X, y, sk.coef_.T.copy(), sk.intercept_.copy(), alpha=alpha)[0]
+    return sk, loss, alpha
+
+
+def toy_data(seed=0):
+    """The lecture notes' toy problem: three Gaussian classes, 500 points each."""
+    rng = np.random.default_rng(seed)
+    means = np.array([[2.0, 2.0], [8.0, 3.0], [3.0, 6.0]])
+    X = np.concatenate([rng.standard_normal((500, 2)) + mu for mu in means])
+    y = np.repeat(np.arange(3), 500)
+    return X, y
+
+
+def fitted_loss(est, X, y, alpha):
+    return loss_and_grad(X, y, est.coef_.T, est.intercept_, alpha=alpha)[0]
+
+
+# --------------------------------------------------------------- optimality
+def test_lbfgs_matches_sklearn_optimum(digits, sklearn_optimum):
+    X, y = digits
+    sk, opt, alpha = sklearn_optimum
+    est = SoftmaxRegression("lbfgs", alpha=alpha, tol=1e-10, max_iter=5000).fit(X, y)
+    assert est.coef_.dtype == np.float64
+    assert abs(fitted_loss(est, X, y, alpha) - opt) <= 1e-6 * opt
+    np.testing.assert_array_equal(est.predict(X), sk.predict(X))
+    np.testing.assert_allclose(est.predict_proba(X), sk.predict_proba(X), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(solver="bgd", max_iter=3000, tol=1e-6),
+        dict(solver="sgd", batch_size=64, tol=1e-5, n_iter_no_change=10, max_iter=1000),
+        dict(solver="sgd", batch_size=1, eta0=0.003, tol=1e-5, n_iter_no_change=10,
+             max_iter=1000),
+    ],
+    ids=["bgd", "sgd-64", "sgd-1"],
+)
+def test_first_order_solvers_reach_the_optimum(digits, sklearn_optimum, params):
+    X, y = digits
+    sk, opt, alpha = sklearn_optimum
+    est = SoftmaxRegression(alpha=alpha, random_state=0, **params).fit(X, y)
+    assert est.n_iter_ < params["max_iter"]  # stopped by its rule, in bounded epochs
+    assert fitted_loss(est, X, y, alpha) <= 1.01 * opt
+    assert est.score(X, y) >= sk.score(X, y) - 0.01
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "bgd", "sgd"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_toy_problem_every_solver(solver, dtype):
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X).astype(dtype)
+    est = SoftmaxRegression(solver, random_state=0).fit(X, y)
+    assert est.score(X, y) >= 0.97
+    assert est.coef_.dtype == dtype and est.intercept_.dtype == dtype
+    assert est.predict_proba(X).dtype == dtype
+    assert np.isfinite(est.loss_curve_).all() and est.loss_curve_[-1] < est.loss_curve_[0]
+
+
+def test_defaults_reach_a_good_model_without_tuning(digits, sklearn_optimum):
+    X, y = digits
+    sk, _, _ = sklearn_optimum
+    for solver in ("lbfgs", "sgd", "bgd"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est = SoftmaxRegression(solver, random_state=0).fit(X, y)
+        assert est.score(X, y) >= sk.score(X, y) - 0.01, solver
+
+
+def test_float32_trains_in_float32(digits, sklearn_optimum):
+    X, y = digits
+    _, opt, alpha = sklearn_optimum
+    X32 = X.astype(np.float32)
+    est = SoftmaxRegression("lbfgs", alpha=alpha, tol=1e-5, max_iter=2000).fit(X32, y)
+    assert est.coef_.dtype == np.float32
+    assert fitted_loss(est, X, y, alpha) <= opt * (1 + 1e-3)
+
+
+# ---------------------------------------------------------- sklearn contract
+def test_check_estimator_passes_in_full():
+    results = check_estimator(SoftmaxRegression(), on_fail=None, on_skip=None)
+    failed = [(r["check_name"], str(r["exception"])[:200])
+              for r in results if r["status"] == "failed"]
+    assert failed == []
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    # Only the array-API check may skip (it needs SCIPY_ARRAY_API set).
+    assert skipped <= {"check_array_api_input"}
+
+
+def test_string_labels_and_attributes():
+    X, y = toy_data()
+    names = np.array(["red", "green", "blue"])[y]
+    est = SoftmaxRegression().fit(X, names)
+    assert list(est.classes_) == ["blue", "green", "red"]
+    assert est.coef_.shape == (3, 2) and est.intercept_.shape == (3,)
+    assert est.n_features_in_ == 2
+    assert set(est.predict(X)) <= set(names)
+    assert (est.predict(X) == names).mean() > 0.97
+    P = est.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.exp(est.predict_log_proba(X)), P, rtol=1e-10, atol=1e-300)
+    np.testing.assert_array_equal(est.classes_[est.decision_function(X).argmax(1)],
+                                  est.predict(X))
+
+
+def test_feature_names_from_dataframe():
+    pd = pytest.importorskip("pandas")
+    X, y = toy_data()
+    df = pd.DataFrame(X, columns=["width", "height"])
+    est = SoftmaxRegression().fit(df, y)
+    assert list(est.feature_names_in_) == ["width", "height"]
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        plain = est.predict(X)
+    np.testing.assert_array_equal(est.predict(df), plain)
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(df.rename(columns={"width": "w"}))
+
+
+def test_class_weight_balanced_equals_explicit_weights():
+    X, y = toy_data()
+    X, y = X[:1100], y[:1100]  # classes of 500, 500, 100
+    balanced = SoftmaxRegression(class_weight="balanced", tol=1e-10, max_iter=1000).fit(X, y)
+    counts = np.bincount(y)
+    sw = (len(y) / (3 * counts))[y]
+    explicit = SoftmaxRegression(tol=1e-10, max_iter=1000).fit(X, y, sample_weight=sw)
+    np.testing.assert_allclose(balanced.coef_, explicit.coef_, rtol=1e-6, atol=1e-8)
+    as_dict = SoftmaxRegression(class_weight=dict(enumerate(len(y) / (3 * counts))),
+                                tol=1e-10, max_iter=1000).fit(X, y)
+    np.testing.assert_allclose(as_dict.coef_, explicit.coef_, rtol=1e-6, atol=1e-8)
+
+
+def test_integer_sample_weight_equals_repeating_rows():
+    X, y = toy_data()
+    rng = np.random.default_rng(1)
+    w = rng.integers(0, 3, len(y))
+    weighted = SoftmaxRegression(tol=1e-10, max_iter=1000).fit(X, y, sample_weight=w)
+    repeated = SoftmaxRegression(tol=1e-10, max_iter=1000).fit(np.repeat(X, w, 0),
+                                                               np.repeat(y, w))
+    np.testing.assert_allclose(weighted.coef_, repeated.coef_, rtol=1e-5, atol=1e-7)
+
+
+# --------------------------------------------------------------- partial_fit
+def test_partial_fit_matches_fit_quality(digits):
+    X, y = digits
+    epochs = 20
+    params = dict(solver="sgd", batch_size=32, learning_rate="constant", eta0=0.01,
+                  random_state=0)
+    full = SoftmaxRegression(max_iter=epochs, n_iter_no_change=epochs + 1, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        full.fit(X, y)
+    online = SoftmaxRegression(**params)
+    chunks = np.array_split(np.arange(len(y)), 6)
+    rng = np.random.default_rng(0)
+    for _ in range(epochs):
+        for idx in rng.permutation(len(chunks)):
+            online.partial_fit(X[chunks[idx]], y[chunks[idx]], classes=np.arange(10))
+    assert online.score(X, y) >= full.score(X, y) - 0.01
+    alpha = full.alpha
+    assert fitted_loss(online, X, y, alpha) <= 1.1 * fitted_loss(full, X, y, alpha)
+    assert online.n_iter_ == epochs * len(chunks)
+
+
+def test_partial_fit_classes_contract():
+    X, y = toy_data()
+    est = SoftmaxRegression()
+    with pytest.raises(ValueError, match="classes must be given"):
+        est.partial_fit(X, y)
+    est.partial_fit(X[y < 2], y[y < 2], classes=[0, 1, 2])
+    assert list(est.classes_) == [0, 1, 2]
+    coef = est.coef_.copy()
+    bad = y.copy()
+    bad[7] = 5
+    with pytest.raises(ValueError, match=r"y\[7\] = 5 is not one of the classes"):
+        est.partial_fit(X, bad)
+    with pytest.raises(ValueError, match="differs from the classes"):
+        est.partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match="features"):
+        est.partial_fit(X[:, :1], y)
+    np.testing.assert_array_equal(est.coef_, coef)  # rejected calls changed nothing
+
+
+def test_partial_fit_keeps_float32():
+    X, y = toy_data()
+    est = SoftmaxRegression().partial_fit(X.astype(np.float32), y, classes=[0, 1, 2])
+    est.partial_fit(X, y)  # float64 data is cast to the model's float32
+    assert est.coef_.dtype == np.float32
+
+
+# ----------------------------------------------------------- reproducibility
+@pytest.mark.parametrize("solver", ["sgd", "bgd", "lbfgs"])
+def test_same_random_state_gives_identical_weights(digits, solver):
+    X, y = digits
+    fits = [SoftmaxRegression(solver, random_state=3, max_iter=30, early_stopping=True)
+            for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for est in fits:
+            est.fit(X, y)
+    np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
+    np.testing.assert_array_equal(fits[0].intercept_, fits[1].intercept_)
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "bgd", "sgd"])
+def test_threads_change_results_only_by_rounding(digits, solver):
+    X, y = digits
+    models = []
+    for n_threads in (1, 2):
+        est = SoftmaxRegression(solver, random_state=0, n_threads=n_threads, max_iter=20)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            models.append(est.fit(X, y))
+    # lbfgs/bgd: only the reduction order differs; sgd with batch 64 splits each
+    # batch over threads. Bounded drift after 20 iterations.
+    np.testing.assert_allclose(models[0].coef_, models[1].coef_, rtol=1e-6, atol=1e-8)
+
+
+# -------------------------------------------------------- stopping and errors
+def test_divergent_learning_rate_keeps_finite_weights():
+    X, y = toy_data()
+    X = X * 1e3
+    for solver in ("sgd", "bgd"):
+        # Overflow: the loss becomes inf; the last finite weights are kept.
+        est = SoftmaxRegression(solver, learning_rate="constant", eta0=1e6, momentum=0.9,
+                                alpha=10.0, max_iter=200, n_iter_no_change=1000)
+        with pytest.warns(DivergenceWarning, match="non-finite.*eta=1e\\+06"):
+            est.fit(X, y)
+        assert np.isfinite(est.coef_).all() and np.isfinite(est.intercept_).all()
+        # A stall above the starting loss is reported too, not called converged.
+        est = SoftmaxRegression(solver, learning_rate="constant", eta0=1e6, momentum=0.9,
+                                alpha=10.0, max_iter=200)
+        with pytest.warns(DivergenceWarning, match="eta=1e\\+06"):
+            est.fit(X, y)
+        assert np.isfinite(est.coef_).all()
+
+
+def test_early_stopping_keeps_best_validation_weights(digits):
+    X, y = digits
+    est = SoftmaxRegression("sgd", early_stopping=True, random_state=0, max_iter=200)
+    est.fit(X, y)
+    curve = est.validation_loss_curve_
+    assert len(curve) == est.n_iter_ and est.n_iter_ < 200
+    best = min(curve)
+    Xv_loss = [v for v in curve]
+    assert best == min(Xv_loss)
+    for solver in ("lbfgs", "bgd"):
+        est2 = SoftmaxRegression(solver, early_stopping=True, random_state=0).fit(X, y)
+        assert len(est2.validation_loss_curve_) >= 1
+        assert est2.score(X, y) > 0.95
+
+
+def test_warm_start_continues():
+    X, y = toy_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cold = SoftmaxRegression("bgd", max_iter=3, learning_rate="constant").fit(X, y)
+        warm = SoftmaxRegression("bgd", max_iter=3, learning_rate="constant",
+                                 warm_start=True).fit(X, y)
+        warm.fit(X, y)
+    assert warm.loss_curve_[0] < cold.loss_curve_[0]
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(solver="adam"), "solver must be one of"),
+        (dict(alpha=-1), "alpha must be >= 0"),
+        (dict(eta0=0), "eta0 must be > 0"),
+        (dict(momentum=1.0), "momentum must be < 1"),
+        (dict(batch_size=0), "batch_size must be >= 1"),
+        (dict(learning_rate="optimal"), "learning_rate must be one of"),
+        (dict(validation_fraction=1.5), "validation_fraction must be < 1"),
+        (dict(class_weight="auto"), "class_weight must be"),
+        (dict(n_threads=0), "n_threads must be between"),
+    ],
+)
+def test_bad_parameters_are_named(params, message):
+    X, y = toy_data()
+    with pytest.raises(ValueError, match=message):
+        SoftmaxRegression(**params).fit(X, y)
+
+
+def test_rejected_fit_leaves_model_unchanged():
+    X, y = toy_data()
+    est = SoftmaxRegression().fit(X, y)
+    before = (est.coef_.copy(), est.intercept_.copy(), est.classes_.copy())
+    Xbad = X.copy()
+    Xbad[10, 1] = np.nan
+    with pytest.raises(ValueError, match="row 10, column 1"):
+        est.fit(Xbad, y)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        est.fit(X, np.zeros(len(y)))
+    for got, want in zip((est.coef_, est.intercept_, est.classes_), before):
+        np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------------------ save and load
+def test_save_load_roundtrip(tmp_path):
+    X, y = toy_data()
+    names = np.array(["a", "b", "c"])[y]
+    est = SoftmaxRegression(alpha=0.01).fit(X.astype(np.float32), names)
+    path = tmp_path / "model.npz"
+    est.save(path)
+    back = SoftmaxRegression.load(path)
+    assert back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.coef_, est.coef_)
+    assert back.coef_.dtype == np.float32
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
+
+
+def test_load_rejects_malformed_files(tmp_path):
+    X, y = toy_data()
+    good = tmp_path / "good.npz"
+    SoftmaxRegression().fit(X, y).save(good)
+    raw = good.read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(raw[: len(raw) // 2])
+    np.savez(tmp_path / "foreign.npz", a=np.arange(3))
+    np.savez(tmp_path / "pickled.npz", format=np.array("fastsoftmax-model"),
+             coef=np.array([{"x": 1}], dtype=object))
+    with np.load(good) as data:
+        arrays = dict(data)
+    arrays["coef"] = arrays["coef"][:, :1]
+    np.savez(tmp_path / "shape.npz", **arrays)
+    (tmp_path / "text.npz").write_text("not a zip file")
+    for name, message in [("truncated", "not a readable"), ("foreign", "missing arrays"),
+                          ("pickled", "not a fastsoftmax model file|not a readable"),
+                          ("text", "not a fastsoftmax model file")]:
+        with pytest.raises(ValueError, match=message):
+            SoftmaxRegression.load(tmp_path / f"{name}.npz")
+    # A wrong coefficient shape only shows against data: the loaded model
+    # must refuse data of the other width, with the feature count named.
+    model = SoftmaxRegression.load(tmp_path / "shape.npz")
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X)
+
+
+# --------------------------------------------------------------- allocation
+def test_predict_allocates_only_its_answer():
+    rng = np.random.default_rng(0)
+    m, n, k = 20_000, 20, 50
+    X = rng.standard_normal((m, n))
+    y = rng.integers(0, k, m)
+    est = SoftmaxRegression(max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+    est.predict(X)  # compile and warm up
+    tracemalloc.start()
+    labels = est.predict(X)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    logits_bytes = m * k * 8
+    assert labels.shape == (m,)
+    # The (m,) codes and labels plus a few row blocks; far below the logits.
+    assert peak < 2 * m * 8 + 2 * 256 * k * 8 + 100_000
+    assert peak < logits_bytes / 10
