@@ -73,3 +73,38 @@ def loss_and_grad(X, y, W, b=None, *, alpha=0.0, sample_weight=None):
     grad_W = X.T @ dZ + X.dtype.type(alpha) * W
     grad_b = dZ.sum(axis=0) if b is not None else None
     return loss, grad_W, grad_b
+
+
+def sgd_epoch(X, y, W, b, order, *, batch_size, eta, alpha=0.0, momentum=0.0,
+              nesterov=False, VW=None, Vb=None, sample_weight=None):
+    """One epoch of mini-batch SGD, a plain NumPy loop over the batches.
+
+    The lecture notes' update, W <- W - eta * (Xᵦᵀ (Pᵦ - Yᵦ) / B + alpha W),
+    with optional (Nesterov) momentum; rows are visited in ``order``. With
+    sample weights each row's error is multiplied by w_i / mean(w). W, b,
+    VW and Vb are updated in place; returns (W, b).
+    """
+    X = np.asarray(X)
+    m, k = X.shape[0], W.shape[1]
+    s = np.ones(m, X.dtype) if sample_weight is None else np.asarray(sample_weight, X.dtype)
+    s = s / s.astype(np.float64).mean()
+    VW = np.zeros_like(W) if VW is None else VW
+    Vb = np.zeros_like(b) if Vb is None else Vb
+    for start in range(0, m, batch_size):
+        rows = order[start:start + batch_size]
+        Xb = X[rows]
+        P = softmax(Xb @ W + b)
+        E = (P - one_hot(y[rows], k, X.dtype)) * s[rows, None].astype(X.dtype)
+        gW = Xb.T @ E / len(rows) + alpha * W
+        gb = E.sum(axis=0) / len(rows)
+        VW *= momentum
+        VW -= eta * gW
+        Vb *= momentum
+        Vb -= eta * gb
+        if nesterov:
+            W += momentum * VW - eta * gW
+            b += momentum * Vb - eta * gb
+        else:
+            W += VW
+            b += Vb
+    return W, b
