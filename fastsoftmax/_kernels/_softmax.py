@@ -115,12 +115,20 @@ def _log_softmax(Z, out, bad_row, bad_code):
                 bad_row[c] = i
                 bad_code[c] = status
                 break
+            # Store z - max first and subtract log(s) in a second pass:
+            # z - (max + log(s)) would round max + log(s) at the magnitude
+            # of max and then cancel, losing the relative accuracy of
+            # log p ~ 0 (the likeliest classes). With "reassoc" an
+            # expression (z - max) - log(s) may be regrouped into exactly
+            # that, so the split goes through memory.
             s = z.dtype.type(0)
             for j in range(k):
-                s += np.exp(z[j] - mx)
-            lse = mx + np.log(s)
+                t = z[j] - mx
+                o[j] = t
+                s += np.exp(t)
+            ls = np.log(s)
             for j in range(k):
-                o[j] = z[j] - lse
+                o[j] -= ls
 
 
 @njit(**PJIT)
