@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import numbers
 import os
-import sys
 from typing import Any
 
 import numpy as np
@@ -114,7 +113,9 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         Numba threads used by this estimator's calls; None keeps Numba's
         current setting.
     verbose : int, default=0
-        Print the loss each iteration when > 0.
+        1: a progress bar (tqdm, on stderr) over iterations or epochs,
+        showing the current loss. 2 or more: also one line per iteration
+        on stdout.
 
     Attributes
     ----------
@@ -258,14 +259,14 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             return np.random.default_rng(rs.randint(np.iinfo(np.int32).max))
         return np.random.default_rng(rs)
 
-    def _callback(self):
+    def _callback(self, solver, total):
+        """The solver's per-iteration callback: a progress bar when verbose, else None."""
         if not self.verbose:
             return None
+        from ._progress import IterationProgress
 
-        def report(it, loss):
-            print(f"{self.solver} iteration {it}: loss {loss:.6g}", file=sys.stdout)
-
-        return report
+        return IterationProgress(total, solver, unit="epoch" if solver == "sgd" else "it",
+                                 echo=self.verbose >= 2)
 
     # ------------------------------------------------------------------- fit
     def fit(self, X, y, sample_weight=None):
@@ -344,25 +345,31 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         return np.ascontiguousarray(X[train]), codes[train], sw_train, val_obj
 
     def _run_solver(self, objective, W0, b0, rng, validation, state, *, epochs=None):
-        common = dict(alpha=float(self.alpha), callback=self._callback())
         solver = self.solver if epochs is None else "sgd"
-        if solver == "lbfgs":
-            return _solvers.lbfgs(objective, W0, b0, max_iter=self.max_iter, tol=self.tol,
-                                  validation=validation,
-                                  n_iter_no_change=self.n_iter_no_change, **common)
-        if solver == "bgd":
-            return _solvers.bgd(objective, W0, b0, max_iter=self.max_iter, tol=self.tol,
-                                n_iter_no_change=self.n_iter_no_change, eta0=self.eta0,
-                                learning_rate=self.learning_rate, momentum=self.momentum,
-                                nesterov=self.nesterov, validation=validation, **common)
-        return _solvers.sgd_epochs(
-            objective, W0, b0, max_iter=self.max_iter if epochs is None else epochs,
-            tol=self.tol, n_iter_no_change=self.n_iter_no_change, eta0=self.eta0,
-            learning_rate=self.learning_rate, power_t=self.power_t, momentum=self.momentum,
-            nesterov=self.nesterov, batch_size=self.batch_size, shuffle=self.shuffle,
-            rng=rng, state=state, validation=validation, stop_early=epochs is None,
-            **common,
-        )
+        callback = self._callback(solver, self.max_iter if epochs is None else epochs)
+        common = dict(alpha=float(self.alpha), callback=callback)
+        # The solvers' warnings use stacklevel to point at fit: call them from here.
+        try:
+            if solver == "lbfgs":
+                return _solvers.lbfgs(objective, W0, b0, max_iter=self.max_iter, tol=self.tol,
+                                      validation=validation,
+                                      n_iter_no_change=self.n_iter_no_change, **common)
+            if solver == "bgd":
+                return _solvers.bgd(objective, W0, b0, max_iter=self.max_iter, tol=self.tol,
+                                    n_iter_no_change=self.n_iter_no_change, eta0=self.eta0,
+                                    learning_rate=self.learning_rate, momentum=self.momentum,
+                                    nesterov=self.nesterov, validation=validation, **common)
+            return _solvers.sgd_epochs(
+                objective, W0, b0, max_iter=self.max_iter if epochs is None else epochs,
+                tol=self.tol, n_iter_no_change=self.n_iter_no_change, eta0=self.eta0,
+                learning_rate=self.learning_rate, power_t=self.power_t,
+                momentum=self.momentum, nesterov=self.nesterov, batch_size=self.batch_size,
+                shuffle=self.shuffle, rng=rng, state=state, validation=validation,
+                stop_early=epochs is None, **common,
+            )
+        finally:
+            if callback is not None:
+                callback.close()
 
     def _set_result(self, result, dtype, *, append=False):
         k = result.W.shape[1]
