@@ -1,0 +1,113 @@
+"""Numba's on-disk cache (``cache=True`` on every kernel) and the absence of
+global side effects at import.
+
+Each test runs fresh Python processes, so that nothing compiled or loaded by
+the test session itself can hide a problem: the first process, pointed at an
+empty ``NUMBA_CACHE_DIR``, compiles and writes the kernels it uses; a second
+process with the same directory must load every one of them from disk (cache
+hits, no misses).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fastsoftmax
+
+REPO = Path(fastsoftmax.__file__).resolve().parent.parent
+
+# Calls a typical user makes; prints, per kernel dispatcher that did anything,
+# the number of cache hits and misses in this process.
+USE_KERNELS = r"""
+import json
+import numpy as np
+import numba
+from numba.core.registry import CPUDispatcher
+import fastsoftmax as fs
+from fastsoftmax import _kernels
+from fastsoftmax._kernels import _checks, _fused, _softmax
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((50, 4))
+y = rng.integers(0, 3, size=50)
+for _ in range(2):
+    fs.loss_and_grad(X, y, np.zeros((4, 3)), np.zeros(3))
+    fs.softmax(X)
+    fs.logsumexp(X)
+
+stats = {}
+for module in (_checks, _fused, _softmax):
+    for name, obj in vars(module).items():
+        if isinstance(obj, CPUDispatcher):
+            hits = sum(obj.stats.cache_hits.values())
+            misses = sum(obj.stats.cache_misses.values())
+            if hits or misses:
+                stats[f"{module.__name__}.{name}"] = [hits, misses]
+print(json.dumps(stats))
+"""
+
+# No global side effects: importing fastsoftmax and calling it leaves Numba's
+# thread count and threading-layer setting as they were.
+NO_SIDE_EFFECTS = r"""
+import json
+import numba
+before = [numba.get_num_threads(), numba.config.THREADING_LAYER,
+          numba.config.NUMBA_NUM_THREADS]
+import fastsoftmax as fs
+after_import = [numba.get_num_threads(), numba.config.THREADING_LAYER,
+                numba.config.NUMBA_NUM_THREADS]
+import numpy as np
+fs.softmax(np.zeros((3, 2)), n_threads=1)
+fs.loss_and_grad(np.zeros((3, 2)), [0, 1, 0], np.zeros((2, 2)), n_threads=1)
+after_calls = [numba.get_num_threads(), numba.config.THREADING_LAYER,
+               numba.config.NUMBA_NUM_THREADS]
+print(json.dumps([before, after_import, after_calls]))
+"""
+
+
+def run(code: str, cache_dir: Path, timeout: float = 240) -> str:
+    env = dict(os.environ)
+    env["NUMBA_CACHE_DIR"] = str(cache_dir)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.pop("NUMBA_DISABLE_JIT", None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    """One empty cache directory for this module: the side-effect test after
+    the cache test finds it warm and does not compile again."""
+    return tmp_path_factory.mktemp("numba-cache")
+
+
+@pytest.mark.slow
+def test_second_process_loads_every_kernel_from_disk(cache_dir):
+    cache = cache_dir
+    first = json.loads(run(USE_KERNELS, cache))
+    # The first process compiled: kernels were used, none came from the empty cache.
+    assert first, "no kernel dispatcher reported any compilation"
+    assert any(name.endswith("_loss_grad_rows") for name in first)
+    assert any(name.endswith("._softmax._softmax") for name in first)
+    assert all(hits == 0 and misses > 0 for hits, misses in first.values()), first
+    assert list(cache.rglob("*.nbi")), "nothing was written to NUMBA_CACHE_DIR"
+
+    second = json.loads(run(USE_KERNELS, cache))
+    assert set(second) == set(first)
+    assert all(hits > 0 and misses == 0 for hits, misses in second.values()), second
+
+
+@pytest.mark.slow
+def test_import_and_calls_have_no_global_side_effects(cache_dir):
+    before, after_import, after_calls = json.loads(run(NO_SIDE_EFFECTS, cache_dir))
+    assert after_import == before
+    assert after_calls == before
