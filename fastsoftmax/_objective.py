@@ -94,12 +94,12 @@ class SoftmaxObjective:
             if self.strategy == "rows":
                 Wt = np.ascontiguousarray(W.T)
                 g = np.empty((n_chunks, k, n), dtype=dt)
-                scratch = np.empty((n_chunks, 4, k), dtype=dt)
+                scratch = np.empty((n_chunks, 5, k), dtype=dt)
                 _loss_grad_rows(*args, Wt, bias, g, gb, loss, bad_row, scratch)
             else:
                 R = _gemm_block_rows(n, dt.itemsize)
                 g = np.empty((n_chunks, n, k), dtype=dt)
-                scratch = np.empty((n_chunks, min(R, m), k), dtype=dt)
+                scratch = np.empty((n_chunks, min(R, m) + 1, k), dtype=dt)
                 tmp = np.empty((n_chunks, n, k), dtype=dt)
                 with single_threaded_blas():
                     _loss_grad_gemm(*args, W, bias, g, gb, loss, bad_row, scratch, tmp)

@@ -8,9 +8,10 @@ no (m, k) array is ever allocated: the scratch space is a few rows per chunk.
 Two strategies share the per-row arithmetic (:func:`_block_error`):
 
 * :func:`_loss_grad_rows` -- small k. Weights are stored transposed, (k, n),
-  so the inner loops run along contiguous features and vectorise. Four rows
-  are processed per pass over the weights (register blocking): each weight
-  and gradient element loaded from cache serves four rows.
+  so the inner loops run along contiguous features and vectorise. Blocks of
+  4 rows x 3 classes are processed per pass over the features (register
+  blocking): each loaded weight serves four rows, each loaded row three
+  classes.
 * :func:`_loss_grad_gemm` -- large k. Row blocks of ``R`` rows go through
   BLAS GEMM (``np.dot`` with an output buffer), sized so that a block of X
   stays in the L2 cache between the forward and the backward product. BLAS
@@ -33,17 +34,17 @@ import numpy as np
 from numba import njit, prange
 
 from ._config import JIT, PJIT
-from ._softmax import _chunk
+from ._softmax import _chunk, _exp_shifted
 
 
 @njit(inline="always", **JIT)
-def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
+def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, sc):
     """Turn logits Zb[:nrows] (rows r0...) into scaled errors, in place.
 
     Returns the weighted sum of the rows' cross-entropy terms (float64: a sum
     over many rows loses too much in float32) and -1, or the block-local
     index of a row with non-finite logits (then Zb is left partly written and
-    the caller discards everything).
+    the caller discards everything). ``sc`` is a scratch row of length k.
 
     Row i gets weight w_i = sw[i] (or 1); its error row is
     scale * w_i * (softmax(z_i) - Y_i), where the caller's ``scale`` is
@@ -57,11 +58,19 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
     for q in range(nrows):
         i = r0 + q
         z = Zb[q]
+        # Row maximum and a finiteness test of every logit in one
+        # branch-free (vectorisable) sweep: a NaN (inf - inf in X W) is
+        # invisible to the max, and the vector exp would flush it to 0, so
+        # it is caught here. |v| <= big is false for NaN and +-inf; without
+        # "nnan"/"ninf" in the fast-math flags LLVM keeps the comparison.
+        big = np.finfo(Zb.dtype).max
         mx = z[0]
-        for j in range(1, k):
-            if z[j] > mx:
-                mx = z[j]
-        if not np.isfinite(mx):
+        fin = True
+        for j in range(k):
+            v = z[j]
+            mx = max(mx, v)
+            fin = fin & (abs(v) <= big)
+        if not fin:
             return loss, q
         # <Y_i, z_i> before z is overwritten; zero targets are skipped so a
         # -inf logit with zero target contributes nothing (0 * -inf is NaN).
@@ -73,11 +82,8 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
                     yz += t * (z[j] - mx)
         else:
             yz = z[y[i]] - mx
-        s = Zb.dtype.type(0)
-        for j in range(k):
-            e = np.exp(z[j] - mx)
-            z[j] = e
-            s += e
+        # Vectorised exp (see _softmax._exp_shifted); sc is a k-row scratch.
+        s = _exp_shifted(z, mx, z, sc)
         w = sw[i] if weighted else one
         loss += w * (np.log(s) - yz)
         f = scale * w / s
@@ -94,12 +100,199 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
     return loss, -1
 
 
+@njit(inline="always", **JIT)
+def _logits4(X, i, Wt, b, z4):
+    """z4[q, j] = X[i + q] . Wt[j] + b[j] for the four rows q = 0..3.
+
+    Register blocking 4 rows x 3 classes: each step of the feature loop loads
+    4 x-vectors and 3 w-vectors for 12 FMAs (the 4 x 1 blocking needed 5
+    loads per 4 FMAs and was load-bound), and the 12 independent
+    accumulators cover the FMA latency (4 cycles x 2 ports on Zen 3). LLVM
+    vectorises the feature loop (reassoc) with one 8-wide (float32) or 4-wide
+    (float64) vector per accumulator; 4 x 3 is the largest block that keeps
+    the spills to a handful on AVX2's 16 ymm registers (measured against 4 x 1,
+    4 x 2 and 3 x 4). Leftover classes (k mod 3) take a 4 x 2 or 4 x 1 block.
+    """
+    n = X.shape[1]
+    k = Wt.shape[0]
+    zero = X.dtype.type(0)
+    x0 = X[i]
+    x1 = X[i + 1]
+    x2 = X[i + 2]
+    x3 = X[i + 3]
+    j = 0
+    while j + 3 <= k:
+        w0 = Wt[j]
+        w1 = Wt[j + 1]
+        w2 = Wt[j + 2]
+        a00 = zero
+        a01 = zero
+        a02 = zero
+        a10 = zero
+        a11 = zero
+        a12 = zero
+        a20 = zero
+        a21 = zero
+        a22 = zero
+        a30 = zero
+        a31 = zero
+        a32 = zero
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            u0 = w0[f]
+            u1 = w1[f]
+            u2 = w2[f]
+            a00 += c0 * u0
+            a01 += c0 * u1
+            a02 += c0 * u2
+            a10 += c1 * u0
+            a11 += c1 * u1
+            a12 += c1 * u2
+            a20 += c2 * u0
+            a21 += c2 * u1
+            a22 += c2 * u2
+            a30 += c3 * u0
+            a31 += c3 * u1
+            a32 += c3 * u2
+        b0 = b[j]
+        b1 = b[j + 1]
+        b2 = b[j + 2]
+        z4[0, j] = a00 + b0
+        z4[0, j + 1] = a01 + b1
+        z4[0, j + 2] = a02 + b2
+        z4[1, j] = a10 + b0
+        z4[1, j + 1] = a11 + b1
+        z4[1, j + 2] = a12 + b2
+        z4[2, j] = a20 + b0
+        z4[2, j + 1] = a21 + b1
+        z4[2, j + 2] = a22 + b2
+        z4[3, j] = a30 + b0
+        z4[3, j + 1] = a31 + b1
+        z4[3, j + 2] = a32 + b2
+        j += 3
+    if k - j == 2:
+        w0 = Wt[j]
+        w1 = Wt[j + 1]
+        a00 = zero
+        a01 = zero
+        a10 = zero
+        a11 = zero
+        a20 = zero
+        a21 = zero
+        a30 = zero
+        a31 = zero
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            u0 = w0[f]
+            u1 = w1[f]
+            a00 += c0 * u0
+            a01 += c0 * u1
+            a10 += c1 * u0
+            a11 += c1 * u1
+            a20 += c2 * u0
+            a21 += c2 * u1
+            a30 += c3 * u0
+            a31 += c3 * u1
+        b0 = b[j]
+        b1 = b[j + 1]
+        z4[0, j] = a00 + b0
+        z4[0, j + 1] = a01 + b1
+        z4[1, j] = a10 + b0
+        z4[1, j + 1] = a11 + b1
+        z4[2, j] = a20 + b0
+        z4[2, j + 1] = a21 + b1
+        z4[3, j] = a30 + b0
+        z4[3, j + 1] = a31 + b1
+    elif k - j == 1:
+        w0 = Wt[j]
+        a00 = zero
+        a10 = zero
+        a20 = zero
+        a30 = zero
+        for f in range(n):
+            u0 = w0[f]
+            a00 += x0[f] * u0
+            a10 += x1[f] * u0
+            a20 += x2[f] * u0
+            a30 += x3[f] * u0
+        b0 = b[j]
+        z4[0, j] = a00 + b0
+        z4[1, j] = a10 + b0
+        z4[2, j] = a20 + b0
+        z4[3, j] = a30 + b0
+
+
+@njit(inline="always", **JIT)
+def _accumulate4(X, i, z4, G):
+    """G[j] += sum_q z4[q, j] * X[i + q] for the four rows q = 0..3.
+
+    The same 4 rows x 3 classes blocking as :func:`_logits4`: per step of
+    the feature loop, 4 x-loads (from L1: the block was just read by the
+    forward sweep), 3 loads and 3 stores of G for 12 FMAs. G is this chunk's
+    partial Eᵀ X; in float32 it accumulates up to m / n_chunks rows in
+    float32 -- precision traded for keeping G (k x n) small enough for L1/L2;
+    the tests bound the resulting error against the float64-exact reference.
+    """
+    n = X.shape[1]
+    k = G.shape[0]
+    x0 = X[i]
+    x1 = X[i + 1]
+    x2 = X[i + 2]
+    x3 = X[i + 3]
+    j = 0
+    while j + 3 <= k:
+        g0 = G[j]
+        g1 = G[j + 1]
+        g2 = G[j + 2]
+        e00 = z4[0, j]
+        e10 = z4[1, j]
+        e20 = z4[2, j]
+        e30 = z4[3, j]
+        e01 = z4[0, j + 1]
+        e11 = z4[1, j + 1]
+        e21 = z4[2, j + 1]
+        e31 = z4[3, j + 1]
+        e02 = z4[0, j + 2]
+        e12 = z4[1, j + 2]
+        e22 = z4[2, j + 2]
+        e32 = z4[3, j + 2]
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            g0[f] += e00 * c0 + e10 * c1 + e20 * c2 + e30 * c3
+            g1[f] += e01 * c0 + e11 * c1 + e21 * c2 + e31 * c3
+            g2[f] += e02 * c0 + e12 * c1 + e22 * c2 + e32 * c3
+        j += 3
+    while j < k:
+        g0 = G[j]
+        e00 = z4[0, j]
+        e10 = z4[1, j]
+        e20 = z4[2, j]
+        e30 = z4[3, j]
+        for f in range(n):
+            g0[f] += e00 * x0[f] + e10 * x1[f] + e20 * x2[f] + e30 * x3[f]
+        j += 1
+
+
 @njit(**PJIT)
 def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
                     gWt, gb, loss, bad_row, scratch):
     """Small-k strategy. Wt is (k, n); gWt is (n_chunks, k, n) partial sums
     of Eᵀ X; gb (n_chunks, k); loss (n_chunks,) float64; scratch
-    (n_chunks, 4, k)."""
+    (n_chunks, 5, k): four rows of logits/errors and the exp scratch row.
+
+    Rows go four at a time through logits, softmax error and gradient, so
+    each block of X (4 x n) is read from memory once and is still in L1 for
+    the backward sweep.
+    """
     m, n = X.shape
     k = Wt.shape[0]
     n_chunks = gWt.shape[0]
@@ -110,51 +303,24 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
         G[:] = zero
         gbc = gb[c]
         gbc[:] = zero
-        z4 = scratch[c]
+        z4 = scratch[c, :4]
+        sc = scratch[c, 4]
         acc = 0.0
         bad_row[c] = -1
         i = start
         while i < stop:
             if i + 4 <= stop:
-                # Four rows per sweep over Wt: each loaded weight feeds four
-                # independent FMA chains, which keeps the loop from being
-                # load-bound and lets LLVM vectorise over features.
-                x0 = X[i]
-                x1 = X[i + 1]
-                x2 = X[i + 2]
-                x3 = X[i + 3]
-                for j in range(k):
-                    w = Wt[j]
-                    a0 = zero
-                    a1 = zero
-                    a2 = zero
-                    a3 = zero
-                    for f in range(n):
-                        wf = w[f]
-                        a0 += x0[f] * wf
-                        a1 += x1[f] * wf
-                        a2 += x2[f] * wf
-                        a3 += x3[f] * wf
-                    z4[0, j] = a0 + b[j]
-                    z4[1, j] = a1 + b[j]
-                    z4[2, j] = a2 + b[j]
-                    z4[3, j] = a3 + b[j]
+                _logits4(X, i, Wt, b, z4)
                 part, bad = _block_error(z4, 4, i, y, Y, sw, soft, weighted,
-                                         scale, gbc)
+                                         scale, gbc, sc)
                 if bad >= 0:
                     bad_row[c] = i + bad
                     break
                 acc += part
-                for j in range(k):
-                    g = G[j]
-                    e0 = z4[0, j]
-                    e1 = z4[1, j]
-                    e2 = z4[2, j]
-                    e3 = z4[3, j]
-                    for f in range(n):
-                        g[f] += e0 * x0[f] + e1 * x1[f] + e2 * x2[f] + e3 * x3[f]
+                _accumulate4(X, i, z4, G)
                 i += 4
             else:
+                # The last (stop - start) mod 4 rows of the chunk, one by one.
                 x0 = X[i]
                 for j in range(k):
                     w = Wt[j]
@@ -163,7 +329,7 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
                         a0 += x0[f] * w[f]
                     z4[0, j] = a0 + b[j]
                 part, bad = _block_error(z4, 1, i, y, Y, sw, soft, weighted,
-                                         scale, gbc)
+                                         scale, gbc, sc)
                 if bad >= 0:
                     bad_row[c] = i + bad
                     break
@@ -181,12 +347,13 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
 def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
                     gW, gb, loss, bad_row, scratch, tmp):
     """Large-k strategy. W is (n, k); gW is (n_chunks, n, k) partial sums of
-    Xᵀ E; scratch (n_chunks, R, k) holds one row block's logits and errors;
+    Xᵀ E; scratch (n_chunks, R + 1, k) holds one row block's logits and
+    errors, and the exp scratch row;
     tmp (n_chunks, n, k) receives each block's Xᵀ E before it is added."""
     m, n = X.shape
     k = W.shape[1]
     n_chunks = gW.shape[0]
-    R = scratch.shape[1]
+    R = scratch.shape[1] - 1
     zero = X.dtype.type(0)
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
@@ -206,7 +373,7 @@ def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
                 for j in range(k):
                     Zb[q, j] += b[j]
             part, bad = _block_error(Zb, rr, r0, y, Y, sw, soft, weighted,
-                                     scale, gbc)
+                                     scale, gbc, scratch[c, R])
             if bad >= 0:
                 bad_row[c] = r0 + bad
                 break
