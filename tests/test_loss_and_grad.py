@@ -345,14 +345,8 @@ def test_results_do_not_alias_between_calls(rng):
 
 # ------------------------------------------------------------ known defects
 
-_NAN_LOGIT_BUG = pytest.mark.xfail(strict=True, reason=(
-    "_fused._block_error only checks the row maximum for finiteness; a NaN "
-    "logit (inf - inf in X @ W) that is not the row's first entry is skipped "
-    "by `z[j] > mx`, so the gemm strategy returns a NaN loss and gradient "
-    "instead of raising. Remove this marker when fixed."))
 
-
-@pytest.mark.parametrize("strategy", ["rows", pytest.param("gemm", marks=_NAN_LOGIT_BUG)])
+@pytest.mark.parametrize("strategy", ["rows", "gemm"])
 def test_nan_logit_behind_a_finite_max_is_reported(strategy):
     k = 40
     X = np.array([[1e30, 1e30]], np.float32)
