@@ -11,11 +11,11 @@ STAMP := $(VENV)/.installed-test
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,plot]"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/toy.py
+	$(BIN)/fastsoftmax demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

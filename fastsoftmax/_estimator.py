@@ -260,7 +260,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         return np.random.default_rng(rs)
 
     def _callback(self, solver, total):
-        """The solver's per-iteration callback: a progress bar when verbose, else None."""
+        """Return the solvers' per-iteration callback: a progress bar if verbose, else None."""
         if not self.verbose:
             return None
         from ._progress import IterationProgress
