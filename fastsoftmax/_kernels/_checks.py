@@ -20,15 +20,17 @@ def _first_nonfinite_row(A, bad_row):
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         bad_row[c] = -1
+        big = np.finfo(A.dtype).max
         for i in range(start, stop):
             row = A[i]
-            # Summing x * 0 gives 0 for finite x and NaN for NaN or +-inf: a
-            # branch-free test that vectorises (no fast-math here, so the
-            # multiplication is kept).
-            s = row.dtype.type(0)
+            # |x| <= max is false exactly for NaN and +-inf. Counting the
+            # failures is an integer reduction, which LLVM vectorises without
+            # fast-math (a float sum of x * 0 stayed a serial chain: 3x
+            # slower, 48 ms on a 188 MB X, more than the fused kernel).
+            nbad = 0
             for j in range(row.shape[0]):
-                s += row[j] * 0
-            if s != 0:
+                nbad += not (abs(row[j]) <= big)
+            if nbad:
                 bad_row[c] = i
                 break
 
