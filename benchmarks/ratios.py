@@ -1,0 +1,111 @@
+"""Side-by-side ratio tables for BENCHMARKS.md (targets 1, 2, 4, 5).
+
+On a shared machine only ratios measured in one run mean anything, so every
+cell times its contenders interleaved (A, B, A, B, ...) after one warm-up
+call each (compilation included there) and reports medians and their ratio.
+
+    python benchmarks/ratios.py mnist|grid|threads|softmax [--max-gflop G]
+
+prints a Markdown table. ``grid`` skips cells whose X exceeds 1 GB and, to
+bound the run time, cells above --max-gflop (default 60) GFLOP per call.
+"""
+
+import argparse
+import time
+
+import numpy as np
+import scipy.special
+
+import fastsoftmax as fs
+from fastsoftmax import reference
+
+
+def interleaved(fns, rounds):
+    """Median seconds of each callable, timed alternately after a warm-up."""
+    for f in fns:
+        f()
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for t, f in zip(times, fns):
+            t0 = time.perf_counter()
+            f()
+            t.append(time.perf_counter() - t0)
+    return [float(np.median(t)) for t in times]
+
+
+def _problem(m, n, k, dtype, rng):
+    X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
+    y = rng.integers(0, k, m)
+    W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
+    return X, y, W, np.zeros(k, dtype)
+
+
+def loss_row(m, n, k, dtype, rng, rounds):
+    X, y, W, b = _problem(m, n, k, dtype, rng)
+    t_fs, t_ref = interleaved([lambda: fs.loss_and_grad(X, y, W, b),
+                               lambda: reference.loss_and_grad(X, y, W, b)], rounds)
+    gf = 4 * m * n * k / t_fs / 1e9
+    gbs = X.nbytes / t_fs / 1e9
+    return (f"| {m} | {n} | {k} | {dtype} | {t_ref * 1e3:.1f} | {t_fs * 1e3:.1f} | "
+            f"**{t_ref / t_fs:.2f}** | {gf:.0f} | {gbs:.1f} |")
+
+
+LOSS_HEAD = ("| m | n | k | dtype | reference ms | fastsoftmax ms | ratio | GFLOP/s | GB/s of X |\n"
+             "|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("table", choices=["mnist", "grid", "threads", "softmax"])
+    ap.add_argument("--max-gflop", type=float, default=60.0)
+    ap.add_argument("--rounds", type=int, default=7)
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    if a.table == "mnist":
+        print(LOSS_HEAD)
+        for dtype in ("float32", "float64"):
+            print(loss_row(60000, 784, 10, dtype, rng, a.rounds), flush=True)
+    elif a.table == "grid":
+        print(LOSS_HEAD)
+        for dtype in ("float32", "float64"):
+            for k in (2, 10, 100, 1000):
+                for n in (20, 784, 3000):
+                    for m in (1000, 20000, 200000):
+                        size = m * n * np.dtype(dtype).itemsize
+                        gflop = 4 * m * n * k / 1e9
+                        if size > 1e9:
+                            print(f"| {m} | {n} | {k} | {dtype} | skipped: X over 1 GB |||||")
+                        elif gflop > a.max_gflop:
+                            print(f"| {m} | {n} | {k} | {dtype} | not run: {gflop:.0f} GFLOP "
+                                  "over the time cap |||||")
+                        else:
+                            rounds = a.rounds if gflop < 5 else 3
+                            print(loss_row(m, n, k, dtype, rng, rounds), flush=True)
+    elif a.table == "threads":
+        print("| m | n | k | dtype | 1 thread ms | 2 threads ms | speed-up |\n"
+              "|---:|---:|---:|---|---:|---:|---:|")
+        for dtype in ("float32", "float64"):
+            X, y, W, b = _problem(60000, 784, 10, dtype, rng)
+            t1, t2 = interleaved([lambda: fs.loss_and_grad(X, y, W, b, n_threads=1),
+                                  lambda: fs.loss_and_grad(X, y, W, b, n_threads=2)], a.rounds)
+            print(f"| 60000 | 784 | 10 | {dtype} | {t1 * 1e3:.1f} | {t2 * 1e3:.1f} | "
+                  f"**{t1 / t2:.2f}** |", flush=True)
+    else:
+        print("| function | shape | dtype | fastsoftmax ms | reference ms | scipy ms | "
+              "vs reference | vs scipy |\n|---|---|---|---:|---:|---:|---:|---:|")
+        for dtype in ("float32", "float64"):
+            Z = (3 * rng.standard_normal((100000, 100))).astype(dtype)
+            for name, f_fs, f_ref, f_sp in [
+                ("softmax", fs.softmax, reference.softmax,
+                 lambda Z: scipy.special.softmax(Z, axis=1)),
+                ("log_softmax", fs.log_softmax, reference.log_softmax,
+                 lambda Z: scipy.special.log_softmax(Z, axis=1)),
+            ]:
+                t = interleaved([lambda: f_fs(Z), lambda: f_ref(Z), lambda: f_sp(Z)], a.rounds)
+                print(f"| {name} | (100000, 100) | {dtype} | {t[0] * 1e3:.1f} | "
+                      f"{t[1] * 1e3:.1f} | {t[2] * 1e3:.1f} | **{t[1] / t[0]:.2f}** | "
+                      f"**{t[2] / t[0]:.2f}** |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
