@@ -21,8 +21,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m pytest benchmarks --benchmark-enable --benchmark-only \
-		--benchmark-group-by=group --benchmark-columns=median,iqr,rounds
+	FASTSOFTMAX_BENCH_FULL=1 $(BIN)/python -m pytest benchmarks --benchmark-enable \
+		--benchmark-group-by=group --benchmark-columns=median,iqr,rounds \
+		--benchmark-warmup=on --benchmark-sort=name
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet ruff mypy
