@@ -1,0 +1,319 @@
+"""The fastsoftmax command: train/predict round trips, errors, help, progress, demo."""
+
+from __future__ import annotations
+
+import csv
+import importlib.machinery
+import io
+import os
+import subprocess
+import sys
+import types
+
+os.environ["MPLBACKEND"] = "Agg"
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from sklearn.datasets import dump_svmlight_file  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+
+from fastsoftmax import SoftmaxRegression, cli  # noqa: E402
+
+SPECIES = np.array(["setosa", "versicolor", "virginica"])
+
+
+def run(capsys, *argv):
+    """cli.main in-process: (exit status, stdout, stderr)."""
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err, *needles):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("fastsoftmax: error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], (needle, err)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    codes = np.repeat([0, 1, 2], 80)
+    centres = np.array([[0.0, 0.0, 0.0], [4.0, 0.0, 1.0], [0.0, 4.0, -1.0]])
+    # Well separated classes, features on very different scales.
+    X = (centres[codes] + rng.normal(size=(240, 3))) * [1.0, 10.0, 0.1] + [0.0, 50.0, -3.0]
+    return X, codes
+
+
+@pytest.fixture
+def csv_file(tmp_path, data):
+    """Features a, b, c with the string target 'species' in the middle."""
+    X, codes = data
+    path = tmp_path / "train.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["a", "species", "b", "c"])
+        for x, c in zip(X, codes, strict=True):
+            w.writerow([repr(float(x[0])), SPECIES[c], repr(float(x[1])), repr(float(x[2]))])
+    return path
+
+
+def read_csv(text):
+    rows = list(csv.reader(io.StringIO(text)))
+    return rows[0], rows[1:]
+
+
+# ------------------------------------------------------------ round trips
+def test_csv_standardize_round_trip(capsys, tmp_path, csv_file, data):
+    X, codes = data
+    model_path = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", csv_file, "--target", "species", "-o", model_path,
+                         "--standardize", "--test-size", "0.25", "--random-state", "0")
+    assert code == 0, err
+    assert "training accuracy: " in out and "test accuracy: " in out
+    assert f"model written to {model_path}" in out
+    assert err == ""  # no progress bar: stderr is not a terminal
+
+    # The plain estimator loads the file and ignores the CLI's extra arrays.
+    model = SoftmaxRegression.load(model_path)
+    assert model.classes_.tolist() == SPECIES.tolist()
+    with np.load(model_path) as z:
+        mean, scale = z["scaler_mean"], z["scaler_scale"]
+        assert z["feature_names"].tolist() == ["a", "b", "c"]
+        assert str(z["target_name"]) == "species"
+    assert np.all(np.abs(mean - X.mean(axis=0)) < [0.3, 3, 0.03])  # from the training rows
+
+    code, out, err = run(capsys, "predict", model_path, csv_file)
+    assert code == 0, err
+    header, rows = read_csv(out)
+    assert header == ["species"]
+    expected = model.predict((X - mean) / scale)
+    assert [r[0] for r in rows] == expected.tolist()
+    assert np.mean(expected == SPECIES[codes]) > 0.9
+
+    # Columns are matched by name; the target column may be absent.
+    shuffled = tmp_path / "shuffled.csv"
+    with open(shuffled, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["c", "a", "b"])
+        w.writerows([[repr(float(x[2])), repr(float(x[0])), repr(float(x[1]))] for x in X])
+    code, out2, err = run(capsys, "predict", model_path, shuffled)
+    assert code == 0, err
+    assert out2 == out
+
+
+def test_predict_proba_sums_to_one(capsys, tmp_path, csv_file):
+    model_path = tmp_path / "m.npz"
+    assert run(capsys, "train", csv_file, "--target", "species", "-o", model_path,
+               "--dtype", "float32", "--standardize")[0] == 0
+    out_csv = tmp_path / "p.csv"
+    code, out, err = run(capsys, "predict", model_path, csv_file, "--proba", "-o", out_csv)
+    assert code == 0 and out == ""
+    assert "written to" in err
+    header, rows = read_csv(out_csv.read_text())
+    assert header == SPECIES.tolist()
+    P = np.array(rows, dtype=float)
+    assert P.shape == (240, 3)
+    np.testing.assert_allclose(P.sum(axis=1), 1, atol=1e-6)
+    model = SoftmaxRegression.load(model_path)
+    assert model.coef_.dtype == np.float32
+
+
+def test_npz_input_with_sgd(capsys, tmp_path, data):
+    X, codes = data
+    np.savez(tmp_path / "d.npz", X=X, y=codes)
+    np.savez(tmp_path / "unlabelled.npz", X=X[:10])
+    model_path = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", tmp_path / "d.npz", "-o", model_path,
+                         "--solver", "sgd", "--max-iter", "3", "--batch-size", "16",
+                         "--eta0", "0.05", "--momentum", "0.5", "--random-state", "1",
+                         "--standardize", "--n-threads", "1")
+    assert code == 0, err
+    assert "3 epochs" in out
+    assert "fastsoftmax: warning: sgd did not converge" in err  # one line, not a traceback
+    code, out, err = run(capsys, "predict", model_path, tmp_path / "unlabelled.npz")
+    assert code == 0, err
+    header, rows = read_csv(out)
+    assert header == ["label"] and len(rows) == 10
+    assert {r[0] for r in rows} <= {"0", "1", "2"}
+
+
+def test_svmlight_input_one_based(capsys, tmp_path, data):
+    X, codes = data
+    Xs = np.where(np.abs(X - X.mean(axis=0)) > 0.2 * X.std(axis=0), X, 0)
+    dump_svmlight_file(Xs, codes, str(tmp_path / "train.svm"), zero_based=False)
+    # A prediction file in which the first feature is always 0 (never written).
+    Xp = Xs[:20].copy()
+    Xp[:, 0] = 0
+    dump_svmlight_file(Xp, np.zeros(20), str(tmp_path / "test.svm"), zero_based=False)
+    model_path = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", tmp_path / "train.svm", "-o", model_path,
+                         "--solver", "bgd", "--standardize", "--early-stopping",
+                         "--random-state", "0")
+    assert code == 0, err
+    assert "x 3 features" in out
+    code, out, err = run(capsys, "predict", model_path, tmp_path / "test.svm")
+    assert code == 0, err
+    model = SoftmaxRegression.load(model_path)
+    with np.load(model_path) as z:
+        expected = model.predict((Xp - z["scaler_mean"]) / z["scaler_scale"])
+    assert [int(r[0]) for r in read_csv(out)[1]] == expected.tolist()
+
+
+# ----------------------------------------------------------------- errors
+def _bad_csv(tmp_path, text, name="bad.csv"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_user_errors_are_one_line(capsys, tmp_path, csv_file, data):
+    X, codes = data
+    model_path = tmp_path / "m.npz"
+    assert run(capsys, "train", csv_file, "--target", "species", "-o", model_path)[0] == 0
+    np.savez(tmp_path / "two.npz", X=X[:, :2], y=codes)
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip file at all")
+    stranger = tmp_path / "stranger.npz"
+    np.savez(stranger, coef=np.zeros((2, 2)))
+    cases = [
+        (["train", tmp_path / "missing.csv", "-o", model_path], ["missing.csv"]),
+        (["train", csv_file, "--target", "colour", "-o", model_path],
+         ["train.csv", "'colour'", "--target"]),
+        (["train", _bad_csv(tmp_path, "a,b,y\n1,2,x\n3,oops,y\n"), "-o", model_path],
+         ["bad.csv", "line 3", "'b'", "'oops'"]),
+        (["train", _bad_csv(tmp_path, "a,b,y\n1,2,x\n3,4\n", "ragged.csv"), "-o", model_path],
+         ["ragged.csv", "line 3", "2 fields"]),
+        (["train", csv_file, "-o", model_path],  # default target: the last column, so
+         ["'species'", "'setosa'", "is not a number"]),  # 'species' is a feature
+        (["train", csv_file, "--target", "species", "--alpha", "-1", "-o", model_path],
+         ["--alpha", "alpha must be >= 0"]),
+        (["train", csv_file, "--target", "species", "--solver", "sgd", "--momentum", "1",
+          "-o", model_path], ["--momentum"]),
+        (["train", csv_file, "--target", "species", "-o", tmp_path / "no" / "m.npz"],
+         ["m.npz", "does not exist"]),
+        (["predict", model_path, tmp_path / "two.npz"], ["two.npz", "2 features", "3"]),
+        (["predict", model_path, _bad_csv(tmp_path, "a,b\n1,2\n", "ab.csv")],
+         ["ab.csv", "missing feature columns ['c']"]),
+        (["predict", junk, csv_file], ["junk.npz"]),
+        (["predict", stranger, csv_file], ["stranger.npz", "missing arrays"]),
+        (["predict", tmp_path / "nomodel.npz", csv_file], ["nomodel.npz"]),
+    ]
+    for argv, needles in cases:
+        code, out, err = run(capsys, *argv)
+        assert code == 1, (argv, err)
+        assert_one_line_error(err, *needles)
+
+
+def test_usage_errors_exit_2(capsys):
+    for argv in (["train"], ["frobnicate"], ["train", "x.csv", "-o", "m.npz", "--solver", "adam"],
+                 ["train", "x.csv", "-o", "m.npz", "--alpha", "lots"], []):
+        with pytest.raises(SystemExit) as info:
+            cli.main(argv)
+        assert info.value.code == 2
+        assert "usage: fastsoftmax" in capsys.readouterr().err
+
+
+def test_help_describes_every_option(capsys):
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == {"demo", "train", "predict", "bench"}
+    for name in ("demo", "train", "predict"):
+        with pytest.raises(SystemExit) as info:
+            cli.main([name, "--help"])
+        assert info.value.code == 0
+        out = capsys.readouterr().out
+        for action in sub.choices[name]._actions:
+            assert action.help, (name, action.dest)
+            for flag in action.option_strings:
+                assert flag in out, (name, flag)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert all(c in out for c in ("demo", "train", "predict", "bench"))
+
+
+# ------------------------------------------------------------------ bench
+def test_bench_not_available_yet(capsys, monkeypatch):
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
+    code, out, err = run(capsys, "bench")
+    assert code == 1
+    assert_one_line_error(err, "not available yet")
+    code, out, err = run(capsys, "bench", "--help")
+    assert code == 0 and "fastsoftmax bench" in out
+
+
+def test_bench_delegates_to_module(capsys, monkeypatch):
+    seen = []
+    fake = types.ModuleType("fastsoftmax.bench")
+    fake.__spec__ = importlib.machinery.ModuleSpec("fastsoftmax.bench", None)
+    fake.main = lambda argv: seen.append(argv) or 3
+    monkeypatch.setitem(sys.modules, "fastsoftmax.bench", fake)
+    code, _, _ = run(capsys, "bench", "--size", "small", "--help")
+    assert code == 3 and seen == [["--size", "small", "--help"]]
+
+
+# --------------------------------------------------------------- progress
+def test_progress_bar_with_verbose(capsys, data):
+    X, codes = data
+    SoftmaxRegression(verbose=1, max_iter=500).fit(X, codes)
+    out, err = capsys.readouterr()
+    assert "lbfgs" in err and "loss=" in err and "/200" not in err and "/500" in err
+    assert out == ""
+    with pytest.warns(ConvergenceWarning):
+        SoftmaxRegression("sgd", verbose=2, max_iter=3, random_state=0).fit(
+            (X - X.mean(axis=0)) / X.std(axis=0), codes)
+    out, err = capsys.readouterr()
+    assert "sgd iteration 3: loss" in out and "3/3" in err and "epoch" in err, (out, err)
+    SoftmaxRegression(max_iter=500).fit(X, codes)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_cli_progress_option(capsys, tmp_path, csv_file):
+    args = ["train", csv_file, "--target", "species", "-o", tmp_path / "m.npz", "--standardize"]
+    code, _, err = run(capsys, *args, "--progress")
+    assert code == 0 and "loss=" in err
+    code, _, err = run(capsys, *args)  # stderr is not a terminal here: no bar
+    assert code == 0 and err == ""
+
+
+# -------------------------------------------------------------- processes
+def _python_m(*argv, cwd=None):
+    env = dict(os.environ, MPLBACKEND="Agg")
+    return subprocess.run([sys.executable, "-m", "fastsoftmax", *map(str, argv)],
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_subprocess_exit_codes_and_messages(tmp_path, csv_file):
+    proc = _python_m("train", tmp_path / "nothing.csv", "-o", tmp_path / "m.npz")
+    assert proc.returncode == 1
+    assert_one_line_error(proc.stderr, "nothing.csv")
+    proc = _python_m("predict", tmp_path / "m.npz")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "usage: fastsoftmax predict" in proc.stderr
+    proc = _python_m("train", csv_file, "--target", "species", "-o", tmp_path / "m.npz",
+                     "--max-iter", "20", "--tol", "1e-2")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "model written to" in proc.stdout
+    proc = _python_m("predict", tmp_path / "m.npz", csv_file, "--proba")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "setosa,versicolor,virginica"
+
+
+def test_demo_quick_writes_plots(capsys, tmp_path):
+    out_dir = tmp_path / "demo"
+    code, out, err = run(capsys, "demo", "--quick", "--out", out_dir)
+    assert code == 0, err
+    for solver in ("lbfgs", "sgd", "bgd"):
+        assert out.count(f"  {solver} ") == 2  # digits and toy tables
+    assert "MNIST-shaped" in out and "digits-sized" in out and "x" in out
+    pngs = sorted(p.name for p in out_dir.iterdir())
+    assert pngs == sorted(["digits_loss_curves.png", "digits_confusion_matrix.png",
+                           "digits_class_weights.png", "toy_decision_regions.png",
+                           "toy_loss_curves.png"])
+    for name in pngs:
+        assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
