@@ -15,6 +15,18 @@ SoftmaxRegression
     descent or mini-batch SGD (with ``partial_fit``) on the fused kernels.
 
 ``fastsoftmax.reference`` holds the same functions in plain NumPy.
+
+Modules imported on demand
+--------------------------
+fastsoftmax.datasets
+    The lecture notes' toy blobs, scikit-learn's digits, and an MNIST reader
+    for the IDX files in a folder you have (nothing is downloaded).
+fastsoftmax.plot
+    Loss curve, decision regions, confusion matrix and per-class weight
+    images of a fitted model (needs ``pip install fastsoftmax[plot]``).
+fastsoftmax.cli
+    The ``fastsoftmax`` command (``demo``, ``train``, ``predict``, ``bench``),
+    also ``python -m fastsoftmax``.
 """
 
 from ._estimator import SoftmaxRegression
