@@ -285,9 +285,11 @@ def _accumulate4(X, i, z4, G):
 @njit(**PJIT)
 def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
                     gWt, gb, loss, bad_row, scratch):
-    """Small-k strategy. Wt is (k, n); gWt is (n_chunks, k, n) partial sums
-    of Eᵀ X; gb (n_chunks, k); loss (n_chunks,) float64; scratch
-    (n_chunks, 5, k): four rows of logits/errors and the exp scratch row.
+    """Small-k strategy: rows four at a time, weights stored transposed.
+
+    Wt is (k, n); gWt is (n_chunks, k, n) partial sums of Eᵀ X; gb
+    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 5, k): four
+    rows of logits/errors and the exp scratch row.
 
     Rows go four at a time through logits, softmax error and gradient, so
     each block of X (4 x n) is read from memory once and is still in L1 for
@@ -346,10 +348,13 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
 @njit(**PJIT)
 def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
                     gW, gb, loss, bad_row, scratch, tmp):
-    """Large-k strategy. W is (n, k); gW is (n_chunks, n, k) partial sums of
-    Xᵀ E; scratch (n_chunks, R + 1, k) holds one row block's logits and
-    errors, and the exp scratch row;
-    tmp (n_chunks, n, k) receives each block's Xᵀ E before it is added."""
+    """Large-k strategy: BLAS GEMM on row blocks.
+
+    W is (n, k); gW is (n_chunks, n, k) partial sums of Xᵀ E; scratch
+    (n_chunks, R + 1, k) holds one row block's logits and errors, and the
+    exp scratch row; tmp (n_chunks, n, k) receives each block's Xᵀ E before
+    it is added.
+    """
     m, n = X.shape
     k = W.shape[1]
     n_chunks = gW.shape[0]
