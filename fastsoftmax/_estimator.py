@@ -20,7 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from . import _solvers
+from . import _dask, _solvers
 from ._functions import _softmax_inplace, _log_softmax_inplace
 from ._kernels._predict import _predict_labels
 from ._objective import SoftmaxObjective
@@ -287,6 +287,8 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         self
         """
         self._check_params()
+        if _dask.is_dask_collection(X):
+            return self._fit_dask(X, y, sample_weight)
         y = self._check_y(y)
         X = self._check_X(X, reset=True)
         m = X.shape[0]
@@ -320,6 +322,19 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         self._set_result(result, X.dtype)
         self._sgd_state = state if self.solver == "sgd" else {}
         self._sgd_state["sgd_solver"] = self.solver == "sgd"
+        return self
+
+    def _fit_dask(self, X, y, sample_weight):
+        """fit on a dask array or DataFrame: see :mod:`fastsoftmax._dask`."""
+        classes, result, dtype, n, names = _dask.fit(self, X, y, sample_weight)
+        self.classes_ = classes
+        self._set_result(result, dtype)
+        self.n_features_in_ = n
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self._sgd_state = {}
         return self
 
     def _split_validation(self, X, codes, sw, k, rng):
@@ -465,7 +480,12 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
         For two classes, scikit-learn's convention: the (m,) log-odds of
         ``classes_[1]`` against ``classes_[0]``, positive where class 1 wins.
+        A dask X gives a lazy dask array, computed block by block.
         """
+        if _dask.is_dask_collection(X):
+            k = len(self.classes_)
+            return _dask.predict_blocks(self.decision_function, X, None if k == 2 else k,
+                                        self.coef_.dtype)
         Z = self._logits(X)
         if Z.shape[1] == 2:
             return Z[:, 1] - Z[:, 0]
@@ -473,18 +493,27 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         """Class probabilities, shape (m, n_classes); rows sum to 1."""
+        if _dask.is_dask_collection(X):
+            return _dask.predict_blocks(self.predict_proba, X, len(self.classes_),
+                                        self.coef_.dtype)
         return _softmax_inplace(self._logits(X), check_n_threads(self.n_threads))
 
     def predict_log_proba(self, X):
         """Log class probabilities, computed without log(softmax)."""
+        if _dask.is_dask_collection(X):
+            return _dask.predict_blocks(self.predict_log_proba, X, len(self.classes_),
+                                        self.coef_.dtype)
         return _log_softmax_inplace(self._logits(X), check_n_threads(self.n_threads))
 
     def predict(self, X):
         """The most probable class of each row, shape (m,).
 
         Allocates only the answer and a few row blocks: the logits are
-        computed block by block and never stored for all rows.
+        computed block by block and never stored for all rows. A dask X
+        gives a lazy dask array, computed block by block.
         """
+        if _dask.is_dask_collection(X):
+            return _dask.predict_blocks(self.predict, X, None, self.classes_.dtype)
         X = self._prepared(X)
         m = X.shape[0]
         W = np.ascontiguousarray(self.coef_.T)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _dask
 from ._kernels import _softmax as K
 from ._objective import SoftmaxObjective
 from ._threads import check_n_threads, numba_threads
@@ -232,6 +233,9 @@ def loss_and_grad(
     """
     n_threads = check_n_threads(n_threads)
     alpha = check_alpha(alpha)
+    if _dask.is_dask_collection(X):
+        return _dask.loss_and_grad(X, y, W, b, alpha=alpha, sample_weight=sample_weight,
+                                   n_threads=n_threads)
     X_arr = as_float_array(X, "X", ndim=(2,))
     dt = X_arr.dtype
     W_arr = as_float_array(W, "W", ndim=(2,), dtype=dt)

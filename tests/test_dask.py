@@ -1,0 +1,142 @@
+"""Training on Dask: a real LocalCluster with two worker processes."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+import fastsoftmax as fs
+from fastsoftmax import SoftmaxRegression
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+ALPHA = 1e-3
+
+
+@pytest.fixture(scope="module")
+def client():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # cluster start-up chatter is not ours
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=50)
+        c = distributed.Client(cluster)
+    yield c
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c.close()
+        cluster.close()
+
+
+def make_data(m=3000, n=20, k=4, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, m)
+    X = rng.standard_normal((m, n))
+    X[:, :k] += 2 * np.eye(k)[y]
+    return X.astype(dtype), y
+
+
+def as_dask(X, y, chunk=700):
+    return (da.from_array(X, chunks=(chunk, X.shape[1])).persist(),
+            da.from_array(y, chunks=chunk).persist())
+
+
+def loss(model, X, y):
+    return fs.loss_and_grad(X, y, model.coef_.T, model.intercept_, alpha=ALPHA)[0]
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "bgd"])
+def test_full_batch_equals_in_memory(client, solver):
+    X, y = make_data()
+    dX, dy = as_dask(X, y)
+    params = dict(solver=solver, alpha=ALPHA, tol=1e-8 if solver == "lbfgs" else 1e-6,
+                  max_iter=500)
+    on_cluster = SoftmaxRegression(**params).fit(dX, dy)
+    in_memory = SoftmaxRegression(**params).fit(X, y)
+    assert on_cluster.n_iter_ == in_memory.n_iter_
+    assert abs(loss(on_cluster, X, y) - loss(in_memory, X, y)) <= 1e-6 * loss(in_memory, X, y)
+    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(on_cluster.predict(dX).compute(), in_memory.predict(X))
+    np.testing.assert_allclose(on_cluster.predict_proba(dX).compute(),
+                               in_memory.predict_proba(X), rtol=1e-6, atol=1e-9)
+
+
+def test_loss_and_grad_on_dask_equals_in_memory(client):
+    X, y = make_data(m=2000, k=5)
+    dX, dy = as_dask(X, y, chunk=333)
+    rng = np.random.default_rng(1)
+    W, b = rng.standard_normal((20, 5)), rng.standard_normal(5)
+    sw = rng.uniform(0.5, 2.0, len(y))
+    got = fs.loss_and_grad(dX, dy, W, b, alpha=0.1, sample_weight=sw)
+    want = fs.loss_and_grad(X, y, W, b, alpha=0.1, sample_weight=sw)
+    assert got[0] == pytest.approx(want[0], rel=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-10, atol=1e-14)
+
+
+def test_sgd_quality_matches_in_memory(client):
+    X, y = make_data()
+    dX, dy = as_dask(X, y, chunk=1000)
+    params = dict(solver="sgd", alpha=ALPHA, max_iter=12, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        on_cluster = SoftmaxRegression(**params).fit(dX, dy)
+        in_memory = SoftmaxRegression(**params).fit(X, y)
+    assert on_cluster.score(X, y) >= in_memory.score(X, y) - 0.01
+    assert loss(on_cluster, X, y) <= 1.02 * loss(in_memory, X, y)
+
+
+def test_data_persisted_on_cluster_is_never_gathered(client, monkeypatch):
+    # X is generated on the workers and persisted there; the driver never holds it.
+    n, k = 30, 3
+    Xr = da.random.default_rng(0).standard_normal((40_000, n), chunks=(5_000, n))
+    y = (Xr[:, 0] > 0.5).astype(np.int64) + (Xr[:, 1] > 0.5).astype(np.int64)
+    Xr, y = client.persist([Xr, y])
+    largest = []
+    real_gather = client.gather
+
+    def spy(futures, *args, **kwargs):
+        out = real_gather(futures, *args, **kwargs)
+        sizes = [a.nbytes for a in _arrays(out)]
+        largest.append(max(sizes, default=0))
+        return out
+
+    monkeypatch.setattr(client, "gather", spy)
+    model = SoftmaxRegression("lbfgs", alpha=ALPHA, max_iter=50).fit(Xr, y)
+    assert largest, "the solver gathered nothing: it cannot have run on the cluster"
+    # Only per-block (n, k) gradients and scalars travel; X is 40000 x 30 doubles.
+    assert max(largest) <= (n + 1) * k * 8
+    monkeypatch.undo()
+    X_local, y_local = Xr.compute(), y.compute()
+    in_memory = SoftmaxRegression("lbfgs", alpha=ALPHA, max_iter=50).fit(X_local, y_local)
+    np.testing.assert_allclose(model.coef_, in_memory.coef_, rtol=1e-6, atol=1e-8)
+
+
+def _arrays(obj):
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _arrays(item)
+
+
+def test_dask_dataframe_and_errors(client):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y = make_data(m=1200, n=3, k=3)
+    df = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "c"]), npartitions=3)
+    ys = dd.from_pandas(pd.Series(y), npartitions=3)
+    model = SoftmaxRegression(alpha=ALPHA).fit(df, ys)
+    assert list(model.feature_names_in_) == ["a", "b", "c"]
+    assert model.n_features_in_ == 3
+    in_memory = SoftmaxRegression(alpha=ALPHA).fit(X, y)
+    np.testing.assert_allclose(model.coef_, in_memory.coef_, rtol=1e-5, atol=1e-7)
+
+    Xbad = X.copy()
+    Xbad[900, 2] = np.nan
+    dX, dy = as_dask(Xbad, y, chunk=400)
+    with pytest.raises(ValueError, match="row 900, column 2"):
+        SoftmaxRegression().fit(dX, dy)
+    with pytest.raises(ValueError, match="early_stopping is not supported"):
+        SoftmaxRegression(early_stopping=True).fit(*as_dask(X, y))
