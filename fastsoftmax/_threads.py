@@ -12,6 +12,10 @@ import numba
 
 _controller = None
 _controller_lock = threading.Lock()
+_blas_depth = 0  # blocks inside single_threaded_blas, over all Python threads
+_blas_limiter = None
+_launch_lock = threading.RLock()  # serialises kernel launches under "workqueue"
+_layer_safe: bool | None = None  # Numba's threading layer is thread-safe (None: unknown)
 
 
 def check_n_threads(n_threads: int | None) -> int | None:
@@ -28,23 +32,50 @@ def check_n_threads(n_threads: int | None) -> int | None:
     return int(n_threads)
 
 
+def _needs_serialising() -> bool:
+    """True unless Numba's threading layer is known to be thread-safe.
+
+    The "workqueue" layer (used when neither TBB nor OpenMP is available)
+    aborts the whole process when two Python threads launch parallel
+    kernels at once. The layer is known only after the first parallel
+    launch; until then, be safe.
+    """
+    global _layer_safe
+    if _layer_safe is None:
+        try:
+            layer = numba.threading_layer()
+        except ValueError:  # no parallel kernel has run yet
+            return True
+        _layer_safe = layer != "workqueue"
+    return not _layer_safe
+
+
 @contextlib.contextmanager
 def numba_threads(n_threads: int | None) -> Iterator[int]:
     """Run the block with ``n_threads`` Numba threads; yield the count in force.
 
     Numba's thread count is thread-local, so a value set here affects only
     calls made from this Python thread, and it is restored on exit, even
-    when the block raises.
+    when the block raises. Every parallel kernel launch happens inside this
+    block; under the non-thread-safe "workqueue" threading layer the blocks
+    of different Python threads are serialised by a (re-entrant) lock.
     """
-    previous = numba.get_num_threads()
-    if n_threads is None or n_threads == previous:
-        yield previous
-        return
-    numba.set_num_threads(n_threads)
+    serial = _needs_serialising()
+    if serial:
+        _launch_lock.acquire()
     try:
-        yield n_threads
+        previous = numba.get_num_threads()
+        if n_threads is None or n_threads == previous:
+            yield previous
+            return
+        numba.set_num_threads(n_threads)
+        try:
+            yield n_threads
+        finally:
+            numba.set_num_threads(previous)
     finally:
-        numba.set_num_threads(previous)
+        if serial:
+            _launch_lock.release()
 
 
 @contextlib.contextmanager
@@ -55,13 +86,27 @@ def single_threaded_blas() -> Iterator[None]:
     multithreaded BLAS underneath would oversubscribe the cores. The
     threadpoolctl controller is built once, on first use, because building
     it scans every loaded library.
-    """
-    global _controller
-    if _controller is None:
-        with _controller_lock:
-            if _controller is None:
-                from threadpoolctl import ThreadpoolController
 
-                _controller = ThreadpoolController()
-    with _controller.limit(limits=1, user_api="blas"):
+    BLAS's thread count is process-wide, so blocks entered from several
+    Python threads at once share one limit: the first to enter sets it and
+    the last to leave restores the original. (Nested threadpoolctl limits
+    entered and left out of order would otherwise restore each other's
+    values and leave BLAS at one thread for good.)
+    """
+    global _controller, _blas_depth, _blas_limiter
+    with _controller_lock:
+        if _controller is None:
+            from threadpoolctl import ThreadpoolController
+
+            _controller = ThreadpoolController()
+        if _blas_depth == 0:
+            _blas_limiter = _controller.limit(limits=1, user_api="blas")
+        _blas_depth += 1
+    try:
         yield
+    finally:
+        with _controller_lock:
+            _blas_depth -= 1
+            if _blas_depth == 0 and _blas_limiter is not None:
+                _blas_limiter.restore_original_limits()
+                _blas_limiter = None

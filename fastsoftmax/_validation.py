@@ -18,6 +18,7 @@ import numpy as np
 import numba
 
 from ._kernels._checks import _first_bad_distribution_row, _first_nonfinite_row
+from ._threads import numba_threads
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -68,8 +69,9 @@ def check_finite(a: np.ndarray, name: str) -> None:
     if a.size == 0:
         return
     a2 = a.reshape(a.shape[0], -1)
-    bad_row = np.empty(_n_chunks(a2.shape[0]), dtype=np.int64)
-    _first_nonfinite_row(a2, bad_row)
+    with numba_threads(None):
+        bad_row = np.empty(_n_chunks(a2.shape[0]), dtype=np.int64)
+        _first_nonfinite_row(a2, bad_row)
     i = _first(bad_row)
     if i < 0:
         return
@@ -125,8 +127,9 @@ def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> n
             f"(rows of X, columns of W), got {arr.shape}"
         )
     tol = float(np.sqrt(np.finfo(dtype).eps))
-    bad_row = np.empty(_n_chunks(m), dtype=np.int64)
-    _first_bad_distribution_row(arr, tol, bad_row)
+    with numba_threads(None):
+        bad_row = np.empty(_n_chunks(m), dtype=np.int64)
+        _first_bad_distribution_row(arr, tol, bad_row)
     i = _first(bad_row)
     if i >= 0:
         row = arr[i]
