@@ -8,6 +8,7 @@ arithmetic happens in the kernels.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import numbers
 import os
@@ -46,6 +47,30 @@ def _check_number(name, value, *, low=None, high=None, integer=False,
         raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
     if high is not None and (value > high or (high_open and value == high)):
         raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value!r}")
+
+
+@contextlib.contextmanager
+def _unchanged_on_error(est):
+    """Restore every attribute of ``est`` if the block raises.
+
+    scikit-learn's ``validate_data(reset=True)`` records ``n_features_in_``
+    and ``feature_names_in_`` as soon as it has seen X, before y, the
+    sample weights or the parameters are checked, and a solver can still
+    fail; this makes a rejected ``fit``/``partial_fit`` leave the model as
+    it was. Attributes are replaced, never modified in place, during a fit,
+    so a shallow copy of ``__dict__`` is enough.
+    """
+    saved = dict(est.__dict__)
+    try:
+        yield
+    except BaseException:
+        est.__dict__.clear()
+        est.__dict__.update(saved)
+        raise
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 class SoftmaxRegression(ClassifierMixin, BaseEstimator):
@@ -286,6 +311,10 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        with _unchanged_on_error(self):
+            return self._fit(X, y, sample_weight)
+
+    def _fit(self, X, y, sample_weight):
         self._check_params()
         if _dask.is_dask_collection(X):
             return self._fit_dask(X, y, sample_weight)
@@ -297,7 +326,8 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(f"y has {y.shape[0]} labels but X has {m} rows")
         if len(classes) < 2:
             raise ValueError(
-                f"softmax regression needs at least 2 classes in y; got 1 class: {classes[0]!r}"
+                "softmax regression needs at least 2 classes in y; got 1 class: "
+                f"{classes[0].tolist()!r}"
             )
         codes = codes.astype(np.int64)
         sw = self._weights(codes, classes, sample_weight, m, X.dtype)
@@ -307,7 +337,9 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         b0 = np.zeros(k, dtype=X.dtype) if self.fit_intercept else None
         if (self.warm_start and hasattr(self, "coef_") and self.coef_.shape == (k, n)
                 and np.array_equal(self.classes_, classes)):
-            W0 = np.ascontiguousarray(self.coef_.T, dtype=X.dtype)
+            # A copy, always: with one feature coef_.T is already contiguous,
+            # and the SGD kernel updates its weights in place.
+            W0 = np.array(self.coef_.T, dtype=X.dtype, order="C")
             if b0 is not None:
                 b0 = self.intercept_.astype(X.dtype)
         rng = self._rng()
@@ -421,6 +453,10 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        with _unchanged_on_error(self):
+            return self._partial_fit(X, y, classes, sample_weight)
+
+    def _partial_fit(self, X, y, classes, sample_weight):
         self._check_params()
         first = not hasattr(self, "classes_")
         if first:
@@ -450,7 +486,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             b0 = np.zeros(k, dtype=X.dtype) if self.fit_intercept else None
             state: dict = {}
         else:
-            W0 = np.ascontiguousarray(self.coef_.T)
+            W0 = np.array(self.coef_.T, order="C")  # a copy: see fit
             b0 = self.intercept_.copy() if self.fit_intercept else None
             state = {key: (v.copy() if isinstance(v, np.ndarray) else v)
                      for key, v in getattr(self, "_sgd_state", {}).items()}
@@ -576,36 +612,60 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         missing = [key for key in required if key not in arrays]
         if missing:
             fail(f"missing arrays {missing}")
-        if str(arrays["format"]) != _FORMAT:
+        def scalar(key, kind):
+            # A 0-d array of the expected kind; anything else in a foreign or
+            # edited file must not surface as a TypeError from int()/str().
+            a = arrays[key]
+            if a.shape != () or a.dtype.kind not in kind:
+                fail(f"{key} must be a single {'integer' if kind == 'iu' else 'string'}, "
+                     f"got dtype {a.dtype} and shape {a.shape}")
+            return a.item()
+
+        if scalar("format", "U") != _FORMAT:
             fail(f"format is {str(arrays['format'])!r}, expected {_FORMAT!r}")
-        if int(arrays["format_version"]) != _FORMAT_VERSION:
+        if scalar("format_version", "iu") != _FORMAT_VERSION:
             fail(f"format_version {int(arrays['format_version'])} is not supported")
+        n_iter = scalar("n_iter", "iu")
+        params_text = scalar("params", "U")
+        loss_curve = arrays["loss_curve"]
+        if loss_curve.ndim != 1 or loss_curve.dtype.kind not in "iuf":
+            fail(f"loss_curve must be a 1-D float array, got {loss_curve.dtype} "
+                 f"{loss_curve.shape}")
         coef, intercept, classes = arrays["coef"], arrays["intercept"], arrays["classes"]
         if coef.ndim != 2 or coef.dtype not in (np.float32, np.float64):
             fail(f"coef must be a 2-D float array, got {coef.dtype} {coef.shape}")
         k, n = coef.shape
+        if n == 0:
+            fail("coef has 0 columns (features)")
         if intercept.shape != (k,) or intercept.dtype != coef.dtype:
             fail(f"intercept must have shape ({k},) and dtype {coef.dtype}")
         if classes.shape != (k,) or k < 2:
             fail(f"classes must have shape ({k},) with k >= 2, got {classes.shape}")
+        if classes.dtype.kind not in "biufU":
+            fail(f"classes must be numbers or strings, got dtype {classes.dtype}")
+        if len(np.unique(classes)) != k or np.any(classes[1:] < classes[:-1]):
+            fail("classes must be sorted and distinct")
         if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
             fail("coef or intercept holds NaN or inf")
         try:
-            params = json.loads(str(arrays["params"]))
+            params = json.loads(params_text)
+            if not isinstance(params, dict):
+                raise TypeError(f"a JSON object is needed, got {type(params).__name__}")
             model = cls(**params)
+            model._check_params()
         except (TypeError, ValueError) as exc:
-            fail(f"bad params ({exc})")
+            fail(f"bad params ({_one_line(str(exc))})")
         model.coef_ = np.ascontiguousarray(coef)
         model.intercept_ = np.ascontiguousarray(intercept)
         model.classes_ = classes
         model.n_features_in_ = n
         if "feature_names_in" in arrays:
             names = arrays["feature_names_in"]
-            if names.shape != (n,):
-                fail(f"feature_names_in must have shape ({n},)")
+            if names.shape != (n,) or names.dtype.kind != "U":
+                fail(f"feature_names_in must be strings of shape ({n},)")
             model.feature_names_in_ = names.astype(object)
-        model.n_iter_ = int(arrays["n_iter"])
-        model.loss_curve_ = [float(v) for v in arrays["loss_curve"]]
+        model.n_iter_ = int(n_iter)
+        model.loss_curve_ = [float(v) for v in loss_curve]
         model.validation_loss_curve_ = []
         model._sgd_state = {}
         return model
