@@ -507,8 +507,17 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
     def _logits(self, X):
         X = self._prepared(X)
-        Z = X @ self.coef_.T
-        Z += self.intercept_
+        # Overflow is reported below with the row, not as a RuntimeWarning.
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = X @ self.coef_.T
+            Z += self.intercept_
+        finite = np.isfinite(Z).all(axis=1)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise ValueError(
+                f"the logits X @ coef_.T + intercept_ overflow {Z.dtype.name} at row {i}: "
+                "the features are too large for this model (rescale X)"
+            )
         return Z
 
     def decision_function(self, X):

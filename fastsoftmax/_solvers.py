@@ -336,16 +336,19 @@ def sgd_epochs(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | Non
                 gWt, gb, z, loss_out,
             )
             train_loss = loss_out[0] / objective.total_weight
+            if alpha:
+                # Checked with the penalty: float64 weights beyond ~1e154 keep
+                # finite logits on small features but overflow ||W||², and
+                # must count as divergence, not enter loss_curve_ as inf.
+                w64 = Wt.ravel().astype(np.float64)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    train_loss += 0.5 * alpha * float(np.dot(w64, w64))
             if steps < 0 or not np.isfinite(train_loss):
                 Wt[:], b[:], VWt[:], Vb[:] = snapshot
                 diverged = True
                 _diverged("sgd", eta, epoch)
                 break
             t += steps
-            if alpha:
-                w64 = Wt.ravel().astype(np.float64)
-                with np.errstate(over="ignore"):
-                    train_loss += 0.5 * alpha * float(np.dot(w64, w64))
             curve.append(float(train_loss))
             if callback is not None:
                 callback(epoch + 1, float(train_loss))
