@@ -11,18 +11,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernels._fused import _loss_grad_gemm, _loss_grad_rows
+from ._kernels._fused import (
+    _loss_grad_gemm,
+    _loss_grad_gemm_serial,
+    _loss_grad_rows,
+    _loss_grad_rows_serial,
+)
 from ._threads import numba_threads, single_threaded_blas
 
 # Strategy choice, from side-by-side measurements on a 2-core Zen 3 (AVX2)
-# with OpenBLAS, 2 threads (BENCHMARKS.md): the 4 x 3 register-blocked row
-# kernel beat GEMM on row blocks for k = 2..33 and tied at k = 64 (n = 784);
-# at k = 100 GEMM wins. Both beat the reference everywhere measured, so the
-# threshold is left at 32 (the tests pin k = 33 to "gemm"). Known gap: with
-# few features (n = 20) GEMM on row blocks was ~2x faster than the row
-# kernel even at k = 2..10 (the feature loop is 2.5 vectors long); a rule on
-# n is the next step, pending the tests' strategy expectations.
-SMALL_K = 32
+# with OpenBLAS (BENCHMARKS.md, "strategy crossover"): the 4 x 3
+# register-blocked row kernel beats GEMM on row blocks up to k ~ 48 when
+# there are enough features; GEMM wins above that, and at any k when the
+# feature loop is only a few vectors long (n below ~40: the row kernel's
+# per-row overhead -- max, exp, error -- is not amortised by the dot
+# products).
+SMALL_K = 48
+SMALL_N = 40
+
+# Below this many flops (4 m n k) one call runs without a parallel region:
+# a Numba parallel launch costs tens of microseconds on an idle machine and
+# milliseconds when the other core is busy.
+SERIAL_FLOPS = 1 << 22
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small
@@ -32,6 +42,13 @@ _L2_BYTES = 1 << 18
 
 def _gemm_block_rows(n: int, itemsize: int) -> int:
     return int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
+
+
+def choose_strategy(n_features: int, n_classes: int) -> str:
+    """The kernel strategy for X with ``n_features`` columns and k classes."""
+    if n_classes <= SMALL_K and n_features >= SMALL_N:
+        return "rows"
+    return "gemm"
 
 
 class SoftmaxObjective:
@@ -49,7 +66,7 @@ class SoftmaxObjective:
     n_threads : int or None
         Numba threads for each evaluation; None keeps the current setting.
     strategy : {"rows", "gemm"} or None
-        Kernel strategy; None picks by the number of classes.
+        Kernel strategy; None picks by the shape (:func:`choose_strategy`).
 
     Nothing is checked here: the edge (:mod:`fastsoftmax._validation`) has
     done it.
@@ -73,7 +90,7 @@ class SoftmaxObjective:
         self.scale = X.dtype.type(1.0 / total)
         self.n_threads = n_threads
         if strategy is None:
-            strategy = "rows" if self.n_classes <= SMALL_K else "gemm"
+            strategy = choose_strategy(X.shape[1], self.n_classes)
         if strategy not in ("rows", "gemm"):
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.strategy = strategy
@@ -90,8 +107,9 @@ class SoftmaxObjective:
         k = self.n_classes
         dt = self.dtype
         bias = b if b is not None else np.zeros(k, dtype=dt)
+        serial = 4 * m * n * k < SERIAL_FLOPS
         with numba_threads(self.n_threads) as n_threads:
-            n_chunks = max(1, min(m, n_threads))
+            n_chunks = 1 if serial else max(1, min(m, n_threads))
             gb = np.empty((n_chunks, k), dtype=dt)
             loss = np.empty(n_chunks, dtype=np.float64)
             bad_row = np.empty(n_chunks, dtype=np.int64)
@@ -101,14 +119,18 @@ class SoftmaxObjective:
                 Wt = np.ascontiguousarray(W.T)
                 g = np.empty((n_chunks, k, n), dtype=dt)
                 scratch = np.empty((n_chunks, 5, k), dtype=dt)
-                _loss_grad_rows(*args, Wt, bias, g, gb, loss, bad_row, scratch)
+                kernel = _loss_grad_rows_serial if serial else _loss_grad_rows
+                kernel(*args, Wt, bias, g, gb, loss, bad_row, scratch)
             else:
                 R = _gemm_block_rows(n, dt.itemsize)
                 g = np.empty((n_chunks, n, k), dtype=dt)
                 scratch = np.empty((n_chunks, min(R, m) + 1, k), dtype=dt)
                 tmp = np.empty((n_chunks, n, k), dtype=dt)
-                with single_threaded_blas():
-                    _loss_grad_gemm(*args, W, bias, g, gb, loss, bad_row, scratch, tmp)
+                if serial:
+                    _loss_grad_gemm_serial(*args, W, bias, g, gb, loss, bad_row, scratch, tmp)
+                else:
+                    with single_threaded_blas():
+                        _loss_grad_gemm(*args, W, bias, g, gb, loss, bad_row, scratch, tmp)
         hits = bad_row[bad_row >= 0]
         if hits.size:
             raise ValueError(

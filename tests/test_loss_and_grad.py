@@ -20,7 +20,7 @@ from conftest import FLOAT_DTYPES, LAYOUTS, dtype_id, make_layout
 import fastsoftmax as fs
 from fastsoftmax import reference as ref
 from fastsoftmax._functions import prepare_objective
-from fastsoftmax._objective import SMALL_K, SoftmaxObjective
+from fastsoftmax._objective import SMALL_K, SMALL_N, SoftmaxObjective, choose_strategy
 
 KS = [2, 3, 10, 33, 100]  # 33 and 100 run the "gemm" strategy
 TOL = {
@@ -87,11 +87,17 @@ def test_matches_reference(k, dt, intercept, variant, rng):
 
 
 def test_strategies_are_what_the_k_list_claims():
-    assert sum(k <= SMALL_K for k in KS) == 3 and sum(k > SMALL_K for k in KS) == 2
-    X = np.zeros((3, 2))
-    for k in KS:
-        obj = prepare_objective(X, np.zeros(3, dtype=int), k, None, None)
-        assert obj.strategy == ("rows" if k <= SMALL_K else "gemm")
+    # The rule: "rows" iff k <= SMALL_K and n >= SMALL_N, else "gemm". The
+    # module's reference comparisons (n = 7) therefore run "gemm" for every
+    # k; tests/test_kernel_strategies.py runs the same comparisons with each
+    # strategy forced, so both stay covered.
+    assert sum(k <= SMALL_K for k in KS) >= 3 and sum(k > SMALL_K for k in KS) >= 1
+    for n in (2, 7, SMALL_N - 1, SMALL_N, 784):
+        X = np.zeros((3, n))
+        for k in KS:
+            obj = prepare_objective(X, np.zeros(3, dtype=int), k, None, None)
+            want = "rows" if (k <= SMALL_K and n >= SMALL_N) else "gemm"
+            assert obj.strategy == want == choose_strategy(n, k)
 
 
 def test_known_value():

@@ -20,16 +20,22 @@ with eta_t from the schedule (constant, or eta0 / (1 + t/steps)^power_t,
 which decays with the number of epochs seen).
 
 Weights are stored transposed, (k, n), so that every inner loop runs along
-contiguous features. Mini-batches of at least ``parallel_min`` rows are split
-across threads (per-chunk partial gradients, serial reduction); smaller ones
-run on one thread, because a parallel launch per batch would cost more than
-the batch.
+contiguous features. The per-row arithmetic is the fused gradient's
+(:mod:`._fused`): the 4 rows x 3 classes register-blocked micro-kernels
+(given the rows' indices in the shuffled order) and the per-row softmax
+error with its finiteness test of every logit. Per-sample SGD (B = 1)
+skips the gradient buffer: the update is applied directly from the row's
+error and x, in one pass over W. Mini-batches of at least ``parallel_min``
+rows are split across threads (per-chunk partial gradients, serial
+reduction); smaller ones run on one thread, because a parallel launch per
+batch would cost more than the batch.
 """
 
 import numpy as np
 from numba import njit, prange
 
 from ._config import JIT, PJIT
+from ._fused import _accumulate1, _accumulate4, _logits1, _logits4, _row_error
 from ._softmax import _chunk
 
 SCHEDULE_CONSTANT = 0
@@ -37,59 +43,85 @@ SCHEDULE_INVSCALING = 1
 
 
 @njit(inline="always", **JIT)
-def _row_error(x, i, Wt, b, y, Y, soft, z):
-    """Logits of row x into z, then z <- softmax(z) - Y_i.
+def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
+                    G, gb, z4, sc):
+    """G, gb <- the scaled gradient sums of the rows order[lo:hi].
 
-    Returns (cross-entropy of the row, ok); ok is False when the logits are
-    not finite (the weights have diverged).
+    Returns (sum of w_i * CE_i, ok); ok is False when a row's logits are not
+    finite (then G is incomplete and the caller abandons the epoch).
     """
-    k, n = Wt.shape
-    for j in range(k):
-        w = Wt[j]
-        a = b[j]
-        for f in range(n):
-            a += w[f] * x[f]
-        z[j] = a
-    mx = z[0]
-    for j in range(1, k):
-        if z[j] > mx:
-            mx = z[j]
-    if not np.isfinite(mx):
-        return np.inf, False
-    if soft:
-        yz = z.dtype.type(0)
-        for j in range(k):
-            t = Y[i, j]
-            if t != 0:
-                yz += t * (z[j] - mx)
-    else:
-        yz = z[y[i]] - mx
-    s = z.dtype.type(0)
-    for j in range(k):
-        e = np.exp(z[j] - mx)
-        z[j] = e
-        s += e
-    inv = z.dtype.type(1) / s
-    for j in range(k):
-        z[j] *= inv
-    if soft:
-        for j in range(k):
-            z[j] -= Y[i, j]
-    else:
-        z[y[i]] -= 1
-    return np.log(s) - yz, True
+    zero = X.dtype.type(0)
+    G[:] = zero
+    gb[:] = zero
+    total = 0.0
+    p = lo
+    while p + 4 <= hi:
+        i0 = order[p]
+        i1 = order[p + 1]
+        i2 = order[p + 2]
+        i3 = order[p + 3]
+        _logits4(X, i0, i1, i2, i3, Wt, b, z4)
+        c0, ok0 = _row_error(z4[0], i0, y, Y, sw, soft, weighted, coef, gb, sc)
+        c1, ok1 = _row_error(z4[1], i1, y, Y, sw, soft, weighted, coef, gb, sc)
+        c2, ok2 = _row_error(z4[2], i2, y, Y, sw, soft, weighted, coef, gb, sc)
+        c3, ok3 = _row_error(z4[3], i3, y, Y, sw, soft, weighted, coef, gb, sc)
+        if not (ok0 and ok1 and ok2 and ok3):
+            return total, False
+        total += c0 + c1 + c2 + c3
+        _accumulate4(X, i0, i1, i2, i3, z4, G)
+        p += 4
+    while p < hi:
+        i = order[p]
+        z = z4[0]
+        _logits1(X[i], Wt, b, z)
+        ce, ok = _row_error(z, i, y, Y, sw, soft, weighted, coef, gb, sc)
+        if not ok:
+            return total, False
+        total += ce
+        _accumulate1(X[i], z, G)
+        p += 1
+    return total, True
 
 
 @njit(inline="always", **JIT)
-def _accumulate(x, e, coef, G, gb):
-    """G += coef * e xᵀ and gb += coef * e (one row's gradient)."""
-    k, n = G.shape
+def _update(Wt, VWt, G, x, e, use_row, a, mu, eta, nesterov):
+    """W, V <- one (heavy-ball or Nesterov) momentum step, L2 term fused.
+
+    The gradient of W is G, or, when ``use_row`` (B = 1), the outer product
+    e xᵀ of one row's error and features formed on the fly (no G pass).
+    """
+    k, n = Wt.shape
     for j in range(k):
-        ej = coef * e[j]
-        g = G[j]
-        for f in range(n):
-            g[f] += ej * x[f]
-        gb[j] += ej
+        wj = Wt[j]
+        vj = VWt[j]
+        if use_row:
+            ej = e[j]
+            if nesterov:
+                for f in range(n):
+                    g = ej * x[f] + a * wj[f]
+                    v = mu * vj[f] - eta * g
+                    vj[f] = v
+                    wj[f] += mu * v - eta * g
+            else:
+                for f in range(n):
+                    g = ej * x[f] + a * wj[f]
+                    v = mu * vj[f] - eta * g
+                    vj[f] = v
+                    wj[f] += v
+        else:
+            gj = G[j]
+            if nesterov:
+                for f in range(n):
+                    g = gj[f] + a * wj[f]
+                    v = mu * vj[f] - eta * g
+                    vj[f] = v
+                    wj[f] += mu * v - eta * g
+            else:
+                for f in range(n):
+                    g = gj[f] + a * wj[f]
+                    v = mu * vj[f] - eta * g
+                    vj[f] = v
+                    wj[f] += v
 
 
 @njit(**PJIT)
@@ -99,17 +131,17 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
                gWt, gb, z, loss_out):
     """Run one epoch in place on Wt, b, VWt, Vb.
 
-    gWt (n_chunks, k, n), gb (n_chunks, k) and z (n_chunks, k) are scratch.
-    loss_out[0] receives the sum of w_i * CE_i over the epoch, each row
-    evaluated with the weights in force when its batch was processed.
-    Returns the number of updates made, or -(updates + 1) if the logits of
-    the next batch were not finite (the caller restores its snapshot).
+    gWt (n_chunks, k, n) and gb (n_chunks, k) are scratch; z (n_chunks, k)
+    is no longer used (the micro-kernels need five scratch rows per chunk,
+    allocated here once per epoch). loss_out[0] receives the sum of
+    w_i * CE_i over the epoch, each row evaluated with the weights in force
+    when its batch was processed. Returns the number of updates made, or
+    -(updates + 1) if the logits of the next batch were not finite (the
+    caller restores its snapshot).
     """
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
-    one = Wt.dtype.type(1)
-    zero = Wt.dtype.type(0)
     mu = Wt.dtype.type(momentum)
     a = Wt.dtype.type(alpha)
     total = 0.0
@@ -117,6 +149,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
     n_steps = 0
     G = gWt[0]
     g0 = gb[0]
+    scratch = np.empty((n_chunks, 5, k), dtype=Wt.dtype)
     ok_parts = np.ones(n_chunks, dtype=np.bool_)
     loss_parts = np.zeros(n_chunks, dtype=np.float64)
     for start in range(0, m, batch_size):
@@ -126,26 +159,27 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
             eta = Wt.dtype.type(eta0 / (1.0 + t / steps_per_epoch) ** power_t)
         else:
             eta = Wt.dtype.type(eta0)
-        coef_base = Wt.dtype.type(scale / bs)
+        coef = Wt.dtype.type(scale / bs)
+        e = scratch[0, 0]
+        use_row = bs == 1
         # ---- gradient of the batch -------------------------------------
-        if bs >= parallel_min and n_chunks > 1:
+        if use_row:
+            # Per-sample SGD: the row's error e is all the gradient there is
+            # (G = e xᵀ is applied inside the update, never stored).
+            i = order[start]
+            x = X[i]
+            _logits1(x, Wt, b, e)
+            g0[:] = 0
+            ce, ok = _row_error(e, i, y, Y, sw, soft, weighted, coef, g0, scratch[0, 4])
+            if not ok:
+                return -(n_steps + 1)
+            total += ce
+        elif bs >= parallel_min and n_chunks > 1:
             for c in prange(n_chunks):
                 lo, hi = _chunk(bs, n_chunks, c)
-                Gc = gWt[c]
-                Gc[:] = zero
-                gbc = gb[c]
-                gbc[:] = zero
-                zc = z[c]
-                part = 0.0
-                ok = True
-                for p in range(start + lo, start + hi):
-                    i = order[p]
-                    ce, ok = _row_error(X[i], i, Wt, b, y, Y, soft, zc)
-                    if not ok:
-                        break
-                    w = sw[i] if weighted else one
-                    part += w * ce
-                    _accumulate(X[i], zc, coef_base * w, Gc, gbc)
+                part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
+                                           start + lo, start + hi, coef, Wt, b,
+                                           gWt[c], gb[c], scratch[c, :4], scratch[c, 4])
                 ok_parts[c] = ok
                 loss_parts[c] = part
             if not ok_parts.all():
@@ -155,31 +189,16 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
                 g0 += gb[c]
             total += loss_parts.sum()
         else:
-            G[:] = zero
-            g0[:] = zero
-            zc = z[0]
-            for p in range(start, stop):
-                i = order[p]
-                ce, ok = _row_error(X[i], i, Wt, b, y, Y, soft, zc)
-                if not ok:
-                    return -(n_steps + 1)
-                w = sw[i] if weighted else one
-                total += w * ce
-                _accumulate(X[i], zc, coef_base * w, G, g0)
+            part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start, stop,
+                                       coef, Wt, b, G, g0, scratch[0, :4], scratch[0, 4])
+            if not ok:
+                return -(n_steps + 1)
+            total += part
         # ---- update, with the L2 term and momentum fused ----------------
-        for j in range(k):
-            wj = Wt[j]
-            vj = VWt[j]
-            gj = G[j]
-            for f in range(n):
-                g = gj[f] + a * wj[f]
-                v = mu * vj[f] - eta * g
-                vj[f] = v
-                if nesterov:
-                    wj[f] += mu * v - eta * g
-                else:
-                    wj[f] += v
-            if fit_intercept:
+        i = order[start]
+        _update(Wt, VWt, G, X[i], e, use_row, a, mu, eta, nesterov)
+        if fit_intercept:
+            for j in range(k):
                 g = g0[j]
                 v = mu * Vb[j] - eta * g
                 Vb[j] = v
