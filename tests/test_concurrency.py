@@ -1,0 +1,247 @@
+"""Concurrency and reproducibility.
+
+- One fitted model used from several Python threads at once predicts what
+  it predicts sequentially; BLAS's thread count is the same afterwards.
+- Two fits in two threads give the models of two sequential fits.
+- ``n_threads`` set for one call never leaks into another thread's calls.
+- Under Numba's non-thread-safe "workqueue" layer, concurrent calls are
+  serialised instead of aborting the process.
+- Same ``random_state`` => bit-identical weights; 1 and 2 threads agree to
+  a stated tolerance.
+- Numba's disk cache shared by processes started at once: no crash, and a
+  later process loads every kernel from it.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+import pytest
+import threadpoolctl
+from sklearn.exceptions import ConvergenceWarning
+
+import fastsoftmax as fs
+from fastsoftmax import SoftmaxRegression
+
+REPO = pathlib.Path(fs.__file__).resolve().parent.parent
+
+
+def data(m=2000, n=20, k=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((m, n))
+    y = rng.integers(0, k, m)
+    X[np.arange(m), y % n] += 2.0
+    return X, y
+
+
+def blas_threads():
+    return [d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("k", [5, 40], ids=["rows", "gemm"])
+def test_predict_from_many_threads_equals_sequential(k):
+    X, y = data(k=k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SoftmaxRegression(max_iter=20).fit(X, y)
+    want = {m: getattr(model, m)(X) for m in ("predict", "predict_proba", "predict_log_proba")}
+    blas_before = blas_threads()
+
+    def job(i):
+        method = ("predict", "predict_proba", "predict_log_proba")[i % 3]
+        return [(method, getattr(model, method)(X)) for _ in range(20)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = [r for rs in pool.map(job, range(4)) for r in rs]
+    assert len(results) == 80
+    for method, got in results:
+        np.testing.assert_array_equal(got, want[method], err_msg=method)
+    # the one-thread BLAS limit used inside the kernels is released
+    assert blas_threads() == blas_before
+
+
+def test_two_fits_in_two_threads_equal_sequential_fits():
+    X, y = data(m=1500)
+    specs = [dict(solver="sgd", random_state=1, max_iter=15),
+             dict(solver="lbfgs", max_iter=30, alpha=1e-3)]
+
+    def fit(spec):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return SoftmaxRegression(**spec).fit(X, y)
+
+    sequential = [fit(s) for s in specs]
+    with ThreadPoolExecutor(2) as pool:
+        parallel = list(pool.map(fit, specs))
+    for a, b in zip(sequential, parallel):
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+        np.testing.assert_array_equal(a.intercept_, b.intercept_)
+        assert a.loss_curve_ == b.loss_curve_
+
+
+def test_n_threads_does_not_leak_between_threads():
+    X, y = data(m=500)
+    W = np.zeros((20, 5))
+    barrier = threading.Barrier(2)
+
+    def worker(n_threads):
+        before = numba.get_num_threads()
+        barrier.wait()
+        seen = []
+        for _ in range(30):
+            fs.loss_and_grad(X, y, W, n_threads=n_threads)
+            fs.softmax(X, n_threads=n_threads)
+            seen.append(numba.get_num_threads())
+        return before, seen, numba.get_num_threads()
+
+    with ThreadPoolExecutor(2) as pool:
+        one, default = pool.map(worker, [1, None])
+    for before, seen, after in (one, default):
+        assert after == before
+        assert set(seen) == {before}
+    assert numba.get_num_threads() == default[0]
+
+
+WORKQUEUE = r"""
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+import numba, numpy as np
+import fastsoftmax as fs
+from fastsoftmax import SoftmaxRegression
+rng = np.random.default_rng(0)
+X = rng.standard_normal((2000, 10)); y = rng.integers(0, 4, 2000)
+model = SoftmaxRegression(max_iter=30).fit(X, y)
+assert numba.threading_layer() == "workqueue", numba.threading_layer()
+want = model.predict_proba(X)
+def job(i):
+    for _ in range(10):
+        assert np.array_equal(model.predict_proba(X), want)
+        fs.loss_and_grad(X, y, np.zeros((10, 4)), n_threads=1 + i % 2)
+    return True
+with ThreadPoolExecutor(4) as pool:
+    print(all(pool.map(job, range(4))))
+"""
+
+
+@pytest.mark.slow
+def test_workqueue_layer_calls_are_serialised_not_aborted():
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", WORKQUEUE], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "True"
+
+
+# ---------------------------------------------------------- reproducibility
+@pytest.mark.parametrize("solver", ["sgd", "bgd", "lbfgs"])
+@pytest.mark.parametrize("early_stopping", [False, True])
+def test_same_random_state_is_bit_identical(solver, early_stopping):
+    X, y = data(m=1200)
+    fits = []
+    for _ in range(2):
+        est = SoftmaxRegression(solver, random_state=7, max_iter=25,
+                                early_stopping=early_stopping)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits.append(est.fit(X, y))
+    a, b = fits
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert a.loss_curve_ == b.loss_curve_ and a.n_iter_ == b.n_iter_
+    assert a.validation_loss_curve_ == b.validation_loss_curve_
+
+
+def test_one_and_two_threads_agree():
+    """Stated tolerances: the softmax family is bit-identical (rows are
+    independent); the fused loss and gradient differ only by the order of
+    the per-chunk reduction, 1e-12 relative in float64 and 1e-5 in float32;
+    predict is identical."""
+    X, y = data(m=3000, k=7)
+    rng = np.random.default_rng(1)
+    W = rng.standard_normal((20, 7)) * 0.1
+    for dt, rtol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        Xd, Wd = X.astype(dt), W.astype(dt)
+        for f in (fs.softmax, fs.log_softmax, fs.logsumexp):
+            np.testing.assert_array_equal(f(Xd, n_threads=1), f(Xd, n_threads=2))
+        one = fs.loss_and_grad(Xd, y, Wd, np.zeros(7, dt), n_threads=1)
+        two = fs.loss_and_grad(Xd, y, Wd, np.zeros(7, dt), n_threads=2)
+        np.testing.assert_allclose(one[0], two[0], rtol=rtol)
+        scale = np.abs(one[1]).max()
+        np.testing.assert_allclose(one[1], two[1], rtol=rtol, atol=rtol * scale)
+        np.testing.assert_allclose(one[2], two[2], rtol=rtol, atol=rtol * scale)
+    model = SoftmaxRegression(max_iter=40).fit(X, y)
+    p1 = model.set_params(n_threads=1).predict(X)
+    p2 = model.set_params(n_threads=2).predict(X)
+    np.testing.assert_array_equal(p1, p2)
+
+
+# ------------------------------------------------- shared on-disk cache
+def _fit_in_worker(seed):
+    """Run in a spawned process: import, fit, report (weights, cache stats)."""
+    import numpy as np
+    from numba.core.registry import CPUDispatcher
+
+    import fastsoftmax
+    from fastsoftmax import _kernels
+
+    X, y = data(m=300, n=6, k=3)
+    # lbfgs: its kernels compile in ~10 s cold; the SGD epoch kernel takes
+    # ~90 s, too long for a test that must compile from an empty cache.
+    model = fastsoftmax.SoftmaxRegression("lbfgs", random_state=seed, max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    model.predict_proba(X)
+    model.predict(X)
+    stats = {}
+    for modname in ("_checks", "_fused", "_softmax", "_sgd", "_predict"):
+        module = sys.modules.get(f"{_kernels.__name__}.{modname}")
+        for name, obj in vars(module or object).items():
+            if isinstance(obj, CPUDispatcher):
+                hits = sum(obj.stats.cache_hits.values())
+                misses = sum(obj.stats.cache_misses.values())
+                if hits or misses:
+                    stats[f"{modname}.{name}"] = [hits, misses]
+    return model.coef_.tolist(), stats
+
+
+LATER = r"""
+import json, sys
+sys.path.insert(0, {tests!r})
+import test_concurrency
+print(json.dumps(test_concurrency._fit_in_worker(0)))
+"""
+
+
+@pytest.mark.slow
+def test_cache_shared_by_processes_started_at_once(tmp_path, monkeypatch):
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(REPO), os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(3) as pool:
+        results = pool.map(_fit_in_worker, [0, 0, 0], chunksize=1)
+    # No crash; the three (same-seed) models are identical.
+    assert results[0][0] == results[1][0] == results[2][0]
+    assert list(cache.rglob("*.nbi")), "nothing was written to NUMBA_CACHE_DIR"
+    # A process started afterwards loads every kernel it uses from the cache.
+    proc = subprocess.run([sys.executable, "-c", LATER.format(tests=os.path.dirname(__file__))],
+                          capture_output=True, text=True, timeout=240, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    coef, stats = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert coef == results[0][0]  # and the same model, bit for bit, in a new process
+    assert stats, "no kernel was used"
+    assert all(hits > 0 and misses == 0 for hits, misses in stats.values()), stats
