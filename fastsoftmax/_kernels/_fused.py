@@ -138,7 +138,8 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     x2 = X[i2]
     x3 = X[i3]
     j = 0
-    while j + 3 <= k:
+    # k = 3q + 1 ends in two 4 x 2 blocks rather than a load-bound 4 x 1.
+    while j + 3 <= k and k - j != 4:
         w0 = Wt[j]
         w1 = Wt[j + 1]
         w2 = Wt[j + 2]
@@ -190,7 +191,7 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         z4[3, j + 1] = a31 + b1
         z4[3, j + 2] = a32 + b2
         j += 3
-    if k - j == 2:
+    while k - j >= 2:
         w0 = Wt[j]
         w1 = Wt[j + 1]
         a00 = zero
@@ -226,7 +227,8 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         z4[2, j + 1] = a21 + b1
         z4[3, j] = a30 + b0
         z4[3, j + 1] = a31 + b1
-    elif k - j == 1:
+        j += 2
+    if k - j == 1:
         w0 = Wt[j]
         a00 = zero
         a10 = zero
@@ -263,7 +265,7 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
     x2 = X[i2]
     x3 = X[i3]
     j = 0
-    while j + 3 <= k:
+    while j + 3 <= k and k - j != 4:
         g0 = G[j]
         g1 = G[j + 1]
         g2 = G[j + 2]
@@ -288,6 +290,25 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
             g1[f] += e01 * c0 + e11 * c1 + e21 * c2 + e31 * c3
             g2[f] += e02 * c0 + e12 * c1 + e22 * c2 + e32 * c3
         j += 3
+    while k - j >= 2:
+        g0 = G[j]
+        g1 = G[j + 1]
+        e00 = z4[0, j]
+        e10 = z4[1, j]
+        e20 = z4[2, j]
+        e30 = z4[3, j]
+        e01 = z4[0, j + 1]
+        e11 = z4[1, j + 1]
+        e21 = z4[2, j + 1]
+        e31 = z4[3, j + 1]
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            g0[f] += e00 * c0 + e10 * c1 + e20 * c2 + e30 * c3
+            g1[f] += e01 * c0 + e11 * c1 + e21 * c2 + e31 * c3
+        j += 2
     while j < k:
         g0 = G[j]
         e00 = z4[0, j]
