@@ -238,7 +238,14 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         y = column_or_1d(y, warn=True)
         if y.dtype.kind in "fc":
             assert_all_finite(y, input_name="y")
-        check_classification_targets(y)
+        elif y.dtype.kind == "O":
+            for i, v in enumerate(y):
+                if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+                    raise ValueError(f"y[{i}] = {v!r} is not a class label")
+        # scikit-learn's target-type check casts to int64 to look for
+        # integral floats; that cast must not surface as a RuntimeWarning.
+        with np.errstate(invalid="ignore", over="ignore"):
+            check_classification_targets(y)
         return y
 
     def _encode(self, y, classes, m):
