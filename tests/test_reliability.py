@@ -276,6 +276,9 @@ def test_integer_and_boolean_data_equal_float64(kind):
     np.testing.assert_array_equal(a.predict_proba(Xi), b.predict_proba(Xf))
 
 
+# slow on a cold Numba cache only: read-only X (memmaps) is a separate
+# signature of the SGD epoch kernel, ~90 s to compile per dtype.
+@pytest.mark.slow
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_estimator_accepts_every_form_and_modifies_nothing(tmp_path, dt):
     X, y = toy(m=90, n=4)
