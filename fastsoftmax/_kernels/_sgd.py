@@ -41,6 +41,34 @@ from ._softmax import _chunk
 SCHEDULE_CONSTANT = 0
 SCHEDULE_INVSCALING = 1
 
+# A batch is split across threads only if it holds at least this many
+# multiply-adds per product (B n k) as well as parallel_min rows: one
+# parallel launch per batch costs ~10 us on an idle machine and up to
+# milliseconds when the other core is busy, against ~40 us of work for a
+# batch of 64 MNIST rows (64 x 784 x 10 = 0.5 M). Measured in BENCHMARKS.md.
+PARALLEL_WORK = 1 << 21
+
+
+# The epoch kernel is compiled with parallel=True for its prange over the
+# chunks of a large batch, and Numba turns every array expression (a[:] = 0,
+# a += b, a.sum(), a.all()) in such a function into a parallel region of its
+# own: one thread launch per sample or per batch, which at batch size 1 cost
+# more than the sample itself. Outside the prange, arrays are therefore
+# zeroed, added and reduced with explicit loops.
+@njit(inline="always", **JIT)
+def _zero2(A):
+    zero = A.dtype.type(0)
+    for j in range(A.shape[0]):
+        for f in range(A.shape[1]):
+            A[j, f] = zero
+
+
+@njit(inline="always", **JIT)
+def _zero1(a):
+    zero = a.dtype.type(0)
+    for j in range(a.shape[0]):
+        a[j] = zero
+
 
 @njit(inline="always", **JIT)
 def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
@@ -50,9 +78,8 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
     Returns (sum of w_i * CE_i, ok); ok is False when a row's logits are not
     finite (then G is incomplete and the caller abandons the epoch).
     """
-    zero = X.dtype.type(0)
-    G[:] = zero
-    gb[:] = zero
+    _zero2(G)
+    _zero1(gb)
     total = 0.0
     p = lo
     while p + 4 <= hi:
@@ -124,6 +151,43 @@ def _update(Wt, VWt, G, x, e, use_row, a, mu, eta, nesterov):
                     wj[f] += v
 
 
+@njit(inline="always", **JIT)
+def _update_row_then_logits(Wt, VWt, x, e, xn, zn, a, mu, eta, nesterov):
+    """Per-sample step fused with the next sample's forward pass.
+
+    W, V <- one momentum step with the gradient e xᵀ + a W (formed on the
+    fly), and, in the same sweep over W, zn[j] = W_new[j] . xn: the logits
+    (without the intercept) of the next row under the updated weights --
+    exactly what the next step would compute, but W is read from the cache
+    once per sample instead of twice (W and V of MNIST size do not fit in
+    L1 together, so per-sample SGD is bound by these sweeps).
+    """
+    k, n = Wt.shape
+    zero = Wt.dtype.type(0)
+    for j in range(k):
+        wj = Wt[j]
+        vj = VWt[j]
+        ej = e[j]
+        acc = zero
+        if nesterov:
+            for f in range(n):
+                g = ej * x[f] + a * wj[f]
+                v = mu * vj[f] - eta * g
+                vj[f] = v
+                w = wj[f] + (mu * v - eta * g)
+                wj[f] = w
+                acc += w * xn[f]
+        else:
+            for f in range(n):
+                g = ej * x[f] + a * wj[f]
+                v = mu * vj[f] - eta * g
+                vj[f] = v
+                w = wj[f] + v
+                wj[f] = w
+                acc += w * xn[f]
+        zn[j] = acc
+
+
 @njit(**PJIT)
 def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
                Wt, b, fit_intercept, alpha, VWt, Vb, momentum, nesterov,
@@ -150,8 +214,9 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
     G = gWt[0]
     g0 = gb[0]
     scratch = np.empty((n_chunks, 5, k), dtype=Wt.dtype)
-    ok_parts = np.ones(n_chunks, dtype=np.bool_)
-    loss_parts = np.zeros(n_chunks, dtype=np.float64)
+    ok_parts = np.empty(n_chunks, dtype=np.bool_)
+    loss_parts = np.empty(n_chunks, dtype=np.float64)
+    have_logits = False
     for start in range(0, m, batch_size):
         stop = min(m, start + batch_size)
         bs = stop - start
@@ -165,16 +230,19 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
         # ---- gradient of the batch -------------------------------------
         if use_row:
             # Per-sample SGD: the row's error e is all the gradient there is
-            # (G = e xᵀ is applied inside the update, never stored).
+            # (G = e xᵀ is applied inside the update, never stored). The
+            # logits come from the previous step's fused sweep, except for
+            # the first row of the epoch.
             i = order[start]
             x = X[i]
-            _logits1(x, Wt, b, e)
-            g0[:] = 0
+            if not have_logits:
+                _logits1(x, Wt, b, e)
+            _zero1(g0)
             ce, ok = _row_error(e, i, y, Y, sw, soft, weighted, coef, g0, scratch[0, 4])
             if not ok:
                 return -(n_steps + 1)
             total += ce
-        elif bs >= parallel_min and n_chunks > 1:
+        elif bs >= parallel_min and n_chunks > 1 and bs * n * k >= PARALLEL_WORK:
             for c in prange(n_chunks):
                 lo, hi = _chunk(bs, n_chunks, c)
                 part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
@@ -182,12 +250,17 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
                                            gWt[c], gb[c], scratch[c, :4], scratch[c, 4])
                 ok_parts[c] = ok
                 loss_parts[c] = part
-            if not ok_parts.all():
-                return -(n_steps + 1)
+            for c in range(n_chunks):
+                if not ok_parts[c]:
+                    return -(n_steps + 1)
+                total += loss_parts[c]
             for c in range(1, n_chunks):
-                G += gWt[c]
-                g0 += gb[c]
-            total += loss_parts.sum()
+                Gc = gWt[c]
+                gbc = gb[c]
+                for j in range(k):
+                    g0[j] += gbc[j]
+                    for f in range(n):
+                        G[j, f] += Gc[j, f]
         else:
             part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start, stop,
                                        coef, Wt, b, G, g0, scratch[0, :4], scratch[0, 4])
@@ -196,7 +269,13 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
             total += part
         # ---- update, with the L2 term and momentum fused ----------------
         i = order[start]
-        _update(Wt, VWt, G, X[i], e, use_row, a, mu, eta, nesterov)
+        fuse_next = use_row and stop < m and batch_size == 1
+        if fuse_next:
+            zn = scratch[0, 1]
+            _update_row_then_logits(Wt, VWt, X[i], e, X[order[stop]], zn, a, mu, eta,
+                                    nesterov)
+        else:
+            _update(Wt, VWt, G, X[i], e, use_row, a, mu, eta, nesterov)
         if fit_intercept:
             for j in range(k):
                 g = g0[j]
@@ -206,6 +285,10 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
                     b[j] += mu * v - eta * g
                 else:
                     b[j] += v
+        if fuse_next:
+            for j in range(k):
+                e[j] = zn[j] + b[j]
+        have_logits = fuse_next
         t += 1
         n_steps += 1
     loss_out[0] = total
