@@ -4,7 +4,7 @@ On a shared machine only ratios measured in one run mean anything, so every
 cell times its contenders interleaved (A, B, A, B, ...) after one warm-up
 call each (compilation included there) and reports medians and their ratio.
 
-    python benchmarks/ratios.py mnist|grid|threads|softmax [--max-gflop G]
+    python benchmarks/ratios.py mnist|grid|threads|softmax|sgd|strategies [--max-gflop G]
 
 prints a Markdown table. ``grid`` skips cells whose X exceeds 1 GB and, to
 bound the run time, cells above --max-gflop (default 60) GFLOP per call.
@@ -54,9 +54,66 @@ LOSS_HEAD = ("| m | n | k | dtype | reference ms | fastsoftmax ms | ratio | GFLO
              "|---:|---:|---:|---|---:|---:|---:|---:|---:|")
 
 
+def _sgd_epoch_fn(X, y, W, b, order, batch_size):
+    from fastsoftmax._objective import SoftmaxObjective
+    from fastsoftmax._solvers import sgd_epochs
+
+    k = W.shape[1]
+    obj = SoftmaxObjective(X, y.astype(np.int64), None, None, k)
+
+    class _Order:
+        def permutation(self, _m):
+            return order
+
+    return lambda: sgd_epochs(obj, W, b, 0.0, max_iter=1, tol=0.0, n_iter_no_change=1,
+                              eta0=0.01, learning_rate="constant", power_t=0.5,
+                              momentum=0.0, nesterov=False, batch_size=batch_size,
+                              shuffle=True, rng=_Order(), stop_early=False)
+
+
+def sgd_table(rng, rounds):
+    """Target 6 at (60000, 784, 10): per-sample SGD against the NumPy loop
+    (fastsoftmax.reference.sgd_epoch, batch 1), and an epoch of batch 64
+    against one full-batch gradient (SoftmaxObjective call, no validation)."""
+    from fastsoftmax._objective import SoftmaxObjective
+
+    print("| dtype | NumPy loop, B=1 s | fastsoftmax B=1 ms | ratio | B=64 epoch ms | "
+          "full gradient ms | epoch / gradient |\n|---|---:|---:|---:|---:|---:|---:|")
+    for dtype in ("float32", "float64"):
+        X, y, W, b = _problem(60000, 784, 10, dtype, rng)
+        order = rng.permutation(60000)
+        ref = lambda: reference.sgd_epoch(X, y, W.copy(), b.copy(), order,  # noqa: E731,B023
+                                          batch_size=1, eta=0.01)
+        t_ref, t1 = interleaved([ref, _sgd_epoch_fn(X, y, W, b, order, 1)], max(1, rounds // 3))
+        obj = SoftmaxObjective(X, y.astype(np.int64), None, None, 10)
+        t64, tg = interleaved([_sgd_epoch_fn(X, y, W, b, order, 64),
+                               lambda: obj(W, b)], rounds)  # noqa: B023
+        print(f"| {dtype} | {t_ref:.2f} | {t1 * 1e3:.1f} | **{t_ref / t1:.0f}** | "
+              f"{t64 * 1e3:.1f} | {tg * 1e3:.1f} | **{t64 / tg:.2f}** |", flush=True)
+
+
+def strategy_table(rng, rounds):
+    """Side-by-side rows vs gemm (SoftmaxObjective with the strategy forced)."""
+    from fastsoftmax._objective import SoftmaxObjective, choose_strategy
+
+    print("| m, n, k | dtype | rows ms | gemm ms | faster | rule picks |\n"
+          "|---|---|---:|---:|---|---|")
+    for (m, n, k) in [(100000, 20, 10), (100000, 32, 10), (100000, 50, 10),
+                      (100000, 100, 10), (60000, 784, 2), (60000, 784, 10),
+                      (50000, 784, 33), (30000, 784, 48), (20000, 784, 64),
+                      (200000, 20, 2), (20000, 20, 100)]:
+        for dtype in ("float32", "float64"):
+            X, y, W, b = _problem(m, n, k, dtype, rng)
+            objs = [SoftmaxObjective(X, y, None, None, k, strategy=s) for s in ("rows", "gemm")]
+            tr, tg = interleaved([lambda o=o: o(W, b) for o in objs], rounds)  # noqa: B023
+            print(f"| {m}, {n}, {k} | {dtype} | {tr * 1e3:.1f} | {tg * 1e3:.1f} | "
+                  f"{'rows' if tr < tg else 'gemm'} | {choose_strategy(n, k)} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("table", choices=["mnist", "grid", "threads", "softmax"])
+    ap.add_argument("table", choices=["mnist", "grid", "threads", "softmax", "sgd",
+                                      "strategies"])
     ap.add_argument("--max-gflop", type=float, default=60.0)
     ap.add_argument("--rounds", type=int, default=7)
     a = ap.parse_args()
@@ -91,6 +148,10 @@ def main():
                                  a.rounds)
             print(f"| 60000 | 784 | 10 | {dtype} | {t1 * 1e3:.1f} | {t2 * 1e3:.1f} | "
                   f"**{t1 / t2:.2f}** |", flush=True)
+    elif a.table == "sgd":
+        sgd_table(rng, a.rounds)
+    elif a.table == "strategies":
+        strategy_table(rng, a.rounds)
     else:
         print("| function | shape | dtype | fastsoftmax ms | reference ms | scipy ms | "
               "vs reference | vs scipy |\n|---|---|---|---:|---:|---:|---:|---:|")
