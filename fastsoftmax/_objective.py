@@ -29,10 +29,13 @@ from ._threads import numba_threads, single_threaded_blas
 SMALL_K = 48
 SMALL_N = 40
 
-# Below this many flops (4 m n k) one call runs without a parallel region:
-# a Numba parallel launch costs tens of microseconds on an idle machine and
+# Below this many flops (4 m n k, ~67 M: about 1.3 ms on one core) one call
+# runs without a parallel region. A Numba parallel launch costs ~0.1 ms
+# back to back, but ~5.5 ms when the workers have been idle for a while
+# (thread wake-up on this KVM guest, measured: 1000 x 784 x 2 took 0.22 ms
+# in a loop and 5.9 ms after a 0.2 s pause; serial 0.26 / 0.61 ms), and
 # milliseconds when the other core is busy.
-SERIAL_FLOPS = 1 << 22
+SERIAL_FLOPS = 1 << 26
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small

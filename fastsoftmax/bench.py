@@ -30,13 +30,18 @@ from ._threads import numba_threads
 __all__ = ["main", "interleaved"]
 
 
-def interleaved(fns: Sequence[Callable[[], object]], rounds: int) -> list[float]:
+def interleaved(fns: Sequence[Callable[[], object]], rounds: int,
+                settle: float = 0.2) -> list[float]:
     """Median seconds of each callable, timed alternately after one warm-up call each."""
     for f in fns:
         f()
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for t, f in zip(times, fns):
+            # Let the previous contender's idle threads stop spinning
+            # (OpenBLAS and OpenMP workers busy-wait after a call and would
+            # take a core from the next one).
+            time.sleep(settle)
             t0 = time.perf_counter()
             f()
             t.append(time.perf_counter() - t0)
@@ -154,7 +159,7 @@ def _run(quick: bool, rounds: int) -> None:
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     for name, shape, dtype, ref_fn, our_fn in _cases(quick, rng):
-        t_ref, t_ours = interleaved([ref_fn, our_fn], rounds)
+        t_ref, t_ours = interleaved([ref_fn, our_fn], rounds, settle=0.0 if quick else 0.2)
         print(f"| {name} | {shape} | {dtype} | {t_ref * 1e3:.1f} | {t_ours * 1e3:.2f} | "
               f"**{t_ref / t_ours:.1f}x** |", flush=True)
     print(f"({time.perf_counter() - start:.0f} s; a busy machine lowers every ratio: "
