@@ -198,8 +198,11 @@ def prepare_objective(X, y, n_classes, sample_weight, n_threads, dtype=None, *,
 
 
 def _check_finite_small(a: np.ndarray, name: str) -> None:
-    """check_finite for W and b: NumPy's isfinite first (no parallel launch
-    for a small array), the edge's scan only to word the error."""
+    """Check W or b for NaN/inf.
+
+    NumPy's isfinite first (no parallel launch for a small array); the
+    edge's scan only to word the error.
+    """
     if not np.isfinite(a).all():
         check_finite(a, name)
 

@@ -48,7 +48,7 @@ def _gemm_block_rows(n: int, itemsize: int) -> int:
 
 
 def choose_strategy(n_features: int, n_classes: int) -> str:
-    """The kernel strategy for X with ``n_features`` columns and k classes."""
+    """Pick the kernel strategy for X with ``n_features`` columns and k classes."""
     if n_classes <= SMALL_K and n_features >= SMALL_N:
         return "rows"
     return "gemm"

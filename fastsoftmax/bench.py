@@ -37,7 +37,7 @@ def interleaved(fns: Sequence[Callable[[], object]], rounds: int,
         f()
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
-        for t, f in zip(times, fns):
+        for t, f in zip(times, fns, strict=True):
             # Let the previous contender's idle threads stop spinning
             # (OpenBLAS and OpenMP workers busy-wait after a call and would
             # take a core from the next one).
