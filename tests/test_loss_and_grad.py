@@ -182,7 +182,7 @@ def test_labels_equal_their_one_hot_matrix(k, dt, rng):
     X, y, W, b, sw = make_problem(rng, 50, 4, k, dt, weights=True)
     a = fs.loss_and_grad(X, y, W, b, sample_weight=sw)
     o = fs.loss_and_grad(X, ref.one_hot(y, k, dt), W, b, sample_weight=sw)
-    eps = np.finfo(dt).eps
+    eps = float(np.finfo(dt).eps)
     assert a[0] == pytest.approx(o[0], rel=16 * eps)
     np.testing.assert_allclose(a[1], o[1], rtol=0, atol=64 * eps * np.abs(a[1]).max())
     np.testing.assert_allclose(a[2], o[2], rtol=0, atol=64 * eps * np.abs(a[2]).max())
@@ -270,7 +270,7 @@ def test_thread_counts_agree(k, dt, rng):
     two = fs.loss_and_grad(X, y, W, b, sample_weight=sw, n_threads=2)
     # Only the order of the final partial sums differs.
     assert_close(two, one, dt)
-    eps = np.finfo(dt).eps
+    eps = float(np.finfo(dt).eps)
     assert two[0] == pytest.approx(one[0], rel=1e-12 if dt == np.float64 else 4 * eps)
 
 
