@@ -260,14 +260,19 @@ def _save_model(model: Any, path: str, extras: dict[str, np.ndarray]) -> None:
     clash = set(arrays) & set(extras)
     assert not clash, clash
     arrays.update(extras)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CLIError(f"{path}: folder {folder} does not exist")
+    _check_output_folder(path)
     try:
         with open(path, "wb") as fh:
             np.savez(fh, **arrays)
     except OSError as exc:
         raise CLIError(f"{path}: cannot write the model ({exc.strerror})") from None
+
+
+def _check_output_folder(path: str) -> None:
+    """Reject an output path whose folder is missing, before any work is done."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{path}: folder {folder} does not exist")
 
 
 def _load_model(path: str) -> tuple[Any, dict[str, np.ndarray]]:
@@ -333,6 +338,8 @@ def _apply_scaler(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndar
 def _cmd_train(args: argparse.Namespace) -> int:
     from . import SoftmaxRegression
 
+    # A typo in -o is reported at once, not after a long fit.
+    _check_output_folder(args.output)
     table = _read(args.data, args.format, need_target=True, target=args.target)
     if args.target is not None and table.feature_names is None:
         raise CLIError(f"--target applies to CSV input only; {args.data} is not CSV")
