@@ -208,6 +208,68 @@ def test_user_errors_are_one_line(capsys, tmp_path, csv_file, data):
         assert_one_line_error(err, *needles)
 
 
+def test_predict_error_from_the_model_is_one_line(capsys, tmp_path, data):
+    X, codes = data
+    np.savez(tmp_path / "d.npz", X=X, y=codes)
+    model_path = tmp_path / "m.npz"
+    assert run(capsys, "train", tmp_path / "d.npz", "-o", model_path)[0] == 0
+    # Weights so large that the logits of ordinary-looking data overflow float64.
+    with np.load(model_path) as z:
+        arrays = {key: z[key] for key in z.files}
+    arrays["coef"] = arrays["coef"] * 1e300
+    np.savez(model_path, **arrays)
+    np.savez(tmp_path / "huge.npz", X=X[:5] * 1e10)
+    code, out, err = run(capsys, "predict", model_path, tmp_path / "huge.npz", "--proba")
+    assert code == 1 and out == ""
+    assert_one_line_error(err, "huge.npz", "m.npz", "overflow")
+
+
+def test_predict_missing_output_folder_fails_before_reading(capsys, tmp_path, monkeypatch):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the model was loaded before the output folder was checked")
+
+    monkeypatch.setattr(cli, "_load_model", must_not_run)
+    code, out, err = run(capsys, "predict", tmp_path / "m.npz", tmp_path / "d.csv",
+                         "-o", tmp_path / "no" / "p.csv")
+    assert code == 1 and out == ""
+    assert_one_line_error(err, "p.csv", "does not exist")
+
+
+def test_csv_target_defaults_to_last_column(capsys, tmp_path, data):
+    X, codes = data
+    path = tmp_path / "last.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["a", "b", "c", "kind"])
+        w.writerows([[repr(float(v)) for v in x] + [SPECIES[c]]
+                     for x, c in zip(X, codes, strict=True)])
+    model_path = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", path, "-o", model_path, "--standardize")
+    assert code == 0, err
+    assert "x 3 features" in out
+    with np.load(model_path) as z:
+        assert z["feature_names"].tolist() == ["a", "b", "c"]
+        assert str(z["target_name"]) == "kind"
+    assert SoftmaxRegression.load(model_path).classes_.tolist() == SPECIES.tolist()
+    code, out, err = run(capsys, "predict", model_path, path)  # 'kind' is ignored
+    assert code == 0, err
+    header, rows = read_csv(out)
+    assert header == ["kind"] and len(rows) == len(codes)
+    assert np.mean(np.array([r[0] for r in rows]) == SPECIES[codes]) > 0.9
+
+
+def test_target_option_needs_csv(capsys, tmp_path, data):
+    X, codes = data
+    np.savez(tmp_path / "d.npz", X=X, y=codes)
+    dump_svmlight_file(X, codes, str(tmp_path / "d.svm"))
+    for name in ("d.npz", "d.svm"):
+        code, out, err = run(capsys, "train", tmp_path / name, "--target", "species",
+                             "-o", tmp_path / "m.npz")
+        assert code == 1, err
+        assert_one_line_error(err, "--target", "CSV input only", name)
+    assert not (tmp_path / "m.npz").exists()
+
+
 def test_usage_errors_exit_2(capsys):
     for argv in (["train"], ["frobnicate"], ["train", "x.csv", "-o", "m.npz", "--solver", "adam"],
                  ["train", "x.csv", "-o", "m.npz", "--alpha", "lots"], []):
@@ -238,13 +300,18 @@ def test_help_describes_every_option(capsys):
 
 
 # ------------------------------------------------------------------ bench
-def test_bench_not_available_yet(capsys, monkeypatch):
-    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
-    code, out, err = run(capsys, "bench")
-    assert code == 1
-    assert_one_line_error(err, "not available yet")
-    code, out, err = run(capsys, "bench", "--help")
-    assert code == 0 and "fastsoftmax bench" in out
+def test_bench_help_describes_its_options(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["bench", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: fastsoftmax bench")
+    for flag in ("--quick", "--rounds", "--threads"):
+        assert flag in out, flag
+    # The top-level help and the parser's description speak of the real command.
+    bench = next(a for a in cli.build_parser()._actions if a.dest == "command").choices["bench"]
+    assert "not available" not in bench.description
+    assert all(flag in bench.description for flag in ("--quick", "--rounds", "--threads"))
 
 
 def test_bench_delegates_to_module(capsys, monkeypatch):
