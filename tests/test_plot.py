@@ -64,8 +64,14 @@ def test_confusion_matrix_png(digits_model, tmp_path):
     model, X, y = digits_model
     fig = plot.confusion_matrix(model, X, y)
     path = plot.save(fig, tmp_path / "cm.png", dpi=80)
-    w, h = fig.get_size_inches() * 80
-    assert png_size(path) == (round(w), round(h))
+    # 10 classes: a figure of (4 + 0.45 * 10) x 0.85 of that inches, at 80 dots per inch.
+    assert png_size(path) == (680, 578)
+    # 30 classes or more: the size is capped at 12 inches wide.
+    many = SimpleNamespace(coef_=np.zeros((40, 2)), intercept_=np.zeros(40),
+                           classes_=np.arange(40), predict=lambda X: np.arange(len(X)) % 40)
+    path = plot.save(plot.confusion_matrix(many, np.zeros((80, 2)), np.arange(80) % 40),
+                     tmp_path / "cm40.png", dpi=50)
+    assert png_size(path) == (600, 510)
     # Counts shown in the cells add up to the number of rows.
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert sum(int(t) for t in texts) == len(y)
@@ -75,11 +81,32 @@ def test_class_weights_png_infers_8x8(digits_model, tmp_path):
     model, _, _ = digits_model
     fig = plot.class_weights(model)
     path = plot.save(fig, tmp_path / "w.png")
-    w, h = fig.get_size_inches() * 100
-    assert png_size(path) == (round(w), round(h))
+    # 10 tiles, 5 per row: (2 * 5 + 1) x (2 * 2 + 0.6) inches at 100 dots per inch.
+    assert png_size(path) == (1100, 460)
     mosaic = fig.axes[0].images[0].get_array()
     assert mosaic.shape == (2 * 9 - 1, 5 * 9 - 1)  # 10 tiles of 8x8, 5 per row
     np.testing.assert_allclose(mosaic[:8, :8], model.coef_[0].reshape(8, 8))
+
+
+def test_class_weights_png_infers_28x28(tmp_path):
+    # An MNIST-shaped model: 10 classes of 784 = 28 x 28 weights, each class its own pattern.
+    rng = np.random.default_rng(0)
+    coef = rng.standard_normal((10, 784)).astype(np.float32)
+    model = SimpleNamespace(coef_=coef, intercept_=np.zeros(10, np.float32),
+                            classes_=np.arange(10))
+    fig = plot.class_weights(model)
+    mosaic = fig.axes[0].images[0].get_array()
+    assert mosaic.shape == (2 * 29 - 1, 5 * 29 - 1)  # 10 tiles of 28x28, 5 per row
+    np.testing.assert_array_equal(mosaic[:28, :28], coef[0].reshape(28, 28))
+    np.testing.assert_array_equal(mosaic[29:, 29 * 4:], coef[9].reshape(28, 28))
+    gaps = np.ma.getmaskarray(np.ma.masked_invalid(mosaic))  # background between tiles
+    assert gaps[28, :].all() and gaps[:, 28].all() and not gaps[:28, :28].any()
+    path = plot.save(fig, tmp_path / "mnist_w.png", dpi=60)
+    # Same layout as for 8 x 8 digits: 11 x 4.6 inches, here at 60 dots per inch.
+    assert png_size(path) == (660, 276)
+    import matplotlib.image
+
+    assert matplotlib.image.imread(path).std() > 0.05  # the weights are drawn
 
 
 def test_class_weights_shapes(blobs_model):
