@@ -73,7 +73,12 @@ def _as_aligned(v, X, name):
     if hasattr(v, "to_dask_array"):
         v = v.to_dask_array(lengths=True)
     if not isinstance(v, da.Array):
-        v = da.from_array(np.asarray(v), chunks=(X.chunks[0],))
+        v = np.asarray(v)
+        if v.ndim == 0:
+            raise ValueError(f"{name} must be 1-D, got a scalar")
+        if v.shape[0] != X.shape[0]:  # before chunking it like X
+            raise ValueError(f"{name} has {v.shape[0]} entries but X has {X.shape[0]} rows")
+        v = da.from_array(v, chunks=(X.chunks[0],) + v.shape[1:])
     if v.ndim == 2 and v.shape[1] == 1:
         v = v[:, 0]
     if v.ndim != 1:
@@ -379,22 +384,32 @@ def fit(estimator, X, y, sample_weight):
             b0 = estimator.intercept_.astype(dt)
     alpha = float(estimator.alpha)
     rng = estimator._rng()
-    if estimator.solver == "lbfgs":
-        result = _solvers.lbfgs(DaskObjective(data, estimator.n_threads), W0, b0, alpha,
-                                max_iter=estimator.max_iter, tol=estimator.tol)
-    elif estimator.solver == "bgd":
-        result = _solvers.bgd(DaskObjective(data, estimator.n_threads), W0, b0, alpha,
-                              max_iter=estimator.max_iter, tol=estimator.tol,
-                              n_iter_no_change=estimator.n_iter_no_change,
-                              eta0=estimator.eta0, learning_rate=estimator.learning_rate,
-                              momentum=estimator.momentum, nesterov=estimator.nesterov)
-    else:
-        result = sgd(data, W0, b0, alpha=alpha, max_iter=estimator.max_iter,
-                     tol=estimator.tol, n_iter_no_change=estimator.n_iter_no_change,
-                     eta0=estimator.eta0, learning_rate=estimator.learning_rate,
-                     power_t=estimator.power_t, momentum=estimator.momentum,
-                     nesterov=estimator.nesterov, batch_size=estimator.batch_size,
-                     shuffle=estimator.shuffle, rng=rng, n_threads=estimator.n_threads)
+    # The same per-iteration callback as in memory: a progress bar with the
+    # loss when verbose is set (and one line per iteration when verbose >= 2).
+    callback = estimator._callback(estimator.solver, estimator.max_iter)
+    try:
+        if estimator.solver == "lbfgs":
+            result = _solvers.lbfgs(DaskObjective(data, estimator.n_threads), W0, b0, alpha,
+                                    max_iter=estimator.max_iter, tol=estimator.tol,
+                                    callback=callback)
+        elif estimator.solver == "bgd":
+            result = _solvers.bgd(DaskObjective(data, estimator.n_threads), W0, b0, alpha,
+                                  max_iter=estimator.max_iter, tol=estimator.tol,
+                                  n_iter_no_change=estimator.n_iter_no_change,
+                                  eta0=estimator.eta0, learning_rate=estimator.learning_rate,
+                                  momentum=estimator.momentum, nesterov=estimator.nesterov,
+                                  callback=callback)
+        else:
+            result = sgd(data, W0, b0, alpha=alpha, max_iter=estimator.max_iter,
+                         tol=estimator.tol, n_iter_no_change=estimator.n_iter_no_change,
+                         eta0=estimator.eta0, learning_rate=estimator.learning_rate,
+                         power_t=estimator.power_t, momentum=estimator.momentum,
+                         nesterov=estimator.nesterov, batch_size=estimator.batch_size,
+                         shuffle=estimator.shuffle, rng=rng, n_threads=estimator.n_threads,
+                         callback=callback)
+    finally:
+        if callback is not None:
+            callback.close()
     return classes, result, dt, n, data.feature_names
 
 

@@ -140,3 +140,90 @@ def test_dask_dataframe_and_errors(client):
         SoftmaxRegression().fit(dX, dy)
     with pytest.raises(ValueError, match="early_stopping is not supported"):
         SoftmaxRegression(early_stopping=True).fit(*as_dask(X, y))
+
+
+def test_weights_broadcast_once_per_evaluation(client, monkeypatch):
+    from fastsoftmax import _dask
+
+    X, y = make_data(m=2000, n=10, k=3)
+    dX, dy = as_dask(X, y, chunk=400)  # 5 blocks
+    assert dX.numblocks[0] == 5
+    scatters, evaluations, block_tasks = [], [], []
+    real_scatter, real_submit = client.scatter, client.submit
+    real_call = _dask.DaskObjective.__call__
+
+    def scatter_spy(data, *args, **kwargs):
+        future = real_scatter(data, *args, **kwargs)
+        scatters.append(future)
+        return future
+
+    def submit_spy(func, *args, **kwargs):
+        if func is _dask._block_loss_grad:
+            block_tasks.append(args[1])  # the weights the block task receives
+        return real_submit(func, *args, **kwargs)
+
+    def call_spy(self, W, b, alpha=0.0):
+        evaluations.append(len(scatters))
+        return real_call(self, W, b, alpha)
+
+    monkeypatch.setattr(client, "scatter", scatter_spy)
+    monkeypatch.setattr(client, "submit", submit_spy)
+    monkeypatch.setattr(_dask.DaskObjective, "__call__", call_spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SoftmaxRegression("bgd", alpha=ALPHA, max_iter=7, tol=0.0,
+                                  learning_rate="constant", eta0=0.1).fit(dX, dy)
+    monkeypatch.undo()
+    assert model.n_iter_ == 7
+    assert len(evaluations) >= model.n_iter_
+    # One scatter per evaluation of the objective, not one per block and evaluation,
+    assert len(scatters) == len(evaluations)
+    # and every block task of an evaluation receives that evaluation's one broadcast.
+    assert len(block_tasks) == 5 * len(evaluations)
+    for i, weights in enumerate(scatters):
+        assert all(w is weights for w in block_tasks[5 * i: 5 * i + 5])
+
+
+def test_verbose_draws_the_progress_bar(client, capsys):
+    X, y = make_data(m=1200, n=5, k=3)
+    dX, dy = as_dask(X, y, chunk=400)
+    model = SoftmaxRegression("lbfgs", alpha=ALPHA, verbose=1, max_iter=300).fit(dX, dy)
+    out, err = capsys.readouterr()
+    assert "lbfgs" in err and "loss=" in err and "/300" in err, err
+    assert out == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        SoftmaxRegression("bgd", alpha=ALPHA, verbose=2, max_iter=3, tol=0.0).fit(dX, dy)
+        SoftmaxRegression("sgd", alpha=ALPHA, verbose=2, max_iter=2, tol=0.0,
+                          random_state=0).fit(dX, dy)
+    out, err = capsys.readouterr()
+    assert "bgd iteration 3: loss" in out and "sgd iteration 2: loss" in out, out
+    assert "3/3" in err and "2/2" in err and "epoch" in err, err
+    SoftmaxRegression("lbfgs", alpha=ALPHA).fit(dX, dy)  # verbose=0: silent
+    assert capsys.readouterr() == ("", "")
+    assert model.n_iter_ > 0
+
+
+def test_loss_and_grad_on_dask_dataframe(client):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y = make_data(m=900, n=4, k=3)
+    df = dd.from_pandas(pd.DataFrame(X, columns=list("abcd")), npartitions=3)
+    rng = np.random.default_rng(2)
+    W, b = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    want = fs.loss_and_grad(X, y, W, b, alpha=0.01)
+    for labels in (dd.from_pandas(pd.Series(y), npartitions=3), y):  # dask or numpy y
+        got = fs.loss_and_grad(df, labels, W, b, alpha=0.01)
+        assert got[0] == pytest.approx(want[0], rel=1e-12)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-10, atol=1e-14)
+
+
+def test_fit_dask_X_with_numpy_y(client):
+    X, y = make_data(m=1500, n=6, k=3)
+    dX = da.from_array(X, chunks=(500, 6)).persist()
+    on_cluster = SoftmaxRegression(alpha=ALPHA, tol=1e-8).fit(dX, y)
+    in_memory = SoftmaxRegression(alpha=ALPHA, tol=1e-8).fit(X, y)
+    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="y has 1499 entries but X has 1500 rows"):
+        SoftmaxRegression().fit(dX, y[:-1])
