@@ -26,7 +26,8 @@ from ._functions import _softmax_inplace, _log_softmax_inplace
 from ._kernels._predict import _predict_labels
 from ._objective import SoftmaxObjective
 from ._threads import check_n_threads, numba_threads, single_threaded_blas
-from ._validation import check_finite, check_sample_weight
+from ._kernels._checks import _first_nonfinite_row
+from ._validation import _first, _n_chunks, check_finite, check_sample_weight
 
 __all__ = ["SoftmaxRegression"]
 
@@ -73,6 +74,55 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _plain(name, value):
+    """``value`` as a JSON-safe Python scalar, or a TypeError naming ``name``."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, _PLAIN):
+        raise TypeError(
+            f"{name}={value!r} cannot be stored in a model file (only None, bool, int, "
+            "float and str values can)"
+            + ("; set_params(random_state=<int or None>) before saving -- a NumPy "
+               "Generator or RandomState is not a plain value"
+               if name == "random_state" else "")
+        )
+    return value
+
+
+def _encode_params(params: dict) -> dict:
+    """Constructor parameters as JSON-safe values. ``class_weight`` dicts
+    become a list of [label, weight] pairs: JSON object keys are always
+    strings, and a pair keeps the label's type (int, float or str)."""
+    out = {}
+    for name, value in params.items():
+        if name == "class_weight" and isinstance(value, dict):
+            out[name] = [[_plain("class_weight label", k), _plain("class_weight value", v)]
+                         for k, v in value.items()]
+        else:
+            out[name] = _plain(name, value)
+    return out
+
+
+def _decode_params(params: dict, classes: np.ndarray) -> dict:
+    """Inverse of :func:`_encode_params`; a ValueError for malformed values."""
+    params = dict(params)
+    cw = params.get("class_weight")
+    if isinstance(cw, list):
+        if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], _PLAIN)
+                   and p[0] is not None for p in cw):
+            raise ValueError("class_weight must be a list of [label, weight] pairs")
+        params["class_weight"] = {key: value for key, value in cw}
+    elif isinstance(cw, dict):
+        # Files written before the pairs encoding: JSON turned every label
+        # into a string; map each back to the class it names.
+        by_text = {str(c): c for c in classes.tolist()}
+        params["class_weight"] = {by_text.get(key, key): value for key, value in cw.items()}
+    return params
+
+
 class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     """Softmax (multinomial logistic) regression trained with fused kernels.
 
@@ -80,6 +130,18 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     (intercept not penalised). Every solver evaluates the loss and gradient
     with one multithreaded pass over X that never builds the (m, k) matrix
     of probabilities. float32 data is trained in float32.
+
+    ``fit`` (and the predict methods) also accept a dask array chunked by
+    rows or a dask DataFrame, with a running ``distributed.Client``
+    (``pip install fastsoftmax[dask]``); the blocks stay on the workers.
+    lbfgs and bgd then run data-parallel: each iteration broadcasts the
+    weights once, every block returns its partial loss and gradient from
+    the same fused kernels, and the driver sums them, so the result equals
+    in-memory training to rounding. sgd visits the blocks in turn, in a
+    shuffled block order each epoch (rows shuffled within each block), the
+    model state moving from worker to worker and the data never moving.
+    ``early_stopping`` is not supported for dask input. Predictions on
+    dask input are lazy dask arrays, computed block by block.
 
     Parameters
     ----------
@@ -306,9 +368,11 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (m, n)
+        X : array-like, dask array or dask DataFrame of shape (m, n)
             Training data; float32 trains in float32, anything else in
-            float64. Must be finite.
+            float64. Must be finite. A dask collection is trained on the
+            cluster (lbfgs/bgd data-parallel, sgd block by block; see the
+            class docstring).
         y : array-like of shape (m,)
             Class labels (any hashable, sortable labels); at least 2 classes.
         sample_weight : array-like of shape (m,), optional
@@ -412,7 +476,8 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
                 return _solvers.bgd(objective, W0, b0, max_iter=self.max_iter, tol=self.tol,
                                     n_iter_no_change=self.n_iter_no_change, eta0=self.eta0,
                                     learning_rate=self.learning_rate, momentum=self.momentum,
-                                    nesterov=self.nesterov, validation=validation, **common)
+                                    nesterov=self.nesterov, power_t=self.power_t,
+                                    validation=validation, **common)
             return _solvers.sgd_epochs(
                 objective, W0, b0, max_iter=self.max_iter if epochs is None else epochs,
                 tol=self.tol, n_iter_no_change=self.n_iter_no_change, eta0=self.eta0,
@@ -441,6 +506,10 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One epoch of mini-batch SGD on (X, y): true multinomial online learning.
 
+        ``class_weight="balanced"`` is refused (ValueError), as in
+        scikit-learn's SGDClassifier: pass a dict of weights computed over
+        all the training labels instead.
+
         Whatever ``solver`` is, partial_fit updates with SGD (``batch_size``,
         ``learning_rate``, ``eta0``, ``momentum``), carrying the momentum and
         the schedule from call to call. Each call counts as one epoch for the
@@ -465,6 +534,17 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
     def _partial_fit(self, X, y, classes, sample_weight):
         self._check_params()
+        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+            # As scikit-learn's SGDClassifier: one chunk's class frequencies
+            # are not the data's, and reweighting per chunk would change the
+            # objective from call to call.
+            raise ValueError(
+                "class_weight='balanced' is not supported by partial_fit: the class "
+                "frequencies of one chunk are not those of the whole data. Compute the "
+                "weights once, e.g. sklearn.utils.class_weight.compute_class_weight("
+                "'balanced', classes=classes, y=y) over all (or a large sample of) the "
+                "training labels, and pass class_weight=dict(zip(classes, weights))"
+            )
         first = not hasattr(self, "classes_")
         if first:
             if classes is None:
@@ -510,6 +590,13 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     # --------------------------------------------------------------- predict
     def _prepared(self, X):
         check_is_fitted(self, ("coef_", "intercept_", "classes_"))
+        # O(k n): a model whose weights were made non-finite (by hand, or by
+        # code outside fit) would otherwise predict class 0 everywhere.
+        if not (np.isfinite(self.coef_).all() and np.isfinite(self.intercept_).all()):
+            raise ValueError(
+                "this model's coef_ or intercept_ holds NaN or inf, so it cannot "
+                "predict; refit it (with a smaller eta0 if training diverged)"
+            )
         return self._check_X(X, reset=False, dtype=self.coef_.dtype)
 
     def _logits(self, X):
@@ -518,14 +605,25 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         with np.errstate(over="ignore", invalid="ignore"):
             Z = X @ self.coef_.T
             Z += self.intercept_
-        finite = np.isfinite(Z).all(axis=1)
-        if not finite.all():
-            i = int(np.flatnonzero(~finite)[0])
+        self._check_logits(Z)
+        return Z
+
+    def _check_logits(self, Z):
+        """Raise naming the first row of Z holding NaN or inf.
+
+        A compiled scan that reads Z once and allocates one int per thread:
+        prediction allocates nothing of Z's size besides Z itself.
+        """
+        Z2 = Z.reshape(Z.shape[0], -1)
+        with numba_threads(check_n_threads(self.n_threads)):
+            bad_row = np.empty(_n_chunks(Z2.shape[0]), dtype=np.int64)
+            _first_nonfinite_row(Z2, bad_row)
+        i = _first(bad_row)
+        if i >= 0:
             raise ValueError(
                 f"the logits X @ coef_.T + intercept_ overflow {Z.dtype.name} at row {i}: "
                 "the features are too large for this model (rescale X)"
             )
-        return Z
 
     def decision_function(self, X):
         """Logits ``X @ coef_.T + intercept_``, shape (m, n_classes).
@@ -538,10 +636,16 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             k = len(self.classes_)
             return _dask.predict_blocks(self.decision_function, X, None if k == 2 else k,
                                         self.coef_.dtype)
-        Z = self._logits(X)
-        if Z.shape[1] == 2:
-            return Z[:, 1] - Z[:, 0]
-        return Z
+        if len(self.classes_) == 2:
+            # The log-odds directly from the difference of the two weight
+            # rows: only the (m,) answer is allocated, never the (m, 2) logits.
+            X = self._prepared(X)
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = X @ (self.coef_[1] - self.coef_[0])
+                d += self.intercept_[1] - self.intercept_[0]
+            self._check_logits(d)
+            return d
+        return self._logits(X)
 
     def predict_proba(self, X):
         """Class probabilities, shape (m, n_classes); rows sum to 1."""
@@ -580,19 +684,26 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------- save/load
     def save(self, path: str | os.PathLike) -> None:
-        """Save the fitted model to a ``.npz`` file of plain arrays (no pickle)."""
+        """Save the fitted model to a ``.npz`` file of plain arrays (no pickle).
+
+        Every constructor parameter is stored and comes back from
+        :meth:`load` equal (``get_params()``), including a ``class_weight``
+        dict keyed by int, float or str labels. A ``random_state`` that is a
+        NumPy ``Generator`` or ``RandomState`` has no plain-value form: it
+        is refused with a ``TypeError`` (nothing is written) rather than
+        silently dropped; ``set_params(random_state=<int or None>)`` first.
+        """
         check_is_fitted(self, ("coef_", "intercept_", "classes_"))
         classes = self.classes_
         if classes.dtype.kind == "O":
             if not all(isinstance(c, str) for c in classes):
                 raise TypeError("only numeric or string class labels can be saved")
             classes = classes.astype(str)
-        params = {k: v for k, v in self.get_params().items()
-                  if isinstance(v, (bool, int, float, str, type(None), dict))}
+        params = _encode_params(self.get_params())
         arrays = {
             "format": np.array(_FORMAT),
             "format_version": np.array(_FORMAT_VERSION),
-            "params": np.array(json.dumps(params, default=str)),
+            "params": np.array(json.dumps(params, allow_nan=True)),
             "coef": self.coef_,
             "intercept": self.intercept_,
             "classes": classes,
@@ -667,6 +778,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             params = json.loads(params_text)
             if not isinstance(params, dict):
                 raise TypeError(f"a JSON object is needed, got {type(params).__name__}")
+            params = _decode_params(params, classes)
             model = cls(**params)
             model._check_params()
         except (TypeError, ValueError) as exc:

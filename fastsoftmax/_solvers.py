@@ -2,10 +2,10 @@
 
 Each solver takes a :class:`~fastsoftmax._objective.SoftmaxObjective` (data
 already validated) and starting weights, and returns a :class:`FitResult`.
-They never return non-finite weights: when the loss or the logits stop being
-finite (a learning rate too large for the data), training stops, the last
-finite weights are kept and a :class:`DivergenceWarning` names the learning
-rate.
+They never return non-finite weights: when the loss, the logits or the
+weights themselves stop being finite (a learning rate too large for the
+data), training stops, the last finite weights are kept and a
+:class:`DivergenceWarning` names the learning rate.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ LEARNING_RATES = ("constant", "invscaling", "adaptive")
 
 
 class DivergenceWarning(ConvergenceWarning):
-    """Training stopped because the loss or the logits became non-finite."""
+    """Training stopped because the loss, the logits or the weights became non-finite."""
 
 
 @dataclass
@@ -48,8 +48,9 @@ Callback = Callable[[int, float], None]
 
 def _diverged(solver: str, eta: float, it: int) -> None:
     warnings.warn(
-        f"{solver}: the loss became non-finite at iteration {it + 1} with learning "
-        f"rate eta={eta:g}; training stopped and the last finite weights were kept. "
+        f"{solver}: the loss or the weights became non-finite at iteration {it + 1} "
+        f"with learning rate eta={eta:g}; training stopped and the last finite "
+        "weights were kept. "
         "Lower eta0 (or standardise the features).",
         DivergenceWarning,
         stacklevel=4,
@@ -194,13 +195,14 @@ def lbfgs(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
 def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
         alpha: float, *, max_iter: int, tol: float, n_iter_no_change: int,
         eta0: float, learning_rate: str, momentum: float, nesterov: bool,
-        validation: SoftmaxObjective | None = None,
+        power_t: float = 0.5, validation: SoftmaxObjective | None = None,
         callback: Callback | None = None) -> FitResult:
     """Full-batch gradient descent, W <- W - eta * grad J, with momentum.
 
     ``learning_rate``: "constant" keeps eta0; "invscaling" uses
-    eta0 / sqrt(1 + t); "adaptive" is a backtracking rule -- a step that
-    raises the loss is undone, eta halves and the momentum is reset, and
+    eta0 / (1 + t) ** power_t at iteration t = 0, 1, ...; "adaptive" is a
+    backtracking rule -- a step that raises the loss is undone, eta halves
+    and the momentum is reset, and
     each accepted step lets eta grow by 5%. Stops when the monitored loss
     (training, or held-out with ``validation``, whose best weights are then
     kept) has not improved by ``tol`` for ``n_iter_no_change`` iterations,
@@ -219,11 +221,12 @@ def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
     converged = False
     it = 0
     for it in range(max_iter):
-        step = eta if learning_rate != "invscaling" else eta0 / np.sqrt(1.0 + it)
-        e = dt.type(step)
-        # A step that is far too large overflows here; that is detected below
-        # as a non-finite loss, not reported as a floating-point warning.
+        step = eta if learning_rate != "invscaling" else eta0 / (1.0 + it) ** power_t
+        # A step that is far too large overflows here (eta0 beyond float32's
+        # range already in this cast); that is detected below as non-finite
+        # weights or loss, not reported as a floating-point warning.
         with np.errstate(over="ignore", invalid="ignore"):
+            e = dt.type(step)
             vW_new = mu * vW - e * gW
             W_new = W + (mu * vW_new - e * gW if nesterov else vW_new)
             if b is not None:
@@ -244,7 +247,7 @@ def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
             if vb is not None:
                 vb[:] = 0
             if eta < 1e-12:
-                converged = not _rose("sgd", curve, eta)
+                converged = not _rose("bgd", curve, eta)
                 break
             continue
         if not finite:
@@ -343,7 +346,11 @@ def sgd_epochs(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | Non
                 w64 = Wt.ravel().astype(np.float64)
                 with np.errstate(over="ignore", invalid="ignore"):
                     train_loss += 0.5 * alpha * float(np.dot(w64, w64))
-            if steps < 0 or not np.isfinite(train_loss):
+            # The weights themselves are part of the test: with alpha = 0 the
+            # last update of an epoch can overflow W or b while every logit
+            # the epoch used (and so its loss) was finite.
+            finite_weights = bool(np.isfinite(Wt).all()) and bool(np.isfinite(b).all())
+            if steps < 0 or not finite_weights or not np.isfinite(train_loss):
                 Wt[:], b[:], VWt[:], Vb[:] = snapshot
                 diverged = True
                 _diverged("sgd", eta, epoch)

@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
-from fastsoftmax import DivergenceWarning, SoftmaxRegression, loss_and_grad
+from fastsoftmax import DivergenceWarning, SoftmaxRegression, loss_and_grad, reference
 
 C = 1.0
 
@@ -266,19 +266,171 @@ def test_divergent_learning_rate_keeps_finite_weights():
         assert np.isfinite(est.coef_).all()
 
 
-def test_early_stopping_keeps_best_validation_weights(digits):
+def _held_out_rows(est, y):
+    """The rows fit held out for early stopping, recomputed the way fit draws
+    them: the first draw of the random_state's generator seeds a stratified
+    split of validation_fraction."""
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    seed = int(np.random.default_rng(est.random_state).integers(np.iinfo(np.int32).max))
+    splitter = StratifiedShuffleSplit(test_size=est.validation_fraction, random_state=seed)
+    return next(splitter.split(np.zeros(len(y)), y))
+
+
+@pytest.mark.parametrize("solver", ["sgd", "bgd", "lbfgs"])
+def test_early_stopping_keeps_best_validation_weights(digits, solver):
     X, y = digits
-    est = SoftmaxRegression("sgd", early_stopping=True, random_state=0, max_iter=200)
+    params = dict(sgd=dict(learning_rate="constant", eta0=0.05),
+                  bgd=dict(learning_rate="constant", eta0=2.0, tol=0.0, alpha=0.0),
+                  lbfgs=dict(alpha=0.0))[solver]
+    est = SoftmaxRegression(solver, early_stopping=True, random_state=0, max_iter=200,
+                            validation_fraction=0.2, **params)
     est.fit(X, y)
-    curve = est.validation_loss_curve_
-    assert len(curve) == est.n_iter_ and est.n_iter_ < 200
-    best = min(curve)
-    Xv_loss = [v for v in curve]
-    assert best == min(Xv_loss)
-    for solver in ("lbfgs", "bgd"):
-        est2 = SoftmaxRegression(solver, early_stopping=True, random_state=0).fit(X, y)
-        assert len(est2.validation_loss_curve_) >= 1
-        assert est2.score(X, y) > 0.95
+    curve = np.asarray(est.validation_loss_curve_)
+    assert len(curve) == est.n_iter_ and est.n_iter_ < 200  # stopped by the held-out loss
+    best = int(np.argmin(curve))
+    # the held-out loss got worse (or stalled) after its best: the final
+    # iterate is not the best one, so keeping the best is a real choice
+    assert curve[-1] > curve[best]
+    train, val = _held_out_rows(est, y)
+    # The kept weights have exactly the best held-out loss (not the last one).
+    held_out = loss_and_grad(X[val], y[val], est.coef_.T, est.intercept_, alpha=est.alpha)[0]
+    assert held_out == pytest.approx(curve[best], rel=1e-10)
+    assert held_out < curve[-1]
+    assert est.score(X[val], y[val]) > 0.9
+
+
+@pytest.mark.parametrize("solver", ["sgd", "bgd"])
+@pytest.mark.parametrize("power_t", [0.25, 1.0])
+def test_invscaling_follows_eta0_over_1_plus_t_to_the_power_t(solver, power_t):
+    """Three full-batch steps with eta_t = eta0 / (1 + t) ** power_t, t = 0, 1, 2,
+    against the reference formulas (sgd: one batch of all rows per epoch)."""
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X)[::10]  # 150 rows
+    y = y[::10]
+    eta0, alpha, steps = 0.5, 0.01, 3
+    est = SoftmaxRegression(solver, learning_rate="invscaling", eta0=eta0, power_t=power_t,
+                            momentum=0.0, nesterov=False, alpha=alpha, max_iter=steps,
+                            tol=0.0, n_iter_no_change=steps + 1, batch_size=len(y),
+                            shuffle=False, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        est.fit(X, y)
+    W, b = np.zeros((2, 3)), np.zeros(3)
+    for t in range(steps):
+        eta = eta0 / (1 + t) ** power_t
+        if solver == "sgd":
+            reference.sgd_epoch(X, y, W, b, np.arange(len(y)), batch_size=len(y), eta=eta,
+                                alpha=alpha)
+        else:
+            _, gW, gb = reference.loss_and_grad(X, y, W, b, alpha=alpha)
+            W, b = W - eta * gW, b - eta * gb
+    np.testing.assert_allclose(est.coef_, W.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.intercept_, b, rtol=1e-10, atol=1e-12)
+    # and not the power_t = 0.5 schedule
+    if power_t != 0.5:
+        other = SoftmaxRegression(**{**est.get_params(), "power_t": 0.5})
+        with pytest.warns(ConvergenceWarning):
+            other.fit(X, y)
+        assert np.abs(other.coef_ - est.coef_).max() > 1e-3
+
+
+def test_sgd_invscaling_decays_within_an_epoch_and_across_partial_fit():
+    """With two batches per epoch, update t uses eta0 / (1 + t / 2) ** power_t
+    (epochs seen, fractionally); partial_fit carries t from call to call."""
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X)[::10]
+    y = y[::10]
+    eta0, power_t, half = 0.5, 0.7, 75
+    est = SoftmaxRegression("sgd", learning_rate="invscaling", eta0=eta0, power_t=power_t,
+                            momentum=0.0, nesterov=False, alpha=0.0, batch_size=half,
+                            shuffle=False)
+    W, b = np.zeros((2, 3)), np.zeros(3)
+    t = 0
+    for _ in range(2):
+        est.partial_fit(X, y, classes=[0, 1, 2])
+        for start in (0, half):
+            rows = np.arange(start, start + half)
+            reference.sgd_epoch(X[rows], y[rows], W, b, np.arange(half), batch_size=half,
+                                eta=eta0 / (1 + t / 2) ** power_t)
+            t += 1
+    np.testing.assert_allclose(est.coef_, W.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.intercept_, b, rtol=1e-10, atol=1e-12)
+
+
+def _stopping_epoch(values, tol, patience):
+    """The 1-based iteration at which the no-improvement rule fires."""
+    best, count = np.inf, 0
+    for i, v in enumerate(values):
+        count = 0 if v < best - tol else count + 1
+        best = min(best, v)
+        if count >= patience:
+            return i + 1
+    return None
+
+
+@pytest.mark.parametrize("solver", ["sgd", "bgd"])
+def test_n_iter_no_change_controls_stopping(solver):
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X)
+    tol = 1e-3
+    runs = {}
+    for patience in (2, 10):
+        est = SoftmaxRegression(solver, learning_rate="constant", eta0=0.1, tol=tol,
+                                n_iter_no_change=patience, max_iter=2000, random_state=0)
+        est.fit(X, y)  # no ConvergenceWarning: stopped by the rule, not max_iter
+        # bgd's loss_curve_ starts with the loss of the starting weights,
+        # which the rule does not see; sgd's holds one mean loss per epoch.
+        watched = est.loss_curve_[1:] if solver == "bgd" else est.loss_curve_
+        assert len(watched) == est.n_iter_
+        assert est.n_iter_ == _stopping_epoch(watched, tol, patience)
+        runs[patience] = est.n_iter_
+    assert runs[10] >= runs[2] + 8
+
+
+def test_shuffle_false_makes_sgd_independent_of_random_state():
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X)
+
+    def coef(shuffle, seed):
+        est = SoftmaxRegression("sgd", shuffle=shuffle, random_state=seed, max_iter=3,
+                                batch_size=16)
+        with pytest.warns(ConvergenceWarning):
+            est.fit(X, y)
+        return est.coef_
+
+    np.testing.assert_array_equal(coef(False, 0), coef(False, 1))
+    assert not np.array_equal(coef(True, 0), coef(True, 1))
+    # shuffle=False visits the rows in order: the reference epoch agrees
+    est = SoftmaxRegression("sgd", shuffle=False, momentum=0.0, nesterov=False, alpha=0.0,
+                            learning_rate="constant", eta0=0.1, batch_size=16)
+    est.partial_fit(X, y, classes=[0, 1, 2])
+    W, b = np.zeros((2, 3)), np.zeros(3)
+    reference.sgd_epoch(X, y, W, b, np.arange(len(y)), batch_size=16, eta=0.1)
+    np.testing.assert_allclose(est.coef_, W.T, rtol=1e-9, atol=1e-12)
+
+
+def test_partial_fit_refuses_balanced_class_weight():
+    X, y = toy_data()
+    est = SoftmaxRegression("sgd", class_weight="balanced")
+    with pytest.raises(ValueError, match=r"class_weight='balanced' is not supported by "
+                                         r"partial_fit.*compute_class_weight"):
+        est.partial_fit(X, y, classes=[0, 1, 2])
+    assert not hasattr(est, "coef_") and not hasattr(est, "n_features_in_")
+    # a fitted model is left exactly as it was
+    est = SoftmaxRegression("sgd").partial_fit(X, y, classes=[0, 1, 2])
+    before = (est.coef_.copy(), est.intercept_.copy(), est.n_iter_)
+    est.set_params(class_weight="balanced")
+    with pytest.raises(ValueError, match="balanced"):
+        est.partial_fit(X, y)
+    np.testing.assert_array_equal(est.coef_, before[0])
+    np.testing.assert_array_equal(est.intercept_, before[1])
+    assert est.n_iter_ == before[2]
+    # the suggested replacement works
+    from sklearn.utils.class_weight import compute_class_weight
+
+    classes = np.arange(3)
+    weights = compute_class_weight("balanced", classes=classes, y=y)
+    est.set_params(class_weight=dict(zip(classes, weights))).partial_fit(X, y)
 
 
 def test_warm_start_continues():
@@ -343,6 +495,72 @@ def test_save_load_roundtrip(tmp_path):
     np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
 
 
+NON_DEFAULT_PARAMS = dict(
+    solver="sgd", alpha=0.02, fit_intercept=False, max_iter=7, tol=1e-3, n_iter_no_change=3,
+    batch_size=16, learning_rate="invscaling", eta0=0.05, power_t=0.3, momentum=0.5,
+    nesterov=False, early_stopping=True, validation_fraction=0.2, shuffle=False,
+    random_state=11, warm_start=True, class_weight={0: 2.0, 1: 0.5}, n_threads=1, verbose=2,
+)
+
+
+@pytest.mark.parametrize("labels", ["int", "str", "float"])
+def test_save_load_roundtrips_every_parameter(tmp_path, labels):
+    defaults = SoftmaxRegression().get_params()
+    assert NON_DEFAULT_PARAMS.keys() == defaults.keys()  # every parameter covered...
+    for name, value in NON_DEFAULT_PARAMS.items():  # ...with a non-default value
+        assert value != defaults[name], name
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X)
+    label_values = {"int": np.array([0, 1, 2]), "str": np.array(["a", "b", "c"]),
+                    "float": np.array([0.0, 1.0, 2.0])}[labels]
+    yl = label_values[y]
+    first, second = label_values[:2].tolist()  # python int / str / float
+    params = {**NON_DEFAULT_PARAMS, "class_weight": {first: 2.0, second: 0.5}}
+    est = SoftmaxRegression().fit(X, yl)
+    est.set_params(**params)
+    est.save(tmp_path / "model.npz")
+    back = SoftmaxRegression.load(tmp_path / "model.npz")
+    assert back.get_params() == est.get_params()
+    assert [type(key) for key in back.class_weight] == [type(key) for key in params["class_weight"]]
+    # the loaded model refits with its class_weight (labels still match y),
+    # exactly as the saved one does (warm_start: both start from coef_)
+    back.set_params(verbose=0)
+    ref = pickle.loads(pickle.dumps(est)).set_params(verbose=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        back.fit(X, yl)
+        ref.fit(X, yl)
+    np.testing.assert_array_equal(back.coef_, ref.coef_)
+
+
+def test_save_load_numpy_scalar_parameters_and_old_class_weight_files(tmp_path):
+    X, y = toy_data()
+    est = SoftmaxRegression(max_iter=np.int64(300), alpha=np.float32(0.5),
+                            class_weight={np.int64(2): np.float64(3.0)}).fit(X, y)
+    est.save(tmp_path / "model.npz")
+    back = SoftmaxRegression.load(tmp_path / "model.npz")
+    assert back.get_params() == est.get_params()  # nothing dropped
+    # a file written when class_weight was a JSON object (keys became strings)
+    with np.load(tmp_path / "model.npz") as data:
+        arrays = dict(data)
+    arrays["params"] = np.array('{"class_weight": {"2": 3.0}}')
+    np.savez(tmp_path / "old.npz", **arrays)
+    assert SoftmaxRegression.load(tmp_path / "old.npz").class_weight == {2: 3.0}
+
+
+@pytest.mark.parametrize("state", [np.random.default_rng(0), np.random.RandomState(0)],
+                         ids=["Generator", "RandomState"])
+def test_save_refuses_a_random_state_object(tmp_path, state):
+    X, y = toy_data()
+    est = SoftmaxRegression(random_state=state).fit(X, y)
+    with pytest.raises(TypeError, match=r"random_state=.* cannot be stored in a model file.*"
+                                        r"set_params\(random_state=<int or None>\)"):
+        est.save(tmp_path / "model.npz")
+    assert not (tmp_path / "model.npz").exists()  # nothing half-written
+    est.set_params(random_state=5).save(tmp_path / "model.npz")
+    assert SoftmaxRegression.load(tmp_path / "model.npz").random_state == 5
+
+
 def test_load_rejects_malformed_files(tmp_path):
     X, y = toy_data()
     good = tmp_path / "good.npz"
@@ -379,13 +597,35 @@ def test_predict_allocates_only_its_answer():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
-    est.predict(X)  # compile and warm up
-    tracemalloc.start()
-    labels = est.predict(X)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
     logits_bytes = m * k * 8
+
+    def peak_of(method, X):
+        getattr(est, method)(X)  # compile and warm up
+        tracemalloc.start()
+        out = getattr(est, method)(X)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return out, peak
+
+    labels, peak = peak_of("predict", X)
     assert labels.shape == (m,)
     # The (m,) codes and labels plus a few row blocks; far below the logits.
     assert peak < 2 * m * 8 + 2 * 256 * k * 8 + 100_000
     assert peak < logits_bytes / 10
+    # The (m, k) answer itself and nothing else of its size: no (m, k)
+    # boolean mask (m k bytes = 1 MB here), no second (m, k) array.
+    for method in ("predict_proba", "predict_log_proba", "decision_function"):
+        out, peak = peak_of(method, X)
+        assert out.shape == (m, k) and out.nbytes == logits_bytes
+        assert peak < logits_bytes + 100_000, method
+    # Binary decision_function returns (m,): it never builds (m, 2) logits.
+    binary = SoftmaxRegression(max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        binary.fit(X, y % 2)
+    est = binary
+    out, peak = peak_of("decision_function", X)
+    assert out.shape == (m,)
+    assert peak < m * 8 + 100_000
+    Z = X @ binary.coef_.T + binary.intercept_
+    np.testing.assert_allclose(out, Z[:, 1] - Z[:, 0], rtol=1e-10, atol=1e-12)

@@ -22,6 +22,7 @@ import copy
 import os
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -474,6 +475,63 @@ def test_divergent_learning_rate_is_named_and_last_weights_kept(solver):
     assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
     assert np.all(np.isfinite(est.loss_curve_))
     assert np.all(np.isfinite(est.predict_proba(X)))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("how", ["fit", "partial_fit", "bgd"])
+def test_overflow_in_the_last_update_without_penalty_keeps_finite_weights(how, dt):
+    """alpha = 0 and one batch per epoch: the epoch's only update overflows the
+    weights while the loss it reports (from the logits before the update) is
+    finite. The weights' finiteness must count as divergence by itself."""
+    X, y = toy()
+    X = (X * 1e3).astype(dt)
+    eta0 = 1e307 if dt == np.float64 else 1e37
+    est = SoftmaxRegression("sgd" if how != "bgd" else "bgd", alpha=0.0, batch_size=64,
+                            eta0=eta0, learning_rate="constant", n_iter_no_change=1000,
+                            random_state=0)
+    with pytest.warns(DivergenceWarning,
+                      match="non-finite.*learning rate eta=" + re.escape(f"{eta0:g}")):
+        if how == "partial_fit":
+            est.partial_fit(X, y, classes=[0, 1, 2])
+        else:
+            est.fit(X, y)
+    assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
+    assert np.all(np.isfinite(est.loss_curve_))
+    # the first update already overflowed: the kept weights are the starting ones
+    np.testing.assert_array_equal(est.coef_, 0)
+    assert np.all(np.isfinite(est.predict_proba(X)))
+
+
+def test_partial_fit_after_an_overflowing_call_kept_the_previous_weights():
+    X, y = toy()
+    X = X * 1e3
+    est = SoftmaxRegression("sgd", alpha=0.0, batch_size=64, learning_rate="constant",
+                            eta0=1e-3, random_state=0)
+    est.partial_fit(X, y, classes=[0, 1, 2])
+    good = (est.coef_.copy(), est.intercept_.copy())
+    assert np.abs(good[0]).max() > 0
+    est._sgd_state["eta"] = 1e307  # the step partial_fit carries between calls
+    with pytest.warns(DivergenceWarning, match=r"learning rate eta=1e\+307"):
+        est.partial_fit(X, y)
+    np.testing.assert_array_equal(est.coef_, good[0])
+    np.testing.assert_array_equal(est.intercept_, good[1])
+
+
+@pytest.mark.parametrize("where", ["coef_", "intercept_"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_model_with_non_finite_weights_refuses_to_predict(where, bad):
+    X, y = toy()
+    est = SoftmaxRegression().fit(X, y)
+    getattr(est, where)[0] = bad
+    for method in ("predict", "predict_proba", "predict_log_proba", "decision_function"):
+        with pytest.raises(ValueError, match="coef_ or intercept_ holds NaN or inf"):
+            getattr(est, method)(X)
+    with pytest.raises(ValueError, match="coef_ or intercept_ holds NaN or inf"):
+        est.score(X, y)
+    binary = SoftmaxRegression().fit(X, y % 2)
+    getattr(binary, where)[0] = bad
+    with pytest.raises(ValueError, match="coef_ or intercept_ holds NaN or inf"):
+        binary.decision_function(X)
 
 
 # ------------------------------------------------------------- model files
