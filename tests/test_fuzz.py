@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from sklearn.exceptions import ConvergenceWarning
@@ -236,6 +236,19 @@ def test_estimator_fit_predict_partial_fit_save_load(tmp_path_factory, data, sol
             labels = call(est.predict, X_in)
             np.testing.assert_array_equal(labels, est.classes_[np.argmax(P, axis=1)]) \
                 if finite_input(X_in) and np.ptp(P, axis=1).min(initial=1) > 1e-4 else None
+        # the other predict-like methods accept and reject exactly what
+        # predict_proba does, and agree with it
+        L = call(est.predict_log_proba, X_in)
+        D = call(est.decision_function, X_in)
+        assert (L is None) == (P is None) and (D is None) == (P is None)
+        if P is not None:
+            assert not np.any(np.isnan(L)) and not np.any(np.isnan(D))
+            np.testing.assert_allclose(np.exp(L), P, rtol=1e-3, atol=1e-6)
+            assert D.shape == ((len(P),) if len(est.classes_) == 2 else P.shape)
+            y_in = np.resize(est.classes_, len(P))
+            score = call(est.score, X_in, y_in)
+            assert score is not None and 0 <= score <= 1
+            assert score == np.mean(call(est.predict, X_in) == y_in)
     state = {key: (v.copy() if isinstance(v, np.ndarray) else v)
              for key, v in est.__dict__.items() if key.endswith("_")}
     classes = est.classes_
@@ -294,3 +307,75 @@ def test_non_working_dtypes_become_float64(dt):
     Z = np.array([[1, 0, 1], [0, 0, 1]], dtype=dt)
     assert fs.softmax(Z).dtype == np.float64
     np.testing.assert_allclose(fs.softmax(Z), reference.softmax(Z.astype(np.float64)))
+
+
+_LR_X = np.random.default_rng(7).standard_normal((12, 3)) + np.arange(12)[:, None] % 3
+_LR_Y = np.arange(12) % 3
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(solver=st.sampled_from(["sgd", "bgd"]),
+       log_eta=st.integers(-8, 308),
+       learning_rate=st.sampled_from(["constant", "invscaling", "adaptive"]),
+       alpha=st.sampled_from([0.0, 1e-4, 1.0]),
+       batch_size=st.sampled_from([1, 5, 64]),
+       momentum=st.sampled_from([0.0, 0.9]),
+       scale=st.sampled_from([1.0, 1e3, 1e30]),
+       dt=st.sampled_from([np.float32, np.float64]),
+       binary=st.booleans())
+# The audit's case: no penalty, one batch per epoch, and the epoch's only
+# update overflows the weights while the loss it reports is finite.
+@example(solver="sgd", log_eta=307, learning_rate="constant", alpha=0.0, batch_size=64,
+         momentum=0.0, scale=1e3, dt=np.float64, binary=False)
+@example(solver="sgd", log_eta=37, learning_rate="constant", alpha=0.0, batch_size=64,
+         momentum=0.9, scale=1e3, dt=np.float32, binary=True)
+@example(solver="bgd", log_eta=300, learning_rate="invscaling", alpha=0.0, batch_size=64,
+         momentum=0.0, scale=1e3, dt=np.float32, binary=False)
+def test_any_learning_rate_gives_finite_weights(solver, log_eta, learning_rate, alpha,
+                                                batch_size, momentum, scale, dt, binary):
+    """eta0 from 1e-8 to 1e308: fit and partial_fit end with finite weights --
+    converged, or stopped by a DivergenceWarning naming the learning rate --
+    never NaN; every predict-like method then gives a consistent finite
+    answer or a clear ValueError (logits beyond the dtype)."""
+    eta0 = 10.0 ** log_eta
+    X = (_LR_X * scale).astype(dt)
+    y = _LR_Y % 2 if binary else _LR_Y
+    est = SoftmaxRegression(solver, eta0=eta0, learning_rate=learning_rate, alpha=alpha,
+                            batch_size=batch_size, momentum=momentum, max_iter=4,
+                            random_state=0)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+        est.partial_fit(X, y)
+    for w in record:
+        # only convergence reports; no RuntimeWarning or anything else leaks
+        assert issubclass(w.category, ConvergenceWarning), (w.category, str(w.message))
+        if issubclass(w.category, fs.DivergenceWarning) and "non-finite" in str(w.message):
+            assert "learning rate eta=" in str(w.message)
+            event("diverged")
+    assert est.coef_.dtype == dt
+    assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
+    assert np.all(np.isfinite(est.loss_curve_))
+    D = call(est.decision_function, X)
+    L = call(est.predict_log_proba, X)
+    P = call(est.predict_proba, X)
+    labels = call(est.predict, X)
+    assert labels is not None and labels.shape == (len(y),)
+    score = call(est.score, X, y)
+    assert score == np.mean(labels == y)
+    if P is None:  # the logits overflow the dtype: all three say so
+        assert D is None and L is None
+        return
+    assert D is not None and L is not None
+    assert not np.any(np.isnan(D)) and not np.any(np.isnan(L)) and not np.any(np.isnan(P))
+    np.testing.assert_allclose(P.sum(axis=1), 1, rtol=1e-4)
+    np.testing.assert_allclose(np.exp(L), P, rtol=1e-3, atol=1e-6)
+    if binary:
+        assert D.shape == (len(y),)
+        ok = np.abs(D) > 1e-3 * (1 + np.abs(D).max())  # away from a tie
+        np.testing.assert_array_equal(labels[ok], np.where(D > 0, 1, 0)[ok])
+    else:
+        Ds = np.sort(D, axis=1)
+        ok = Ds[:, -1] - Ds[:, -2] > 1e-3 * (1 + np.abs(D).max())
+        np.testing.assert_array_equal(labels[ok], est.classes_[np.argmax(D, axis=1)][ok])
