@@ -398,7 +398,7 @@ def fit(estimator, X, y, sample_weight):
                                   n_iter_no_change=estimator.n_iter_no_change,
                                   eta0=estimator.eta0, learning_rate=estimator.learning_rate,
                                   momentum=estimator.momentum, nesterov=estimator.nesterov,
-                                  callback=callback)
+                                  power_t=estimator.power_t, callback=callback)
         else:
             result = sgd(data, W0, b0, alpha=alpha, max_iter=estimator.max_iter,
                          tol=estimator.tol, n_iter_no_change=estimator.n_iter_no_change,

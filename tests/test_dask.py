@@ -46,6 +46,20 @@ def loss(model, X, y):
     return fs.loss_and_grad(X, y, model.coef_.T, model.intercept_, alpha=ALPHA)[0]
 
 
+def test_bgd_invscaling_uses_power_t_as_in_memory(client):
+    X, y = make_data(m=1200, n=5, k=3)
+    dX, dy = as_dask(X, y, chunk=400)
+    params = dict(solver="bgd", alpha=ALPHA, max_iter=6, tol=0.0, eta0=0.5,
+                  learning_rate="invscaling", power_t=0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        on_cluster = SoftmaxRegression(**params).fit(dX, dy)
+        in_memory = SoftmaxRegression(**params).fit(X, y)
+        other = SoftmaxRegression(**dict(params, power_t=0.1)).fit(dX, dy)
+    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(on_cluster.coef_, other.coef_)
+
+
 @pytest.mark.parametrize("solver", ["lbfgs", "bgd"])
 def test_full_batch_equals_in_memory(client, solver):
     X, y = make_data()
