@@ -1,6 +1,6 @@
-"""loss_and_grad: fastsoftmax against the NumPy reference (and scikit-learn's
-private multinomial loss when it can be imported), one table per shape and
-dtype. GFLOP/s in extra_info counts 4*m*n*k flops per gradient."""
+"""loss_and_grad: fastsoftmax against the NumPy reference, scikit-learn's
+private multinomial loss (when it can be imported) and PyTorch's CPU autograd
+(when torch is installed), one table per shape and dtype. GFLOP/s in extra_info counts 4*m*n*k flops per gradient."""
 
 import numpy as np
 import pytest
@@ -9,6 +9,7 @@ import fastsoftmax as fs
 from fastsoftmax import reference
 
 from ._common import pedantic_or_call, shapes
+from ._contenders import torch_loss_and_grad
 
 SHAPES = shapes(
     small=[(2000, 784, 10), (3000, 20, 100), (500, 50, 1000)],
@@ -32,7 +33,7 @@ def _sklearn(X, y, W, b):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "m{}-n{}-k{}".format(*s))
-@pytest.mark.parametrize("impl", ["fastsoftmax", "reference", "sklearn"])
+@pytest.mark.parametrize("impl", ["fastsoftmax", "reference", "sklearn", "torch"])
 def test_loss_and_grad(benchmark, rng, impl, shape, dtype):
     m, n, k = shape
     X = rng.standard_normal((m, n)).astype(dtype)
@@ -46,8 +47,12 @@ def test_loss_and_grad(benchmark, rng, impl, shape, dtype):
         fn = lambda: fs.loss_and_grad(X, y, W, b)  # noqa: E731
     elif impl == "reference":
         fn = lambda: reference.loss_and_grad(X, y, W, b)  # noqa: E731
-    else:
+    elif impl == "sklearn":
         fn = _sklearn(X, y, W, b)
+    else:
+        fn = torch_loss_and_grad(X, y, W, b)
+        if fn is None:
+            pytest.skip("torch is not installed")
     pedantic_or_call(benchmark, fn)
 
 
