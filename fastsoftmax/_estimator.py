@@ -636,6 +636,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             k = len(self.classes_)
             return _dask.predict_blocks(self.decision_function, X, None if k == 2 else k,
                                         self.coef_.dtype)
+        check_is_fitted(self, ("coef_", "intercept_", "classes_"))
         if len(self.classes_) == 2:
             # The log-odds directly from the difference of the two weight
             # rows: only the (m,) answer is allocated, never the (m, 2) logits.
