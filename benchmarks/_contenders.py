@@ -26,6 +26,6 @@ def torch_loss_and_grad(X, y, W, b, n_threads=2):
         bt.grad = None
         loss = torch.nn.functional.cross_entropy(torch.addmm(bt, Xt, Wt), yt)
         loss.backward()
-        return float(loss), Wt.grad, bt.grad
+        return float(loss.detach()), Wt.grad, bt.grad
 
     return run
