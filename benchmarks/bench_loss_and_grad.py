@@ -1,6 +1,7 @@
 """loss_and_grad: fastsoftmax against the NumPy reference, scikit-learn's
 private multinomial loss (when it can be imported) and PyTorch's CPU autograd
-(when torch is installed), one table per shape and dtype. GFLOP/s in extra_info counts 4*m*n*k flops per gradient."""
+(when torch is installed), one table per shape and dtype. GFLOP/s in
+extra_info counts 4*m*n*k flops per gradient."""
 
 import numpy as np
 import pytest

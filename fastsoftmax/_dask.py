@@ -25,7 +25,7 @@ from ._validation import as_float_array, check_finite
 
 
 def is_dask_collection(x: Any) -> bool:
-    """True for dask arrays, DataFrames and Series, without importing dask."""
+    """Return True for dask arrays, DataFrames and Series, without importing dask."""
     return type(x).__module__.split(".")[0] in ("dask", "dask_expr") and hasattr(
         x, "__dask_graph__")
 
@@ -46,7 +46,7 @@ def _client():
 
 
 def _as_row_blocks(X):
-    """A 2-D dask array chunked by rows only, and its feature names if any."""
+    """Return X as a 2-D dask array chunked by rows only, and its feature names if any."""
     import dask.array as da
 
     names = None
@@ -65,7 +65,7 @@ def _as_row_blocks(X):
 
 
 def _as_aligned(v, X, name):
-    """A 1-D dask array with X's row chunks (from dask or in-memory input)."""
+    """Return v as a 1-D dask array with X's row chunks (from dask or in-memory input)."""
     import dask.array as da
 
     if v is None:
@@ -203,7 +203,7 @@ class DaskData:
             for xb, yb, swb_f, off in zip(
                 xs, ys,
                 [client.compute(s) if s is not None else None for s in sws],
-                offsets)
+                offsets, strict=True)
         ]
         self.blocks = blocks
         weights = client.gather([client.submit(_block_weight, bl) for bl in blocks])
@@ -275,7 +275,7 @@ def sgd(data: DaskData, W0, b0, *, alpha, max_iter, tol, n_iter_no_change, eta0,
     are permuted within blocks and blocks as a whole, not across the whole
     data set, so block boundaries are never straddled by a mini-batch.
     """
-    from ._solvers import FitResult, _Stopper, _rose
+    from ._solvers import FitResult, _rose, _Stopper
 
     client = data.client
     k = len(data.classes)
@@ -346,7 +346,7 @@ def loss_and_grad(X, y, W, b=None, *, alpha=0.0, sample_weight=None, n_threads=N
 
 
 def unique_labels(y, X):
-    """The sorted distinct labels of a dask (or in-memory) y, computed."""
+    """Compute the sorted distinct labels of a dask (or in-memory) y."""
     import dask.array as da
 
     X, _ = _as_row_blocks(X)

@@ -16,17 +16,17 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import assert_all_finite
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from . import _dask, _solvers
-from ._functions import _softmax_inplace, _log_softmax_inplace
+from ._functions import _log_softmax_inplace, _softmax_inplace
+from ._kernels._checks import _first_nonfinite_row
 from ._kernels._predict import _predict_labels
 from ._objective import SoftmaxObjective
 from ._threads import check_n_threads, numba_threads, single_threaded_blas
-from ._kernels._checks import _first_nonfinite_row
 from ._validation import _first, _n_chunks, check_finite, check_sample_weight
 
 __all__ = ["SoftmaxRegression"]
@@ -93,9 +93,12 @@ def _plain(name, value):
 
 
 def _encode_params(params: dict) -> dict:
-    """Constructor parameters as JSON-safe values. ``class_weight`` dicts
-    become a list of [label, weight] pairs: JSON object keys are always
-    strings, and a pair keeps the label's type (int, float or str)."""
+    """Encode constructor parameters as JSON-safe values.
+
+    ``class_weight`` dicts become a list of [label, weight] pairs: JSON
+    object keys are always strings, and a pair keeps the label's type (int,
+    float or str).
+    """
     out = {}
     for name, value in params.items():
         if name == "class_weight" and isinstance(value, dict):
@@ -207,7 +210,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     coef_ : ndarray of shape (n_classes, n_features)
-        Weights, Wᵀ in the notation of MATH.md.
+        Weights, Wᵀ in the notation of README.md ("The mathematics").
     intercept_ : ndarray of shape (n_classes,)
         Intercept (zeros when ``fit_intercept`` is False).
     classes_ : ndarray of shape (n_classes,)
@@ -428,7 +431,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def _fit_dask(self, X, y, sample_weight):
-        """fit on a dask array or DataFrame: see :mod:`fastsoftmax._dask`."""
+        """Fit on a dask array or DataFrame: see :mod:`fastsoftmax._dask`."""
         classes, result, dtype, n, names = _dask.fit(self, X, y, sample_weight)
         self.classes_ = classes
         self._set_result(result, dtype)
@@ -663,7 +666,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         return _log_softmax_inplace(self._logits(X), check_n_threads(self.n_threads))
 
     def predict(self, X):
-        """The most probable class of each row, shape (m,).
+        """Predict the most probable class of each row, shape (m,).
 
         Allocates only the answer and a few row blocks: the logits are
         computed block by block and never stored for all rows. A dask X

@@ -309,7 +309,7 @@ def _rowwise_inplace(kernel, Z: np.ndarray, n_threads: int | None) -> np.ndarray
 
 
 def _softmax_inplace(Z: np.ndarray, n_threads: int | None = None) -> np.ndarray:
-    """softmax over rows of Z, in place, no validation (internal use)."""
+    """Softmax over rows of Z, in place, no validation (internal use)."""
     return _rowwise_inplace(K._softmax, Z, n_threads)
 
 

@@ -58,8 +58,10 @@ def _diverged(solver: str, eta: float, it: int) -> None:
 
 
 def _rose(solver: str, curve: list[float], eta: float) -> bool:
-    """At a stall, warn if the loss ended above where it started: the
-    learning rate is too large even if nothing overflowed."""
+    """At a stall, warn if the loss ended above where it started.
+
+    That means the learning rate is too large even if nothing overflowed.
+    """
     if len(curve) > 1 and curve[-1] > curve[0]:
         warnings.warn(
             f"{solver}: the loss rose from {curve[0]:.4g} to {curve[-1]:.4g} with learning "
@@ -72,9 +74,11 @@ def _rose(solver: str, curve: list[float], eta: float) -> bool:
 
 
 class _Stopper:
-    """No-improvement counter: stop (or shrink the step) when the monitored
-    loss has failed to improve on its best by ``tol`` for ``patience``
-    consecutive iterations."""
+    """No-improvement counter.
+
+    It says stop (or shrink the step) when the monitored loss has failed to
+    improve on its best by ``tol`` for ``patience`` consecutive iterations.
+    """
 
     def __init__(self, tol: float, patience: int):
         self.tol = tol
@@ -96,8 +100,11 @@ class _Stopper:
 
 
 class _Monitor:
-    """What the stopping rule watches: the training loss, or with a
-    validation objective the held-out loss, keeping the best weights."""
+    """What the stopping rule watches.
+
+    That is the training loss, or with a validation objective the held-out
+    loss, keeping the best weights.
+    """
 
     def __init__(self, tol: float, patience: int, validation: SoftmaxObjective | None,
                  alpha: float):
@@ -166,7 +173,7 @@ def lbfgs(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
             raise StopIteration
 
     theta0 = W0.ravel().astype(np.float64)
-    if fit_b:
+    if b0 is not None:
         theta0 = np.concatenate([theta0, b0.astype(np.float64)])
     eps = np.finfo(dt).eps
     res = scipy.optimize.minimize(
@@ -236,12 +243,16 @@ def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
                 vb_new = b_new = None
             finite = bool(np.isfinite(W_new).all()) and (
                 b_new is None or bool(np.isfinite(b_new).all()))
-            try:
-                new = objective(W_new, b_new, alpha) if finite else None
-                finite = finite and bool(np.isfinite(new[0]))
-            except ValueError:  # the logits overflowed
-                finite = False
-        if learning_rate == "adaptive" and (not finite or new[0] > loss):
+            # new (loss, gW, gb) stays None when the weights or the loss are not finite
+            new = None
+            if finite:
+                try:
+                    new = objective(W_new, b_new, alpha)
+                except ValueError:  # the logits overflowed
+                    new = None
+                if new is not None and not np.isfinite(new[0]):
+                    new = None
+        if learning_rate == "adaptive" and (new is None or new[0] > loss):
             eta /= 2
             vW[:] = 0
             if vb is not None:
@@ -250,7 +261,7 @@ def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
                 converged = not _rose("bgd", curve, eta)
                 break
             continue
-        if not finite:
+        if new is None:
             _diverged("bgd", step, it)
             if monitor.best is not None:
                 W, b = monitor.best
@@ -304,7 +315,7 @@ def sgd_epochs(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | Non
     dt = objective.dtype
     fit_b = b0 is not None
     Wt = np.ascontiguousarray(W0.T)
-    b = b0.copy() if fit_b else np.zeros(k, dtype=dt)
+    b = b0.copy() if b0 is not None else np.zeros(k, dtype=dt)
     state = {} if state is None else state
     VWt = state.get("VWt")
     if VWt is None or VWt.shape != Wt.shape:

@@ -1,5 +1,8 @@
-"""Thread control: Numba's worker count per call, BLAS threads off inside
-compiled parallel regions."""
+"""Thread control.
+
+Numba's worker count per call, and BLAS threads off inside compiled
+parallel regions.
+"""
 
 from __future__ import annotations
 
@@ -18,13 +21,20 @@ _launch_lock = threading.RLock()  # serialises kernel launches under "workqueue"
 _layer_safe: bool | None = None  # Numba's threading layer is thread-safe (None: unknown)
 
 
+def thread_limit() -> int:
+    """Return Numba's maximum thread count, ``NUMBA_NUM_THREADS``."""
+    # numba.core.config assigns this from a function (``global``), so mypy
+    # does not see it as a module attribute.
+    return numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+
+
 def check_n_threads(n_threads: int | None) -> int | None:
     """Validate an ``n_threads`` argument; None means Numba's current value."""
     if n_threads is None:
         return None
     if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
         raise TypeError(f"n_threads must be an int or None, got {type(n_threads).__name__}")
-    limit = numba.config.NUMBA_NUM_THREADS
+    limit = thread_limit()
     if not 1 <= int(n_threads) <= limit:
         raise ValueError(
             f"n_threads must be between 1 and {limit} (NUMBA_NUM_THREADS), got {n_threads}"
@@ -33,7 +43,7 @@ def check_n_threads(n_threads: int | None) -> int | None:
 
 
 def _needs_serialising() -> bool:
-    """True unless Numba's threading layer is known to be thread-safe.
+    """Return True unless Numba's threading layer is known to be thread-safe.
 
     The "workqueue" layer (used when neither TBB nor OpenMP is available)
     aborts the whole process when two Python threads launch parallel

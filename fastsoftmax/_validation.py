@@ -14,8 +14,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import numpy as np
 import numba
+import numpy as np
 
 from ._kernels._checks import _first_bad_distribution_row, _first_nonfinite_row
 from ._threads import numba_threads
@@ -33,7 +33,7 @@ def _first(bad_row: np.ndarray) -> int:
 
 
 def float_dtype_of(a: np.ndarray) -> np.dtype:
-    """The working dtype for an array: its own if float32/64, else float64."""
+    """Return the working dtype for an array: its own if float32/64, else float64."""
     return a.dtype if a.dtype in FLOAT_DTYPES else np.dtype(np.float64)
 
 
@@ -119,7 +119,7 @@ def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
 
 
 def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> np.ndarray:
-    """A (m, k) matrix whose rows are probability vectors, in ``dtype``."""
+    """Check Y is an (m, k) matrix whose rows are probability vectors; return it in ``dtype``."""
     arr = as_float_array(Y, name, ndim=(2,), dtype=dtype)
     if arr.shape != (m, k):
         raise ValueError(
@@ -155,7 +155,7 @@ def check_sample_weight(sw: Any, m: int, dtype: np.dtype) -> np.ndarray:
 
 
 def check_alpha(alpha: Any) -> float:
-    """The L2 strength: a finite number >= 0."""
+    """Check the L2 strength is a finite number >= 0; return it as a float."""
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"alpha must be a real number, got {type(alpha).__name__}")
     value = float(alpha)

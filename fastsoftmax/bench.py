@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import numba
 import numpy as np
 
-from ._threads import numba_threads
+from ._threads import numba_threads, thread_limit
 
 __all__ = ["main", "interleaved"]
 
@@ -143,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rounds < 1:
         ap.error("--rounds must be at least 1")
     if args.threads is not None:
-        if not 1 <= args.threads <= numba.config.NUMBA_NUM_THREADS:
-            ap.error(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS}")
+        if not 1 <= args.threads <= thread_limit():
+            ap.error(f"--threads must be between 1 and {thread_limit()}")
     with numba_threads(args.threads):
         _run(args.quick, rounds)
     return 0

@@ -1,10 +1,11 @@
 """Plain NumPy reference implementations.
 
-These follow the formulas of the lecture notes line by line (see MATH.md):
-Z = X W + b, P = softmax(Z), E = P - Y, grad_W = Xᵀ E / m + alpha W. They
-allocate the full (m, k) matrices and are written to be obviously correct,
-not fast: they are the baseline that the fused kernels are tested and
-benchmarked against. Inputs are not validated beyond what NumPy does.
+These follow the formulas of the lecture notes line by line (summarised in
+README.md, "The mathematics"): Z = X W + b, P = softmax(Z), E = P - Y,
+grad_W = Xᵀ E / m + alpha W. They allocate the full (m, k) matrices and are
+written to be obviously correct, not fast: they are the baseline that the
+fused kernels are tested and benchmarked against. Inputs are not validated
+beyond what NumPy does.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def log_softmax(Z):
 
 
 def one_hot(y, k, dtype=np.float64):
-    """The (m, k) matrix Y with Y[i, y_i] = 1 and zeros elsewhere."""
+    """Return the (m, k) matrix Y with Y[i, y_i] = 1 and zeros elsewhere."""
     Y = np.zeros((len(y), k), dtype=dtype)
     Y[np.arange(len(y)), y] = 1
     return Y

@@ -83,7 +83,7 @@ def test_two_fits_in_two_threads_equal_sequential_fits():
     sequential = [fit(s) for s in specs]
     with ThreadPoolExecutor(2) as pool:
         parallel = list(pool.map(fit, specs))
-    for a, b in zip(sequential, parallel):
+    for a, b in zip(sequential, parallel, strict=True):
         np.testing.assert_array_equal(a.coef_, b.coef_)
         np.testing.assert_array_equal(a.intercept_, b.intercept_)
         assert a.loss_curve_ == b.loss_curve_
@@ -189,7 +189,6 @@ def test_one_and_two_threads_agree():
 # ------------------------------------------------- shared on-disk cache
 def _fit_in_worker(seed):
     """Run in a spawned process: import, fit, report (weights, cache stats)."""
-    import numpy as np
     from numba.core.registry import CPUDispatcher
 
     import fastsoftmax

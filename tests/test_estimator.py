@@ -26,7 +26,7 @@ def digits():
 
 @pytest.fixture(scope="module")
 def sklearn_optimum(digits):
-    """scikit-learn's LogisticRegression(C) optimum and its loss in MATH.md's J."""
+    """scikit-learn's LogisticRegression(C) optimum and its loss J (see README.md)."""
     X, y = digits
     alpha = 1.0 / (C * len(y))
     sk = LogisticRegression(C=C, tol=1e-10, max_iter=10_000).fit(X, y)
@@ -430,7 +430,7 @@ def test_partial_fit_refuses_balanced_class_weight():
 
     classes = np.arange(3)
     weights = compute_class_weight("balanced", classes=classes, y=y)
-    est.set_params(class_weight=dict(zip(classes, weights))).partial_fit(X, y)
+    est.set_params(class_weight=dict(zip(classes, weights, strict=True))).partial_fit(X, y)
 
 
 def test_warm_start_continues():
@@ -474,7 +474,7 @@ def test_rejected_fit_leaves_model_unchanged():
         est.fit(Xbad, y)
     with pytest.raises(ValueError, match="at least 2 classes"):
         est.fit(X, np.zeros(len(y)))
-    for got, want in zip((est.coef_, est.intercept_, est.classes_), before):
+    for got, want in zip((est.coef_, est.intercept_, est.classes_), before, strict=True):
         np.testing.assert_array_equal(got, want)
 
 

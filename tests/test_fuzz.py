@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 from sklearn.exceptions import ConvergenceWarning
 
 import fastsoftmax as fs
@@ -94,7 +93,7 @@ def call(f, *args, **kwargs):
         assert str(exc).strip(), f"{type(exc).__name__} without a message"
         result = None
     after = list(args) + list(kwargs.values())
-    for a, b in zip(after, before):
+    for a, b in zip(after, before, strict=True):
         assert same(a, b) if isinstance(b, np.ndarray) else True, "input modified"
     return result
 

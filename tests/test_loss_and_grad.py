@@ -43,7 +43,10 @@ def make_problem(rng, m, n, k, dt, *, intercept=True, weights=False, soft=False)
 
 def truth(X, y, W, b=None, *, alpha=0.0, sample_weight=None):
     """The reference in float64 on the same numbers."""
-    f64 = (lambda a: None if a is None else np.asarray(a, dtype=np.float64))
+
+    def f64(a):
+        return None if a is None else np.asarray(a, dtype=np.float64)
+
     y = np.asarray(y)
     return ref.loss_and_grad(f64(X), y.astype(np.float64) if y.ndim == 2 else y, f64(W),
                              f64(b), alpha=alpha, sample_weight=f64(sample_weight))
@@ -332,7 +335,7 @@ def test_layouts_and_caller_arrays_untouched(k, dt, n_threads, layout, soft, rng
     assert got[0] == want[0]
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[2], want[2])
-    for a, c in zip(args, copies):
+    for a, c in zip(args, copies, strict=True):
         np.testing.assert_array_equal(a, c)
     # the gradients are fresh arrays, not views of an input
     for g in got[1:]:

@@ -92,10 +92,12 @@ X0, Y0 = toy()
 # (method, args, kwargs, message regex)
 REJECTED = {
     "fit NaN X": ("fit", (with_nan(X0, 7, 2), Y0), {}, r"X contains NaN at row 7, column 2"),
-    "fit inf X": ("fit", (with_nan(X0, 3, 0, np.inf), Y0), {}, r"X contains inf at row 3, column 0"),
+    "fit inf X": ("fit", (with_nan(X0, 3, 0, np.inf), Y0), {},
+                  r"X contains inf at row 3, column 0"),
     "fit -inf X other width": ("fit", (np.c_[with_nan(X0, 5, 1, -np.inf), X0], Y0), {},
                                r"X contains -inf at row 5, column 1"),
-    "fit NaN sample_weight": ("fit", (X0, Y0), dict(sample_weight=with_nan(np.ones((1, 60)), 0, 9)[0]),
+    "fit NaN sample_weight": ("fit", (X0, Y0),
+                              dict(sample_weight=with_nan(np.ones((1, 60)), 0, 9)[0]),
                               r"sample_weight contains NaN at index 9"),
     "fit inf sample_weight": ("fit", (X0, Y0),
                               dict(sample_weight=with_nan(np.ones((1, 60)), 0, 4, np.inf)[0]),
@@ -107,7 +109,8 @@ REJECTED = {
                                  r"sample_weight has 59 entries but X has 60 rows"),
     "fit X 1-D": ("fit", (X0[:, 0], Y0), {}, r"Expected 2D array"),
     "fit X 3-D": ("fit", (X0[:, :, None], Y0), {}, r"dim 3|3D|3-D|ndim"),
-    "fit X and y lengths": ("fit", (np.c_[X0, X0][:50], Y0), {}, r"y has 60 labels but X has 50 rows"),
+    "fit X and y lengths": ("fit", (np.c_[X0, X0][:50], Y0), {},
+                            r"y has 60 labels but X has 50 rows"),
     "fit empty": ("fit", (np.zeros((0, 3)), np.zeros(0)), {}, r"0 sample"),
     "fit no features": ("fit", (np.zeros((60, 0)), Y0), {}, r"0 feature"),
     "fit single class": ("fit", (np.c_[X0, X0], np.full(60, 7)), {},
@@ -146,7 +149,7 @@ def test_rejected_call_names_the_problem_and_changes_nothing(fitted, case):
     with pytest.raises(ValueError, match=match):
         getattr(fitted, method)(*args, **kwargs)
     assert_same_state(before, snapshot(fitted))
-    for a, b in zip(args, inputs[0]):
+    for a, b in zip(args, inputs[0], strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -266,7 +269,7 @@ def test_integer_and_boolean_data_equal_float64(kind):
     y = np.arange(50) % 3
     Xf = Xi.astype(np.float64)
     W = rng.standard_normal((4, 3))
-    for got, want in zip(fs.loss_and_grad(Xi, y, W), fs.loss_and_grad(Xf, y, W)):
+    for got, want in zip(fs.loss_and_grad(Xi, y, W), fs.loss_and_grad(Xf, y, W), strict=True):
         if want is not None:
             np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(fs.softmax(Xi), fs.softmax(Xf))
@@ -382,7 +385,8 @@ def test_logits_that_overflow_the_dtype_are_a_clear_error(dt):
     big = np.finfo(dt).max / 4
     X = np.full((3, 2), big, dtype=dt)
     W = np.full((2, 3), 8, dtype=dt)
-    with pytest.raises(ValueError, match=f"not finite at row 0: .*too large for {np.dtype(dt).name}"):
+    match = f"not finite at row 0: .*too large for {np.dtype(dt).name}"
+    with pytest.raises(ValueError, match=match):
         fs.loss_and_grad(X, [0, 1, 2], W)
 
 
