@@ -1,0 +1,43 @@
+"""The table scripts behind BENCHMARKS.md, run on tiny inputs so they cannot
+rot: each must finish and print a complete Markdown table. No timing is
+asserted (the numbers from tiny inputs mean nothing); the full runs are the
+commands listed in BENCHMARKS.md."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def run_script(*argv):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", *argv], cwd=HERE.parent, env=env,
+                         check=True, capture_output=True, text=True, timeout=600)
+    return [line for line in out.stdout.splitlines() if line.startswith("|")]
+
+
+def assert_table(rows, n_body):
+    assert len(rows) == 2 + n_body, rows
+    width = rows[0].count("|")
+    assert all(row.count("|") == width for row in rows[1:]), rows
+
+
+def test_end_to_end_script():
+    rows = run_script("benchmarks/end_to_end.py", "--m", "600", "--repeats", "1",
+                      "--contrast", "0.1")
+    assert_table(rows, 2)
+    assert "not reached" not in "".join(rows)
+
+
+def test_hot_cold_script():
+    assert_table(run_script("benchmarks/hot_cold.py", "--rounds", "1"), 4)
+
+
+@pytest.mark.parametrize("table", ["threads", "softmax"])
+def test_ratio_tables(table):
+    rows = run_script("benchmarks/ratios.py", table, "--rounds", "1")
+    assert_table(rows, {"threads": 2, "softmax": 4}[table])
