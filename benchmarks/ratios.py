@@ -60,7 +60,8 @@ def mnist_table(rng, rounds):
     from _contenders import torch_loss_and_grad
 
     print("| m | n | k | dtype | reference ms | torch ms | fastsoftmax ms | vs reference | "
-          "vs torch | GFLOP/s | GB/s of X |\n|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+          "vs torch | GFLOP/s | GB/s of X |\n"
+          "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     m, n, k = 60000, 784, 10
     for dtype in ("float32", "float64"):
         X, y, W, b = _problem(m, n, k, dtype, rng)

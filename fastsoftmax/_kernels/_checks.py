@@ -37,8 +37,11 @@ def _first_nonfinite_row(A, bad_row):
 
 @njit(**PJIT_STRICT)
 def _first_bad_distribution_row(Y, tol, bad_row):
-    """bad_row[c] = first row of chunk c that is not a probability vector:
-    an entry negative or not finite, or a sum further than tol from 1."""
+    """Find, per chunk, the first row of Y that is not a probability vector.
+
+    bad_row[c] receives the first row of chunk c with an entry negative or
+    not finite, or a sum further than tol from 1; -1 if there is none.
+    """
     m, k = Y.shape
     n_chunks = bad_row.shape[0]
     for c in prange(n_chunks):
