@@ -473,27 +473,24 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _median_time(f: Any, repeats: int) -> float:
-    f()  # warm-up: compilation, caches, thread pool start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
-def _speedup(m: int, n: int, k: int, dtype: Any, repeats: int, seed: int) -> tuple[float, float]:
+def _speedup(m: int, n: int, k: int, dtype: Any, repeats: int, seed: int,
+             quick: bool = False) -> tuple[float, float]:
     """Median seconds of (fused, reference) loss_and_grad on a random problem."""
     from . import loss_and_grad, reference
+    from .bench import interleaved
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((m, n), dtype=np.float64).astype(dtype)
     y = rng.integers(0, k, size=m)
     W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
     b = np.zeros(k, dtype=dtype)
-    fused = _median_time(lambda: loss_and_grad(X, y, W, b, alpha=1e-4), repeats)
-    plain = _median_time(lambda: reference.loss_and_grad(X, y, W, b, alpha=1e-4), repeats)
+    # Timed alternately with a pause before each call, as `fastsoftmax bench`
+    # does: OpenBLAS's threads keep spinning for a while after the
+    # reference's matrix products and would take a core from the fused
+    # kernel's threads (timed back to back, the MNIST-shaped ratio halved).
+    fused, plain = interleaved([lambda: loss_and_grad(X, y, W, b, alpha=1e-4),
+                                lambda: reference.loss_and_grad(X, y, W, b, alpha=1e-4)],
+                               repeats, settle=0.05 if quick else 0.2)
     return fused, plain
 
 
@@ -579,9 +576,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     print()
     print(f"fused fastsoftmax.loss_and_grad vs fastsoftmax.reference.loss_and_grad "
-          f"(median of {repeats} after a warm-up; {get_num_threads()} Numba threads)")
+          f"(median of {repeats}, timed alternately after a warm-up; "
+          f"{get_num_threads()} Numba threads)")
     for i, (name, m, n, k, dt) in enumerate(problems):
-        fused, plain = _speedup(m, n, k, dt, repeats, seed=i)
+        fused, plain = _speedup(m, n, k, dt, repeats, seed=i, quick=quick)
         print(f"  {name:<13} {m:>6} x {n:>3} x {k:<2} {np.dtype(dt).name}: "
               f"{fused * 1e3:8.2f} ms vs {plain * 1e3:8.2f} ms  -> {plain / fused:5.1f}x")
 
