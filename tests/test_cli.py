@@ -348,6 +348,38 @@ def test_cli_progress_option(capsys, tmp_path, csv_file):
     assert code == 0 and err == ""
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
+def test_progress_bar_on_by_default_on_a_terminal(tmp_path, csv_file):
+    """No --progress: the bar appears because stderr is a (pseudo-)terminal."""
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    # A new pseudo-terminal is 0 columns wide; give it a real terminal's size.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "fastsoftmax", "train", str(csv_file), "--target", "species",
+             "-o", str(tmp_path / "m.npz"), "--standardize"],
+            stdout=subprocess.PIPE, stderr=slave, text=True, timeout=300,
+            env=dict(os.environ, MPLBACKEND="Agg"))
+    finally:
+        os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.returncode == 0
+    assert "loss=" in b"".join(chunks).decode("utf-8", "replace")
+
+
 # -------------------------------------------------------------- processes
 def _python_m(*argv, cwd=None):
     env = dict(os.environ, MPLBACKEND="Agg")
