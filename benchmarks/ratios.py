@@ -11,30 +11,13 @@ bound the run time, cells above --max-gflop (default 60) GFLOP per call.
 """
 
 import argparse
-import time
 
 import numpy as np
 import scipy.special
 
 import fastsoftmax as fs
 from fastsoftmax import reference
-
-
-def interleaved(fns, rounds, settle=0.2):
-    """Median seconds of each callable, timed alternately after a warm-up."""
-    for f in fns:
-        f()
-    times = [[] for _ in fns]
-    for _ in range(rounds):
-        for t, f in zip(times, fns, strict=True):
-            # Let the previous contender's idle threads stop spinning
-            # (OpenBLAS and OpenMP workers busy-wait after a call and would
-            # take a core from the next one).
-            time.sleep(settle)
-            t0 = time.perf_counter()
-            f()
-            t.append(time.perf_counter() - t0)
-    return [float(np.median(t)) for t in times]
+from fastsoftmax.bench import interleaved
 
 
 def _problem(m, n, k, dtype, rng):
