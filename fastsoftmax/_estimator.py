@@ -23,11 +23,10 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from . import _dask, _solvers
 from ._functions import _log_softmax_inplace, _softmax_inplace
-from ._kernels._checks import _first_nonfinite_row
 from ._kernels._predict import _predict_labels
 from ._objective import SoftmaxObjective
 from ._threads import check_n_threads, numba_threads, single_threaded_blas
-from ._validation import _first, _n_chunks, check_finite, check_sample_weight
+from ._validation import check_finite, check_sample_weight, first_nonfinite_row
 
 __all__ = ["SoftmaxRegression"]
 
@@ -614,14 +613,10 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     def _check_logits(self, Z):
         """Raise naming the first row of Z holding NaN or inf.
 
-        A compiled scan that reads Z once and allocates one int per thread:
-        prediction allocates nothing of Z's size besides Z itself.
+        The scan allocates nothing of Z's size: prediction allocates only
+        its answer.
         """
-        Z2 = Z.reshape(Z.shape[0], -1)
-        with numba_threads(check_n_threads(self.n_threads)):
-            bad_row = np.empty(_n_chunks(Z2.shape[0]), dtype=np.int64)
-            _first_nonfinite_row(Z2, bad_row)
-        i = _first(bad_row)
+        i = first_nonfinite_row(Z, check_n_threads(self.n_threads))
         if i >= 0:
             raise ValueError(
                 f"the logits X @ coef_.T + intercept_ overflow {Z.dtype.name} at row {i}: "

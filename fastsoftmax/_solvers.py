@@ -217,11 +217,11 @@ def bgd(objective: SoftmaxObjective, W0: np.ndarray, b0: np.ndarray | None,
     ``learning_rate``: "constant" keeps eta0; "invscaling" uses
     eta0 / (1 + t) ** power_t at iteration t = 0, 1, ...; "adaptive" is a
     backtracking rule -- a step that raises the loss is undone, eta halves
-    and the momentum is reset, and
-    each accepted step lets eta grow by 5%. Stops when the monitored loss
-    (training, or held-out with ``validation``, whose best weights are then
-    kept) has not improved by ``tol`` for ``n_iter_no_change`` iterations,
-    or after ``max_iter`` iterations.
+    and the momentum is reset, and each accepted step lets eta grow by 5%.
+    Stops when the monitored loss (training, or held-out with
+    ``validation``, whose best weights are then kept) has not improved by
+    ``tol`` for ``n_iter_no_change`` iterations, or after ``max_iter``
+    iterations.
     """
     dt = objective.dtype
     W = W0.copy()

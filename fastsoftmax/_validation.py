@@ -64,17 +64,27 @@ def as_float_array(
     return np.ascontiguousarray(arr, dtype=target)
 
 
-def check_finite(a: np.ndarray, name: str) -> None:
-    """Raise ValueError naming the first NaN or inf in ``a`` (1-D or 2-D)."""
+def first_nonfinite_row(a: np.ndarray, n_threads: int | None = None) -> int:
+    """Index of the first row of ``a`` holding NaN or inf, or -1.
+
+    A compiled parallel scan that reads ``a`` once and allocates one int per
+    thread, nothing of ``a``'s size.
+    """
     if a.size == 0:
-        return
+        return -1
     a2 = a.reshape(a.shape[0], -1)
-    with numba_threads(None):
+    with numba_threads(n_threads):
         bad_row = np.empty(_n_chunks(a2.shape[0]), dtype=np.int64)
         _first_nonfinite_row(a2, bad_row)
-    i = _first(bad_row)
+    return _first(bad_row)
+
+
+def check_finite(a: np.ndarray, name: str) -> None:
+    """Raise ValueError naming the first NaN or inf in ``a`` (1-D or 2-D)."""
+    i = first_nonfinite_row(a)
     if i < 0:
         return
+    a2 = a.reshape(a.shape[0], -1)
     if a.ndim == 1:
         raise ValueError(f"{name} contains {_describe(a[i])} at index {i}; it must be finite")
     j = int(np.flatnonzero(~np.isfinite(a2[i]))[0])

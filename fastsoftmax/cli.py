@@ -451,14 +451,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise CLIError(f"{args.data}: cannot predict with {args.model}: "
                        f"{_one_line(str(exc))}") from None
     if args.proba:
-        P = result
         writer.writerow([_format_value(c) for c in model.classes_])
-        digits = "%.9g" if P.dtype == np.float32 else "%.17g"
-        writer.writerows([[digits % v for v in row] for row in P.tolist()])
+        digits = "%.9g" if result.dtype == np.float32 else "%.17g"
+        writer.writerows([[digits % v for v in row] for row in result.tolist()])
     else:
-        labels = result
         writer.writerow([target or "label"])
-        writer.writerows([[_format_value(v)] for v in labels.tolist()])
+        writer.writerows([[_format_value(v)] for v in result.tolist()])
     text = buf.getvalue()
     if args.output in (None, "-"):
         sys.stdout.write(text)
