@@ -1,0 +1,48 @@
+"""Cold compile time of the kernels behind each entry point, in this process.
+
+Numba's cache is pointed at a new empty folder before fastsoftmax is
+imported, so every kernel the calls need is compiled here; each line is the
+seconds of the first call (compilation included) on a small problem.
+
+    python benchmarks/compile_time.py [float32|float64] [grad softmax lbfgs sgd bgd ...]
+
+prints one line per entry point.
+"""
+
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="fastsoftmax-cold-cache-")
+
+import numpy as np  # noqa: E402
+
+t0 = time.perf_counter()
+import fastsoftmax as fs  # noqa: E402
+
+print(f"import {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def main(argv):
+    dtype = argv[0] if argv else "float32"
+    what = argv[1:] or ["grad", "softmax", "lbfgs", "sgd"]
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 5)).astype(dtype)
+    y = np.arange(200) % 3
+    for name in what:
+        t = time.perf_counter()
+        if name == "grad":
+            fs.loss_and_grad(X, y, np.zeros((5, 3), X.dtype), np.zeros(3, X.dtype))
+        elif name == "softmax":
+            fs.softmax(X)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fs.SoftmaxRegression(name, max_iter=2).fit(X, y)
+        print(f"{name} {time.perf_counter() - t:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
