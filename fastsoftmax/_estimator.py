@@ -384,7 +384,11 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        with _unchanged_on_error(self):
+        # BLAS stays on one thread for the whole fit: between kernel calls
+        # scipy's L-BFGS-B runs BLAS on (n, k)-sized vectors, and a
+        # multithreaded BLAS pool left spinning there takes the cores from
+        # Numba's workers in the next kernel call.
+        with _unchanged_on_error(self), single_threaded_blas():
             return self._fit(X, y, sample_weight)
 
     def _fit(self, X, y, sample_weight):
@@ -531,7 +535,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        with _unchanged_on_error(self):
+        with _unchanged_on_error(self), single_threaded_blas():
             return self._partial_fit(X, y, classes, sample_weight)
 
     def _partial_fit(self, X, y, classes, sample_weight):
