@@ -45,9 +45,9 @@ fs.SoftmaxRegression(max_iter=5).fit(X, y)
 fs.SoftmaxRegression("sgd", max_iter=2).fit(X, y)
 t_fit = time.perf_counter() - t0
 from numba.core.registry import CPUDispatcher
-from fastsoftmax._kernels import _checks, _fused, _predict, _sgd, _softmax
+from fastsoftmax._kernels import _checks, _fused, _predict, _rowwise, _sgd
 misses = hits = 0
-for mod in (_checks, _fused, _predict, _sgd, _softmax):
+for mod in (_checks, _fused, _predict, _rowwise, _sgd):
     for obj in vars(mod).values():
         if isinstance(obj, CPUDispatcher):
             misses += sum(obj.stats.cache_misses.values())

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from . import _dask
-from ._kernels import _softmax as K
+from ._kernels import _common as C
+from ._kernels import _rowwise as K
 from ._objective import SoftmaxObjective
 from ._threads import check_n_threads, numba_threads
 from ._validation import (
@@ -22,9 +23,9 @@ from ._validation import (
 __all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad"]
 
 _STATUS_TEXT = {
-    K.NAN: "contains NaN",
-    K.POSINF: "contains +inf (softmax is undefined there)",
-    K.ALL_NEGINF: "is entirely -inf, so it has no softmax",
+    C.NAN: "contains NaN",
+    C.POSINF: "contains +inf (softmax is undefined there)",
+    C.ALL_NEGINF: "is entirely -inf, so it has no softmax",
 }
 
 
@@ -154,7 +155,7 @@ def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floati
         bad_code = np.empty(n_chunks, dtype=np.int64)
         if m:
             K._logsumexp(Z2, out, bad_row, bad_code)
-            bad_row[bad_code == K.ALL_NEGINF] = -1
+            bad_row[bad_code == C.ALL_NEGINF] = -1
             _raise_for(bad_row, bad_code, "Z")
     return out[0] if Z.ndim == 1 else out
 

@@ -204,7 +204,7 @@ def _fit_in_worker(seed):
     model.predict_proba(X)
     model.predict(X)
     stats = {}
-    for modname in ("_checks", "_fused", "_softmax", "_sgd", "_predict"):
+    for modname in ("_checks", "_fused", "_rowwise", "_sgd", "_predict"):
         module = sys.modules.get(f"{_kernels.__name__}.{modname}")
         for name, obj in vars(module or object).items():
             if isinstance(obj, CPUDispatcher):

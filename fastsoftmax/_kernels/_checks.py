@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._config import PJIT_STRICT
-from ._softmax import _chunk
+from ._common import _chunk
 
 
 @njit(**PJIT_STRICT)

@@ -35,8 +35,9 @@ import numpy as np
 from numba import njit, prange
 
 from ._config import JIT, PJIT
-from ._fused import _accumulate1, _accumulate4, _logits1, _logits4, _row_error
-from ._softmax import _chunk
+from ._fused import _row_error
+from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
+from ._common import _chunk, _zero1, _zero2
 
 SCHEDULE_CONSTANT = 0
 SCHEDULE_INVSCALING = 1
@@ -54,20 +55,7 @@ PARALLEL_WORK = 1 << 21
 # a += b, a.sum(), a.all()) in such a function into a parallel region of its
 # own: one thread launch per sample or per batch, which at batch size 1 cost
 # more than the sample itself. Outside the prange, arrays are therefore
-# zeroed, added and reduced with explicit loops.
-@njit(inline="always", **JIT)
-def _zero2(A):
-    zero = A.dtype.type(0)
-    for j in range(A.shape[0]):
-        for f in range(A.shape[1]):
-            A[j, f] = zero
-
-
-@njit(inline="always", **JIT)
-def _zero1(a):
-    zero = a.dtype.type(0)
-    for j in range(a.shape[0]):
-        a[j] = zero
+# zeroed, added and reduced with explicit loops (_zero1, _zero2).
 
 
 # Not inline="always": inlined at Numba's IR level into both call sites of

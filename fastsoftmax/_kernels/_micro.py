@@ -1,0 +1,267 @@
+"""Register-blocked micro-kernels: logits and gradient accumulation.
+
+The forward product z = x . Wt[j] + b[j] and the backward accumulation
+G[j] += e[j] * x for blocks of 4 rows (given by index, so that the full
+gradient's consecutive rows and the SGD epoch's shuffled rows share the
+code) and for single rows. Weights are stored transposed, (k, n), so that
+the feature loops run along contiguous memory and vectorise. The 4 x 3,
+4 x 2 and 4 x 1 blocks repeat one pattern by design: each is a register
+tile that LLVM keeps in vector registers.
+"""
+
+from numba import njit
+
+from ._config import JIT
+
+
+@njit(inline="always", **JIT)
+def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
+    """z4[q, j] = X[iq] . Wt[j] + b[j] for the four rows i0..i3.
+
+    The rows are given by index, so that the full gradient (consecutive
+    rows) and the SGD epoch (rows in shuffled order) share this code.
+
+    Register blocking 4 rows x 3 classes: each step of the feature loop loads
+    4 x-vectors and 3 w-vectors for 12 FMAs (the 4 x 1 blocking needed 5
+    loads per 4 FMAs and was load-bound), and the 12 independent
+    accumulators cover the FMA latency (4 cycles x 2 ports on Zen 3). LLVM
+    vectorises the feature loop (reassoc) with one 8-wide (float32) or 4-wide
+    (float64) vector per accumulator; 4 x 3 is the largest block that keeps
+    the spills to a handful on AVX2's 16 ymm registers (measured against 4 x 1,
+    4 x 2 and 3 x 4). Leftover classes (k mod 3) take a 4 x 2 or 4 x 1 block.
+    """
+    n = X.shape[1]
+    k = Wt.shape[0]
+    zero = X.dtype.type(0)
+    x0 = X[i0]
+    x1 = X[i1]
+    x2 = X[i2]
+    x3 = X[i3]
+    j = 0
+    # k = 3q + 1 ends in two 4 x 2 blocks rather than a load-bound 4 x 1.
+    while j + 3 <= k and k - j != 4:
+        w0 = Wt[j]
+        w1 = Wt[j + 1]
+        w2 = Wt[j + 2]
+        a00 = zero
+        a01 = zero
+        a02 = zero
+        a10 = zero
+        a11 = zero
+        a12 = zero
+        a20 = zero
+        a21 = zero
+        a22 = zero
+        a30 = zero
+        a31 = zero
+        a32 = zero
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            u0 = w0[f]
+            u1 = w1[f]
+            u2 = w2[f]
+            a00 += c0 * u0
+            a01 += c0 * u1
+            a02 += c0 * u2
+            a10 += c1 * u0
+            a11 += c1 * u1
+            a12 += c1 * u2
+            a20 += c2 * u0
+            a21 += c2 * u1
+            a22 += c2 * u2
+            a30 += c3 * u0
+            a31 += c3 * u1
+            a32 += c3 * u2
+        b0 = b[j]
+        b1 = b[j + 1]
+        b2 = b[j + 2]
+        z4[0, j] = a00 + b0
+        z4[0, j + 1] = a01 + b1
+        z4[0, j + 2] = a02 + b2
+        z4[1, j] = a10 + b0
+        z4[1, j + 1] = a11 + b1
+        z4[1, j + 2] = a12 + b2
+        z4[2, j] = a20 + b0
+        z4[2, j + 1] = a21 + b1
+        z4[2, j + 2] = a22 + b2
+        z4[3, j] = a30 + b0
+        z4[3, j + 1] = a31 + b1
+        z4[3, j + 2] = a32 + b2
+        j += 3
+    while k - j >= 2:
+        w0 = Wt[j]
+        w1 = Wt[j + 1]
+        a00 = zero
+        a01 = zero
+        a10 = zero
+        a11 = zero
+        a20 = zero
+        a21 = zero
+        a30 = zero
+        a31 = zero
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            u0 = w0[f]
+            u1 = w1[f]
+            a00 += c0 * u0
+            a01 += c0 * u1
+            a10 += c1 * u0
+            a11 += c1 * u1
+            a20 += c2 * u0
+            a21 += c2 * u1
+            a30 += c3 * u0
+            a31 += c3 * u1
+        b0 = b[j]
+        b1 = b[j + 1]
+        z4[0, j] = a00 + b0
+        z4[0, j + 1] = a01 + b1
+        z4[1, j] = a10 + b0
+        z4[1, j + 1] = a11 + b1
+        z4[2, j] = a20 + b0
+        z4[2, j + 1] = a21 + b1
+        z4[3, j] = a30 + b0
+        z4[3, j + 1] = a31 + b1
+        j += 2
+    if k - j == 1:
+        w0 = Wt[j]
+        a00 = zero
+        a10 = zero
+        a20 = zero
+        a30 = zero
+        for f in range(n):
+            u0 = w0[f]
+            a00 += x0[f] * u0
+            a10 += x1[f] * u0
+            a20 += x2[f] * u0
+            a30 += x3[f] * u0
+        b0 = b[j]
+        z4[0, j] = a00 + b0
+        z4[1, j] = a10 + b0
+        z4[2, j] = a20 + b0
+        z4[3, j] = a30 + b0
+
+
+@njit(inline="always", **JIT)
+def _accumulate4(X, i0, i1, i2, i3, z4, G):
+    """G[j] += sum_q z4[q, j] * X[iq] for the four rows i0..i3.
+
+    The same 4 rows x 3 classes blocking as :func:`_logits4`: per step of
+    the feature loop, 4 x-loads (from L1: the block was just read by the
+    forward sweep), 3 loads and 3 stores of G for 12 FMAs. G is this chunk's
+    partial Eᵀ X; in float32 it accumulates up to m / n_chunks rows in
+    float32 -- precision traded for keeping G (k x n) small enough for L1/L2;
+    the tests bound the resulting error against the float64-exact reference.
+    """
+    n = X.shape[1]
+    k = G.shape[0]
+    x0 = X[i0]
+    x1 = X[i1]
+    x2 = X[i2]
+    x3 = X[i3]
+    j = 0
+    while j + 3 <= k and k - j != 4:
+        g0 = G[j]
+        g1 = G[j + 1]
+        g2 = G[j + 2]
+        e00 = z4[0, j]
+        e10 = z4[1, j]
+        e20 = z4[2, j]
+        e30 = z4[3, j]
+        e01 = z4[0, j + 1]
+        e11 = z4[1, j + 1]
+        e21 = z4[2, j + 1]
+        e31 = z4[3, j + 1]
+        e02 = z4[0, j + 2]
+        e12 = z4[1, j + 2]
+        e22 = z4[2, j + 2]
+        e32 = z4[3, j + 2]
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            g0[f] += e00 * c0 + e10 * c1 + e20 * c2 + e30 * c3
+            g1[f] += e01 * c0 + e11 * c1 + e21 * c2 + e31 * c3
+            g2[f] += e02 * c0 + e12 * c1 + e22 * c2 + e32 * c3
+        j += 3
+    while k - j >= 2:
+        g0 = G[j]
+        g1 = G[j + 1]
+        e00 = z4[0, j]
+        e10 = z4[1, j]
+        e20 = z4[2, j]
+        e30 = z4[3, j]
+        e01 = z4[0, j + 1]
+        e11 = z4[1, j + 1]
+        e21 = z4[2, j + 1]
+        e31 = z4[3, j + 1]
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            g0[f] += e00 * c0 + e10 * c1 + e20 * c2 + e30 * c3
+            g1[f] += e01 * c0 + e11 * c1 + e21 * c2 + e31 * c3
+        j += 2
+    while j < k:
+        g0 = G[j]
+        e00 = z4[0, j]
+        e10 = z4[1, j]
+        e20 = z4[2, j]
+        e30 = z4[3, j]
+        for f in range(n):
+            g0[f] += e00 * x0[f] + e10 * x1[f] + e20 * x2[f] + e30 * x3[f]
+        j += 1
+
+
+@njit(inline="always", **JIT)
+def _logits1(x, Wt, b, z):
+    """z[j] = x . Wt[j] + b[j] for one row x (the leftover rows, SGD with B = 1).
+
+    Three classes per pass over the features: one x-load serves three FMAs.
+    """
+    n = x.shape[0]
+    k = Wt.shape[0]
+    zero = x.dtype.type(0)
+    j = 0
+    while j + 3 <= k:
+        w0 = Wt[j]
+        w1 = Wt[j + 1]
+        w2 = Wt[j + 2]
+        a0 = zero
+        a1 = zero
+        a2 = zero
+        for f in range(n):
+            c = x[f]
+            a0 += c * w0[f]
+            a1 += c * w1[f]
+            a2 += c * w2[f]
+        z[j] = a0 + b[j]
+        z[j + 1] = a1 + b[j + 1]
+        z[j + 2] = a2 + b[j + 2]
+        j += 3
+    while j < k:
+        w0 = Wt[j]
+        a0 = zero
+        for f in range(n):
+            a0 += x[f] * w0[f]
+        z[j] = a0 + b[j]
+        j += 1
+
+
+@njit(inline="always", **JIT)
+def _accumulate1(x, e, G):
+    """G[j] += e[j] * x for one row x."""
+    n = x.shape[0]
+    k = G.shape[0]
+    for j in range(k):
+        g = G[j]
+        ej = e[j]
+        for f in range(n):
+            g[f] += ej * x[f]
