@@ -22,3 +22,44 @@ def pedantic_or_call(benchmark, fn):
     benchmark.extra_info["warmup"] = True
     return benchmark.pedantic(fn, rounds=7 if FULL else 1, warmup_rounds=1 if FULL else 0,
                               iterations=1)
+
+
+def objective(X, y, k, *, strategy=None, n_threads=None):
+    """The fused objective as a callable obj(W (n, k), b, alpha=0) -> (loss, grad_W, grad_b)."""
+    import numpy as np
+
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._objective import Objective
+    from fastsoftmax._threads import thread_policy
+
+    obj = Objective(make_dataset(X, np.asarray(y, dtype=np.int64), None, None, k),
+                    strategy=strategy)
+
+    def call(W, b, alpha=0.0):
+        with thread_policy(n_threads):
+            return obj.loss_grad(np.ascontiguousarray(W.T), b, alpha)
+
+    call.strategy = obj.strategy
+    return call
+
+
+def sgd_epoch(X, y, W, b, order, batch_size, **params):
+    """A callable running one compiled SGD epoch from (W, b) in the given order."""
+    import numpy as np
+
+    from fastsoftmax import SoftmaxRegression
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._params import check_params
+    from fastsoftmax._solvers.sgd import SGDState, run_epoch
+    from fastsoftmax._threads import thread_policy
+
+    k = W.shape[1]
+    data = make_dataset(X, np.asarray(y, dtype=np.int64), None, None, k)
+    p = check_params(SoftmaxRegression("sgd", batch_size=batch_size, **params))
+    steps = -(-X.shape[0] // batch_size)
+
+    def call():
+        with thread_policy(None):
+            return run_epoch(data, SGDState.start(W.T, b), order, p, steps_per_epoch=steps)
+
+    return call

@@ -12,10 +12,9 @@ import warnings
 import numpy as np
 import pytest
 
-from fastsoftmax._dask import DaskData, DaskObjective
-from fastsoftmax._functions import prepare_objective
+from fastsoftmax._dask import distribute
 
-from ._common import pedantic_or_call, shapes
+from ._common import objective, pedantic_or_call, shapes
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -61,10 +60,11 @@ def test_dask_iteration(benchmark, client, shape):
     _, _, W, b = _problem((2, shape[1], shape[2]))
     n_workers = len(client.scheduler_info()["workers"])
     Xd, yd = _on_cluster(shape, max(2, 2 * n_workers))
-    objective = DaskObjective(DaskData(Xd, yd, None, np.arange(W.shape[1])), n_threads=1)
+    dask_obj = distribute(Xd, yd, None, np.arange(W.shape[1]), None).objective(n_threads=1)
+    coef = np.ascontiguousarray(W.T)
     benchmark.group = "dask iteration m={} n={} k={}".format(*shape)
     benchmark.extra_info["workers"] = n_workers
-    loss = pedantic_or_call(benchmark, lambda: objective(W, b, 1e-4))[0]
+    loss = pedantic_or_call(benchmark, lambda: dask_obj.loss_grad(coef, b, 1e-4))[0]
     assert np.isfinite(loss)
 
 
@@ -72,10 +72,10 @@ def test_dask_iteration(benchmark, client, shape):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "m{}-n{}-k{}".format(*s))
 def test_in_memory_iteration(benchmark, shape, n_threads):
     X, y, W, b = _problem(shape)
-    objective = prepare_objective(X, y, W.shape[1], None, n_threads)
+    obj = objective(X, y, W.shape[1], n_threads=n_threads)
     benchmark.group = "dask iteration m={} n={} k={}".format(*shape)
     benchmark.extra_info["threads"] = n_threads
-    loss = pedantic_or_call(benchmark, lambda: objective(W, b, 1e-4))[0]
+    loss = pedantic_or_call(benchmark, lambda: obj(W, b, 1e-4))[0]
     assert np.isfinite(loss)
 
 

@@ -14,6 +14,7 @@ import argparse
 
 import numpy as np
 import scipy.special
+from _common import objective, sgd_epoch  # noqa: E402  (run with benchmarks/ on PYTHONPATH)
 
 import fastsoftmax as fs
 from fastsoftmax import reference
@@ -66,28 +67,14 @@ LOSS_HEAD = ("| m | n | k | dtype | reference ms | fastsoftmax ms | ratio | GFLO
 
 
 def _sgd_epoch_fn(X, y, W, b, order, batch_size):
-    from fastsoftmax._objective import SoftmaxObjective
-    from fastsoftmax._solvers import sgd_epochs
-
-    k = W.shape[1]
-    obj = SoftmaxObjective(X, y.astype(np.int64), None, None, k)
-
-    class _Order:
-        def permutation(self, _m):
-            return order
-
-    return lambda: sgd_epochs(obj, W, b, 0.0, max_iter=1, tol=0.0, n_iter_no_change=1,
-                              eta0=0.01, learning_rate="constant", power_t=0.5,
-                              momentum=0.0, nesterov=False, batch_size=batch_size,
-                              shuffle=True, rng=_Order(), stop_early=False)
+    return sgd_epoch(X, y, W, b, order, batch_size, alpha=0.0, eta0=0.01,
+                     learning_rate="constant", momentum=0.0, nesterov=False)
 
 
 def sgd_table(rng, rounds):
     """Target 6 at (60000, 784, 10): per-sample SGD against the NumPy loop
     (fastsoftmax.reference.sgd_epoch, batch 1), and an epoch of batch 64
-    against one full-batch gradient (SoftmaxObjective call, no validation)."""
-    from fastsoftmax._objective import SoftmaxObjective
-
+    against one full-batch gradient (one Objective evaluation)."""
     print("| dtype | NumPy loop, B=1 s | fastsoftmax B=1 ms | ratio | B=64 epoch ms | "
           "full gradient ms | epoch / gradient |\n|---|---:|---:|---:|---:|---:|---:|")
     for dtype in ("float32", "float64"):
@@ -96,7 +83,7 @@ def sgd_table(rng, rounds):
         ref = lambda: reference.sgd_epoch(X, y, W.copy(), b.copy(), order,  # noqa: E731,B023
                                           batch_size=1, eta=0.01)
         t_ref, t1 = interleaved([ref, _sgd_epoch_fn(X, y, W, b, order, 1)], max(1, rounds // 3))
-        obj = SoftmaxObjective(X, y.astype(np.int64), None, None, 10)
+        obj = objective(X, y, 10)
         t64, tg = interleaved([_sgd_epoch_fn(X, y, W, b, order, 64),
                                lambda: obj(W, b)], rounds)  # noqa: B023
         print(f"| {dtype} | {t_ref:.2f} | {t1 * 1e3:.1f} | **{t_ref / t1:.0f}** | "
@@ -104,8 +91,8 @@ def sgd_table(rng, rounds):
 
 
 def strategy_table(rng, rounds):
-    """Side-by-side rows vs gemm (SoftmaxObjective with the strategy forced)."""
-    from fastsoftmax._objective import SoftmaxObjective, choose_strategy
+    """Side-by-side rows vs gemm (Objective with the strategy forced)."""
+    from fastsoftmax._objective import choose_strategy
 
     print("| m, n, k | dtype | rows ms | gemm ms | faster | rule picks |\n"
           "|---|---|---:|---:|---|---|")
@@ -115,7 +102,7 @@ def strategy_table(rng, rounds):
                       (200000, 20, 2), (20000, 20, 100)]:
         for dtype in ("float32", "float64"):
             X, y, W, b = _problem(m, n, k, dtype, rng)
-            objs = [SoftmaxObjective(X, y, None, None, k, strategy=s) for s in ("rows", "gemm")]
+            objs = [objective(X, y, k, strategy=s) for s in ("rows", "gemm")]
             tr, tg = interleaved([lambda o=o: o(W, b) for o in objs], rounds)  # noqa: B023
             print(f"| {m}, {n}, {k} | {dtype} | {tr * 1e3:.1f} | {tg * 1e3:.1f} | "
                   f"{'rows' if tr < tg else 'gemm'} | {choose_strategy(n, k)} |", flush=True)

@@ -31,7 +31,7 @@ fastsoftmax.cli
 
 from ._estimator import SoftmaxRegression
 from ._functions import log_softmax, logsumexp, loss_and_grad, softmax
-from ._solvers import DivergenceWarning
+from .exceptions import DivergenceWarning
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,4 @@
-"""Public functions: softmax family and the fused loss and gradient."""
+"""Public functions: the softmax family and the fused loss and gradient."""
 
 from __future__ import annotations
 
@@ -7,18 +7,13 @@ from typing import Any
 import numpy as np
 
 from . import _dask
+from ._data import loss_data
 from ._kernels import _common as C
 from ._kernels import _rowwise as K
-from ._objective import SoftmaxObjective
-from ._threads import check_n_threads, numba_threads
-from ._validation import (
-    as_float_array,
-    check_alpha,
-    check_finite,
-    check_labels,
-    check_sample_weight,
-    check_targets,
-)
+from ._launch import n_chunks, status_arrays
+from ._objective import Objective
+from ._threads import check_n_threads, numba_threads, thread_policy
+from ._validation import as_float_array, check_alpha, check_finite, check_weights
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad"]
 
@@ -61,10 +56,8 @@ def _rowwise(kernel, Z, out, n_threads, name):
         if np.shares_memory(out, Z) and out is not Z:
             raise ValueError("out overlaps Z only partially; pass out=Z or a separate array")
     m = Z2.shape[0]
-    with numba_threads(n_threads) as nt:
-        n_chunks = max(1, min(m, nt))
-        bad_row = np.empty(n_chunks, dtype=np.int64)
-        bad_code = np.empty(n_chunks, dtype=np.int64)
+    with numba_threads(n_threads):
+        bad_row, bad_code = status_arrays(n_chunks(m))
         if out is None:
             # Our own buffer: compute and check in one pass; on a bad row the
             # partly written buffer is simply dropped.
@@ -149,63 +142,13 @@ def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floati
                          "convention but almost always a mistake here")
     m = Z2.shape[0]
     out = np.empty(m, dtype=Z.dtype)
-    with numba_threads(n_threads) as nt:
-        n_chunks = max(1, min(m, nt))
-        bad_row = np.empty(n_chunks, dtype=np.int64)
-        bad_code = np.empty(n_chunks, dtype=np.int64)
-        if m:
+    if m:
+        with numba_threads(n_threads):
+            bad_row, bad_code = status_arrays(n_chunks(m))
             K._logsumexp(Z2, out, bad_row, bad_code)
-            bad_row[bad_code == C.ALL_NEGINF] = -1
-            _raise_for(bad_row, bad_code, "Z")
+        bad_row[bad_code == C.ALL_NEGINF] = -1
+        _raise_for(bad_row, bad_code, "Z")
     return out[0] if Z.ndim == 1 else out
-
-
-def prepare_objective(X, y, n_classes, sample_weight, n_threads, dtype=None, *,
-                      scan_X=True):
-    """Validate (X, y, sample_weight) for ``n_classes``; build the objective.
-
-    With ``scan_X`` False the finiteness of X is not checked here: the
-    caller evaluates the objective at once and relies on the fused kernel's
-    test of every logit (see :func:`loss_and_grad`). The error order is
-    kept: if y or the weights are rejected, X is scanned first, so a
-    non-finite X is still the error reported.
-    """
-    X = as_float_array(X, "X", ndim=(2,), dtype=dtype)
-    m, n = X.shape
-    if m == 0:
-        raise ValueError("X has no rows: the loss of an empty sample is undefined")
-    if n == 0:
-        raise ValueError("X has no features (0 columns)")
-    if scan_X:
-        check_finite(X, "X")
-    k = n_classes
-    try:
-        y_arr = y.to_numpy() if hasattr(y, "to_numpy") else np.asarray(y)
-        if y_arr.ndim == 2:
-            labels, targets = None, check_targets(y_arr, m, k, X.dtype)
-        elif y_arr.ndim == 1:
-            labels, targets = check_labels(y_arr, m, k), None
-        else:
-            raise ValueError(
-                f"y must be labels of shape ({m},) or targets of shape ({m}, {k}), "
-                f"got shape {y_arr.shape}"
-            )
-        sw = None if sample_weight is None else check_sample_weight(sample_weight, m, X.dtype)
-    except (TypeError, ValueError):
-        if not scan_X:
-            check_finite(X, "X")
-        raise
-    return SoftmaxObjective(X, labels, targets, sw, k, n_threads=n_threads)
-
-
-def _check_finite_small(a: np.ndarray, name: str) -> None:
-    """Check W or b for NaN/inf.
-
-    NumPy's isfinite first (no parallel launch for a small array); the
-    edge's scan only to word the error.
-    """
-    if not np.isfinite(a).all():
-        check_finite(a, name)
 
 
 def loss_and_grad(
@@ -262,58 +205,22 @@ def loss_and_grad(
         return _dask.loss_and_grad(X, y, W, b, alpha=alpha, sample_weight=sample_weight,
                                    n_threads=n_threads)
     X_arr = as_float_array(X, "X", ndim=(2,))
-    dt = X_arr.dtype
-    W_arr = as_float_array(W, "W", ndim=(2,), dtype=dt)
-    if W_arr.shape[0] != X_arr.shape[1]:
-        raise ValueError(
-            f"W has {W_arr.shape[0]} rows but X has {X_arr.shape[1]} features; "
-            "W must be (n_features, n_classes)"
-        )
-    k = W_arr.shape[1]
-    if k == 0:
-        raise ValueError("W has 0 columns: at least one class is needed")
-    _check_finite_small(W_arr, "W")
-    b_arr = None
-    if b is not None:
-        b_arr = as_float_array(b, "b", ndim=(1,), dtype=dt)
-        if b_arr.shape[0] != k:
-            raise ValueError(f"b has {b_arr.shape[0]} entries but W has {k} columns")
-        _check_finite_small(b_arr, "b")
-    # X is not scanned for NaN/inf before the kernel runs (that scan was a
-    # second full read of X, ~16 ms on 188 MB): a NaN or inf anywhere in a
-    # row of X makes some logit of that row non-finite (x * w is NaN or inf
-    # for every w, x * 0 included), and the fused kernel tests every logit.
-    # Only when it reports a bad row is X scanned, to name the exact entry;
-    # if X is finite the logits overflowed and that error stands. Nothing
-    # the caller can see is written before the error.
-    objective = prepare_objective(X_arr, y, k, sample_weight, n_threads, dtype=dt,
-                                  scan_X=False)
+    W_arr, b_arr = check_weights(W, b, X_arr.shape[1], X_arr.dtype)
+    # X is not scanned for NaN/inf before the kernel runs (that scan would
+    # be a second full read of X): a NaN or inf anywhere in a row of X makes
+    # some logit of that row non-finite (x * w is NaN or inf for every w,
+    # x * 0 included), and the fused kernel tests every logit. Only when it
+    # reports a bad row is X scanned, to name the exact entry; if X is
+    # finite the logits overflowed and that error stands. Nothing the caller
+    # can see is written before the error.
+    data = loss_data(X_arr, y, W_arr.shape[1], sample_weight)
     try:
-        return objective(W_arr, b_arr, alpha)
+        with thread_policy(n_threads):
+            loss, g_coef, g_b = Objective(data).loss_grad(np.ascontiguousarray(W_arr.T),
+                                                          b_arr, alpha)
     except ValueError as exc:
         overflow = exc
+    else:
+        return loss, np.ascontiguousarray(g_coef.T), g_b
     check_finite(X_arr, "X")
     raise overflow
-
-
-def _rowwise_inplace(kernel, Z: np.ndarray, n_threads: int | None) -> np.ndarray:
-    """Apply a row kernel to a C-contiguous float array the caller owns."""
-    m = Z.shape[0]
-    with numba_threads(n_threads) as nt:
-        n_chunks = max(1, min(m, nt))
-        bad_row = np.empty(n_chunks, dtype=np.int64)
-        bad_code = np.empty(n_chunks, dtype=np.int64)
-        if m:
-            kernel(Z, Z, bad_row, bad_code)
-            _raise_for(bad_row, bad_code, "the logits X @ coef_.T + intercept_")
-    return Z
-
-
-def _softmax_inplace(Z: np.ndarray, n_threads: int | None = None) -> np.ndarray:
-    """Softmax over rows of Z, in place, no validation (internal use)."""
-    return _rowwise_inplace(K._softmax, Z, n_threads)
-
-
-def _log_softmax_inplace(Z: np.ndarray, n_threads: int | None = None) -> np.ndarray:
-    """log_softmax over rows of Z, in place, no validation (internal use)."""
-    return _rowwise_inplace(K._log_softmax, Z, n_threads)

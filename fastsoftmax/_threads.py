@@ -1,19 +1,41 @@
-"""Thread control.
+"""The thread policy: one place decides how many threads compute.
 
-Numba's worker count per call, and BLAS threads off inside compiled
-parallel regions.
+``n_threads`` is the one knob. Inside every fastsoftmax call that computes
+(a fit, ``loss_and_grad``, ``hessp``, a prediction) :func:`thread_policy`
+
+* runs Numba's parallel kernels on ``n_threads`` workers (None: Numba's
+  current setting, by default every core), set for the calling Python
+  thread only and restored on return, even on error;
+* holds every BLAS library loaded in the process (OpenBLAS, MKL, BLIS) at
+  one thread, and restores the user's settings on return.
+
+Why BLAS is held at one thread: fastsoftmax parallelises over row chunks
+itself, and the BLAS calls it makes are either inside those chunks (the
+GEMM strategy: one call per chunk at a time) or on (n, k)-sized vectors
+between kernel calls (scipy's L-BFGS-B). A multithreaded BLAS pool woken
+there keeps its threads spinning after the call and takes the cores away
+from Numba's workers in the next kernel: a default-settings fit ran several
+times slower than the same fit with BLAS at one thread (BENCHMARKS.md,
+"threads"). Setting and restoring the limit costs microseconds, so it is
+done per call, never left behind.
+
+Numba's threading layer is not chosen here (changing it is a global side
+effect on the user's process); README "Threads" says which layer to prefer
+and why.
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
+import sys
 import threading
 from collections.abc import Iterator
 
 import numba
 
 _controller = None
+_controller_modules = -1  # len(sys.modules) when the controller was built
 _controller_lock = threading.Lock()
 _blas_depth = 0  # blocks inside single_threaded_blas, over all Python threads
 _blas_limiter = None
@@ -66,9 +88,9 @@ def numba_threads(n_threads: int | None) -> Iterator[int]:
 
     Numba's thread count is thread-local, so a value set here affects only
     calls made from this Python thread, and it is restored on exit, even
-    when the block raises. Every parallel kernel launch happens inside this
-    block; under the non-thread-safe "workqueue" threading layer the blocks
-    of different Python threads are serialised by a (re-entrant) lock.
+    when the block raises. Under the non-thread-safe "workqueue" threading
+    layer the blocks of different Python threads are serialised by a
+    (re-entrant) lock.
     """
     serial = _needs_serialising()
     if serial:
@@ -88,14 +110,25 @@ def numba_threads(n_threads: int | None) -> Iterator[int]:
             _launch_lock.release()
 
 
+def _blas_controller():
+    """Return the BLAS threadpoolctl controller, rebuilt when new modules may have loaded one.
+
+    Building it scans every loaded shared library (about a millisecond), so
+    it is kept; a library loaded later (torch's MKL, say) comes with a new
+    Python module, which the module count notices. Call with the lock held.
+    """
+    global _controller, _controller_modules
+    if _controller is None or _controller_modules != len(sys.modules):
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController().select(user_api="blas")
+        _controller_modules = len(sys.modules)
+    return _controller
+
+
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
-    """Limit BLAS to one thread for the block.
-
-    The GEMM strategy calls BLAS from every Numba worker at once; a
-    multithreaded BLAS underneath would oversubscribe the cores. The
-    threadpoolctl controller is built once, on first use, because building
-    it scans every loaded library.
+    """Limit every loaded BLAS library to one thread for the block.
 
     BLAS's thread count is process-wide, so blocks entered from several
     Python threads at once share one limit: the first to enter sets it and
@@ -103,14 +136,10 @@ def single_threaded_blas() -> Iterator[None]:
     entered and left out of order would otherwise restore each other's
     values and leave BLAS at one thread for good.)
     """
-    global _controller, _blas_depth, _blas_limiter
+    global _blas_depth, _blas_limiter
     with _controller_lock:
-        if _controller is None:
-            from threadpoolctl import ThreadpoolController
-
-            _controller = ThreadpoolController()
         if _blas_depth == 0:
-            _blas_limiter = _controller.limit(limits=1, user_api="blas")
+            _blas_limiter = _blas_controller().limit(limits=1)
         _blas_depth += 1
     try:
         yield
@@ -120,3 +149,14 @@ def single_threaded_blas() -> Iterator[None]:
             if _blas_depth == 0 and _blas_limiter is not None:
                 _blas_limiter.restore_original_limits()
                 _blas_limiter = None
+
+
+@contextlib.contextmanager
+def thread_policy(n_threads: int | None) -> Iterator[int]:
+    """Apply the package's thread policy to one computing call (module docstring).
+
+    Yields the number of Numba threads in force. Nested use is cheap: the
+    inner block finds both settings already in place.
+    """
+    with single_threaded_blas(), numba_threads(n_threads) as nt:
+        yield nt

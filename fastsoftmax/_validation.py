@@ -1,9 +1,12 @@
 """The edge: the one place that checks and coerces input.
 
-Public functions call these helpers first, before anything is written, so a
-rejected call leaves every output buffer and model untouched. Kernels then
-run on arrays that are known to be C-contiguous, of one float dtype, finite
-where they must be, and of matching shapes.
+Public functions and the estimator call these helpers first, before
+anything is written, so a rejected call leaves every output buffer and
+model untouched. Kernels then run on arrays that are known to be
+C-contiguous, of one float dtype, finite where they must be, and of
+matching shapes. The Dask layer runs the same checks on every row block,
+with ``offset`` set to the block's first row so that errors name the row
+of the whole data set.
 
 Dtype policy: float32 stays float32 and float64 stays float64; any other
 real numeric input (integers, booleans, float16) becomes float64.
@@ -14,25 +17,16 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import numba
 import numpy as np
 
 from ._kernels._checks import _first_bad_distribution_row, _first_nonfinite_row
+from ._launch import first_bad, n_chunks
 from ._threads import numba_threads
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _n_chunks(m: int) -> int:
-    return max(1, min(m, numba.get_num_threads()))
-
-
-def _first(bad_row: np.ndarray) -> int:
-    hits = bad_row[bad_row >= 0]
-    return int(hits.min()) if hits.size else -1
-
-
-def float_dtype_of(a: np.ndarray) -> np.dtype:
+def float_dtype_of(a: Any) -> np.dtype:
     """Return the working dtype for an array: its own if float32/64, else float64."""
     return a.dtype if a.dtype in FLOAT_DTYPES else np.dtype(np.float64)
 
@@ -48,6 +42,9 @@ def as_float_array(
     """
     if hasattr(a, "dtypes") and hasattr(a, "to_numpy"):  # pandas objects
         a = a.to_numpy()
+    if hasattr(a, "tocsr") and hasattr(a, "nnz"):
+        raise TypeError(f"{name} must be a dense array here, got a scipy.sparse "
+                        f"{type(a).__name__}")
     try:
         arr = np.asarray(a)
     except (TypeError, ValueError) as exc:
@@ -74,27 +71,51 @@ def first_nonfinite_row(a: np.ndarray, n_threads: int | None = None) -> int:
         return -1
     a2 = a.reshape(a.shape[0], -1)
     with numba_threads(n_threads):
-        bad_row = np.empty(_n_chunks(a2.shape[0]), dtype=np.int64)
+        bad_row = np.empty(n_chunks(a2.shape[0]), dtype=np.int64)
         _first_nonfinite_row(a2, bad_row)
-    return _first(bad_row)
+    return first_bad(bad_row)
 
 
-def check_finite(a: np.ndarray, name: str) -> None:
+def check_finite(a: np.ndarray, name: str, *, offset: int = 0) -> None:
     """Raise ValueError naming the first NaN or inf in ``a`` (1-D or 2-D)."""
     i = first_nonfinite_row(a)
     if i < 0:
         return
     a2 = a.reshape(a.shape[0], -1)
     if a.ndim == 1:
-        raise ValueError(f"{name} contains {_describe(a[i])} at index {i}; it must be finite")
+        raise ValueError(f"{name} contains {_describe(a[i])} at index {i + offset}; "
+                         "it must be finite")
     j = int(np.flatnonzero(~np.isfinite(a2[i]))[0])
     raise ValueError(
-        f"{name} contains {_describe(a2[i, j])} at row {i}, column {j}; it must be finite"
+        f"{name} contains {_describe(a2[i, j])} at row {i + offset}, column {j}; "
+        "it must be finite"
     )
 
 
 def _describe(v: float) -> str:
     return "NaN" if np.isnan(v) else ("inf" if v > 0 else "-inf")
+
+
+def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
+            allow_empty: bool = False) -> np.ndarray:
+    """Training or prediction data: 2-D, at least one row and one feature, finite.
+
+    scikit-learn's ``check_array`` does the conversion, so the messages for
+    1-D, empty, complex and object input are the ones its users know; the
+    finiteness scan is ours (one parallel read, naming the row).
+    ``allow_empty`` accepts 0 rows (a Dask block may have none).
+    """
+    from sklearn.utils import check_array
+
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+        raise TypeError(
+            "sparse input is not supported: convert X with X.toarray() (mind the memory)")
+    X = check_array(X, dtype=[np.float64, np.float32] if dtype is None else dtype,
+                    order="C", ensure_all_finite=False,
+                    ensure_min_samples=0 if allow_empty else 1)
+    X = np.ascontiguousarray(X)
+    check_finite(X, "X", offset=offset)
+    return X
 
 
 def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
@@ -138,9 +159,9 @@ def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> n
         )
     tol = float(np.sqrt(np.finfo(dtype).eps))
     with numba_threads(None):
-        bad_row = np.empty(_n_chunks(m), dtype=np.int64)
+        bad_row = np.empty(n_chunks(m), dtype=np.int64)
         _first_bad_distribution_row(arr, tol, bad_row)
-    i = _first(bad_row)
+    i = first_bad(bad_row)
     if i >= 0:
         row = arr[i]
         raise ValueError(
@@ -150,16 +171,21 @@ def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> n
     return arr
 
 
-def check_sample_weight(sw: Any, m: int, dtype: np.dtype) -> np.ndarray:
-    """Non-negative finite weights, one per row, not all zero."""
+def check_sample_weight(sw: Any, m: int, dtype: np.dtype, *, offset: int = 0,
+                        require_positive_total: bool = True) -> np.ndarray:
+    """Non-negative finite weights, one per row, not all zero.
+
+    A Dask block checks its rows with ``require_positive_total`` False: only
+    the total over all blocks must be positive.
+    """
     arr = as_float_array(sw, "sample_weight", ndim=(1,), dtype=dtype)
     if arr.shape[0] != m:
         raise ValueError(f"sample_weight has {arr.shape[0]} entries but X has {m} rows")
-    check_finite(arr, "sample_weight")
+    check_finite(arr, "sample_weight", offset=offset)
     if m and arr.min() < 0:
         i = int(np.argmin(arr))
-        raise ValueError(f"sample_weight[{i}] = {arr[i]} is negative")
-    if m and not arr.sum(dtype=np.float64) > 0:
+        raise ValueError(f"sample_weight[{i + offset}] = {arr[i]} is negative")
+    if require_positive_total and m and not arr.sum(dtype=np.float64) > 0:
         raise ValueError("sample_weight sums to zero: at least one row must have weight")
     return arr
 
@@ -172,3 +198,110 @@ def check_alpha(alpha: Any) -> float:
     if not (np.isfinite(value) and value >= 0):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
     return value
+
+
+def _check_finite_small(a: np.ndarray, name: str) -> None:
+    """NumPy's isfinite first (no parallel launch for a small array); the scan only to word it."""
+    if not np.isfinite(a).all():
+        check_finite(a, name)
+
+
+def check_weights(W: Any, b: Any, n_features: int,
+                  dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """Public-layout weights W (n, k) and intercept b (k,) or None, in ``dtype``, finite."""
+    W_arr = as_float_array(W, "W", ndim=(2,), dtype=dtype)
+    if W_arr.shape[0] != n_features:
+        raise ValueError(
+            f"W has {W_arr.shape[0]} rows but X has {n_features} features; "
+            "W must be (n_features, n_classes)"
+        )
+    k = W_arr.shape[1]
+    if k == 0:
+        raise ValueError("W has 0 columns: at least one class is needed")
+    _check_finite_small(W_arr, "W")
+    b_arr = None
+    if b is not None:
+        b_arr = as_float_array(b, "b", ndim=(1,), dtype=dtype)
+        if b_arr.shape[0] != k:
+            raise ValueError(f"b has {b_arr.shape[0]} entries but W has {k} columns")
+        _check_finite_small(b_arr, "b")
+    return W_arr, b_arr
+
+
+# ------------------------------------------------------------- class labels
+def check_class_labels(y: Any) -> np.ndarray:
+    """Class labels of a classifier: 1-D, no NaN, a classification target.
+
+    The messages are scikit-learn's (``column_or_1d``,
+    ``check_classification_targets``), which its estimator checks expect.
+    """
+    from sklearn.utils import assert_all_finite
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import column_or_1d
+
+    if y is None:
+        raise ValueError("this estimator requires y to be passed, but the target y is None")
+    y = column_or_1d(y, warn=True)
+    if y.dtype.kind in "fc":
+        assert_all_finite(y, input_name="y")
+    elif y.dtype.kind == "O":
+        for i, v in enumerate(y):
+            if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+                raise ValueError(f"y[{i}] = {v!r} is not a class label")
+    # scikit-learn's target-type check casts to int64 to look for integral
+    # floats; that cast must not surface as a RuntimeWarning.
+    with np.errstate(invalid="ignore", over="ignore"):
+        check_classification_targets(y)
+    return y
+
+
+def check_n_classes(classes: np.ndarray) -> None:
+    """Softmax regression needs at least two classes."""
+    if len(classes) < 2:
+        got = f": {classes[0].tolist()!r}" if len(classes) else ""
+        raise ValueError(
+            f"softmax regression needs at least 2 classes in y; got {len(classes)} class{got}"
+        )
+
+
+def encode_labels(y: np.ndarray, classes: np.ndarray, m: int, *, offset: int = 0,
+                  hint: str = "") -> np.ndarray:
+    """Integer codes of y in the sorted ``classes``; a clear error for an unseen label."""
+    if y.shape[0] != m:
+        raise ValueError(f"y has {y.shape[0]} labels but X has {m} rows")
+    codes = np.searchsorted(classes, y)
+    inside = np.minimum(codes, len(classes) - 1)
+    unseen = classes[inside] != y
+    if np.any(unseen):
+        i = int(np.flatnonzero(unseen)[0])
+        raise ValueError(
+            f"y[{i + offset}] = {y[i].tolist()!r} is not one of the classes "
+            f"{classes.tolist()}{hint}"
+        )
+    return codes.astype(np.int64)
+
+
+def class_weight_vector(class_weight: Any, classes: np.ndarray,
+                        counts: np.ndarray) -> np.ndarray | None:
+    """Weight per class (float64, one per entry of ``classes``), or None.
+
+    ``counts`` are the number of rows of each class (not weighted by the
+    sample weights, as scikit-learn counts them). "balanced" gives
+    m / (present classes * count) to every class present and 1 to absent
+    ones (partial_fit's classes may not all be in one chunk).
+    """
+    if class_weight is None:
+        return None
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        present = counts > 0
+        cw = np.ones(len(classes))
+        cw[present] = counts.sum() / (present.sum() * counts[present])
+        return cw
+    known = set(classes.tolist())
+    unknown = [c for c in class_weight if c not in known]
+    if unknown:
+        raise ValueError(f"class_weight names labels not in y: {unknown}")
+    cw = np.array([float(class_weight.get(c, 1.0)) for c in classes.tolist()])
+    if not np.all(np.isfinite(cw)) or np.any(cw < 0):
+        raise ValueError("class_weight values must be finite and >= 0")
+    return cw

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import numba
 import numpy as np
 
-from ._threads import numba_threads, thread_limit
+from ._threads import thread_limit, thread_policy
 
 __all__ = ["main", "interleaved"]
 
@@ -75,23 +75,21 @@ def _softmax_case(m, k, dtype, rng):
 
 
 def _sgd_case(m, n, k, dtype, batch_size, rng):
-    from fastsoftmax import reference
-    from fastsoftmax._objective import SoftmaxObjective
-    from fastsoftmax._solvers import sgd_epochs
+    from fastsoftmax import SoftmaxRegression, reference
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._params import check_params
+    from fastsoftmax._solvers.sgd import SGDState, run_epoch
 
     X, y, W, b = _problem(m, n, k, dtype, rng)
     order = rng.permutation(m)
-    objective = SoftmaxObjective(X, y.astype(np.int64), None, None, k)
-
-    class _Order:  # stands in for the Generator: the same permutation each time
-        def permutation(self, _m):
-            return order
+    data = make_dataset(X, y.astype(np.int64), None, None, k)
+    params = check_params(SoftmaxRegression("sgd", alpha=0.0, eta0=0.01, momentum=0.0,
+                                            nesterov=False, learning_rate="constant",
+                                            batch_size=batch_size))
+    steps = -(-m // batch_size)
 
     def ours():
-        sgd_epochs(objective, W, b, 0.0, max_iter=1, tol=0.0, n_iter_no_change=1,
-                   eta0=0.01, learning_rate="constant", power_t=0.5, momentum=0.0,
-                   nesterov=False, batch_size=batch_size, shuffle=True, rng=_Order(),
-                   stop_early=False)
+        run_epoch(data, SGDState.start(W.T, b), order, params, steps_per_epoch=steps)
 
     def numpy_loop():
         reference.sgd_epoch(X, y, W.copy(), b.copy(), order, batch_size=batch_size, eta=0.01)
@@ -145,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None:
         if not 1 <= args.threads <= thread_limit():
             ap.error(f"--threads must be between 1 and {thread_limit()}")
-    with numba_threads(args.threads):
+    with thread_policy(args.threads):
         _run(args.quick, rounds)
     return 0
 

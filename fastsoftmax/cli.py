@@ -26,7 +26,6 @@ import importlib
 import io
 import os
 import sys
-import tempfile
 import time
 import warnings
 import zipfile
@@ -250,19 +249,12 @@ def _read(path: str, fmt: str, **kw: Any) -> Table:
 
 # ----------------------------------------------------------------- model
 def _save_model(model: Any, path: str, extras: dict[str, np.ndarray]) -> None:
-    """model.save(path) plus ``extras`` in the same .npz."""
-    with tempfile.TemporaryDirectory() as tmp:
-        plain = os.path.join(tmp, "model.npz")
-        model.save(plain)
-        with np.load(plain, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    clash = set(arrays) & set(extras)
-    assert not clash, clash
-    arrays.update(extras)
+    """Write the model and ``extras`` in one .npz (:func:`fastsoftmax._persistence.save`)."""
+    from ._persistence import save
+
     _check_output_folder(path)
     try:
-        with open(path, "wb") as fh:
-            np.savez(fh, **arrays)
+        save(model, path, extras)
     except OSError as exc:
         raise CLIError(f"{path}: cannot write the model ({exc.strerror})") from None
 
@@ -279,10 +271,10 @@ def _load_model(path: str) -> tuple[Any, dict[str, np.ndarray]]:
 
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such model file")
+    from ._persistence import load
+
     try:
-        model = SoftmaxRegression.load(path)
-        with np.load(path, allow_pickle=False) as data:
-            extras = {key: data[key] for key in _CLI_KEYS if key in data.files}
+        model, extras = load(SoftmaxRegression, path, _CLI_KEYS)
     except (ValueError, OSError) as exc:
         raise CLIError(_one_line(str(exc)) if str(path) in str(exc)
                        else f"{path}: {_one_line(str(exc))}") from None

@@ -47,11 +47,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-FLOAT_DTYPES = (np.float32, np.float64)
-
-
-def dtype_id(dt) -> str:
-    return np.dtype(dt).name
+from _helpers import FLOAT_DTYPES, dtype_id  # noqa: E402
 
 
 @pytest.fixture
@@ -64,36 +60,3 @@ def rng() -> np.random.Generator:
 def dtype(request):
     """The two working dtypes: float32 and float64."""
     return np.dtype(request.param)
-
-
-def make_layout(a: np.ndarray, layout: str) -> np.ndarray:
-    """Return ``a``'s values in a given memory layout, as a test input.
-
-    "c": a C-contiguous copy; "readonly": a read-only C-contiguous copy;
-    "strided": a non-contiguous view (every other column of a wider array,
-    or every other element of a longer 1-D array); "fortran": a Fortran
-    ordered copy. The returned array always compares equal to ``a``.
-    """
-    if layout == "c":
-        return np.array(a, order="C")
-    if layout == "readonly":
-        r = np.array(a, order="C")
-        r.flags.writeable = False
-        return r
-    if layout == "strided":
-        if a.ndim == 1:
-            wide = np.zeros(2 * a.shape[0], dtype=a.dtype)
-            wide[::2] = a
-            v = wide[::2]
-        else:
-            wide = np.zeros((a.shape[0], 2 * a.shape[1]), dtype=a.dtype)
-            wide[:, ::2] = a
-            v = wide[:, ::2]
-        assert not v.flags.c_contiguous or v.size <= 1
-        return v
-    if layout == "fortran":
-        return np.asfortranarray(a)
-    raise ValueError(layout)
-
-
-LAYOUTS = ("c", "readonly", "strided", "fortran")

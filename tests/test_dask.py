@@ -90,15 +90,22 @@ def test_loss_and_grad_on_dask_equals_in_memory(client):
 
 
 def test_sgd_quality_matches_in_memory(client):
+    # Twelve epochs of SGD with eta0 = 0.1 end within a few percent of the
+    # optimum, where the loss moves by +-2% from one shuffle to the next:
+    # compare the means over three seeds.
     X, y = make_data()
     dX, dy = as_dask(X, y, chunk=1000)
-    params = dict(solver="sgd", alpha=ALPHA, max_iter=12, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        on_cluster = SoftmaxRegression(**params).fit(dX, dy)
-        in_memory = SoftmaxRegression(**params).fit(X, y)
-    assert on_cluster.score(X, y) >= in_memory.score(X, y) - 0.01
-    assert loss(on_cluster, X, y) <= 1.02 * loss(in_memory, X, y)
+    fits = {"cluster": [], "memory": []}
+    for seed in range(3):
+        params = dict(solver="sgd", alpha=ALPHA, max_iter=12, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits["cluster"].append(SoftmaxRegression(**params).fit(dX, dy))
+            fits["memory"].append(SoftmaxRegression(**params).fit(X, y))
+    score = {key: np.mean([m.score(X, y) for m in models]) for key, models in fits.items()}
+    mean_loss = {key: np.mean([loss(m, X, y) for m in models]) for key, models in fits.items()}
+    assert score["cluster"] >= score["memory"] - 0.01
+    assert mean_loss["cluster"] <= 1.02 * mean_loss["memory"]
 
 
 def test_data_persisted_on_cluster_is_never_gathered(client, monkeypatch):
@@ -164,7 +171,7 @@ def test_weights_broadcast_once_per_evaluation(client, monkeypatch):
     assert dX.numblocks[0] == 5
     scatters, evaluations, block_tasks = [], [], []
     real_scatter, real_submit = client.scatter, client.submit
-    real_call = _dask.DaskObjective.__call__
+    real_call = _dask.DaskObjective.loss_grad
 
     def scatter_spy(data, *args, **kwargs):
         future = real_scatter(data, *args, **kwargs)
@@ -182,7 +189,7 @@ def test_weights_broadcast_once_per_evaluation(client, monkeypatch):
 
     monkeypatch.setattr(client, "scatter", scatter_spy)
     monkeypatch.setattr(client, "submit", submit_spy)
-    monkeypatch.setattr(_dask.DaskObjective, "__call__", call_spy)
+    monkeypatch.setattr(_dask.DaskObjective, "loss_grad", call_spy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = SoftmaxRegression("bgd", alpha=ALPHA, max_iter=7, tol=0.0,

@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FLOAT_DTYPES, dtype_id
-from test_loss_and_grad import assert_close, make_problem, truth
+from _helpers import (
+    FLOAT_DTYPES,
+    PublicObjective,
+    assert_close,
+    dtype_id,
+    make_problem,
+    sgd_epoch,
+    truth,
+)
 
 import fastsoftmax as fs
 from fastsoftmax import _objective
-from fastsoftmax._objective import SoftmaxObjective
 
 
 def _objective_for(X, y, sw, k, strategy, soft):
     labels = None if soft else np.asarray(y, dtype=np.int64)
     targets = np.asarray(y, dtype=X.dtype) if soft else None
-    return SoftmaxObjective(X, labels, targets, sw, k, n_threads=2, strategy=strategy)
+    return PublicObjective(X, labels if targets is None else targets, k, sw, strategy=strategy,
+                           n_threads=2)
 
 
 @pytest.mark.parametrize("strategy", ["rows", "gemm"])
@@ -29,7 +36,7 @@ def _objective_for(X, y, sw, k, strategy, soft):
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
 def test_strategy_and_mode_match_reference(strategy, mode, k, dt, variant, rng, monkeypatch):
-    monkeypatch.setattr(_objective, "SERIAL_FLOPS", 1 << 40 if mode == "serial" else 0)
+    monkeypatch.setattr(_objective, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     soft = variant in ("soft", "all")
     weights = variant in ("weights", "all")
     alpha = 0.3 if variant in ("alpha", "all") else 0.0
@@ -55,7 +62,7 @@ def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
 def test_nonfinite_x_is_caught_by_the_kernel(strategy, mode, bad, monkeypatch):
     """loss_and_grad does not pre-scan X: every strategy must see a NaN/inf
     of X in the logits, even with all-zero weights (x * 0 is NaN)."""
-    monkeypatch.setattr(_objective, "SERIAL_FLOPS", 1 << 40 if mode == "serial" else 0)
+    monkeypatch.setattr(_objective, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     rng = np.random.default_rng(1)
     X = rng.standard_normal((50, 45))
     X[37, 11] = bad
@@ -70,7 +77,6 @@ def test_sgd_batches_split_across_threads_match_numpy_loop(dt, n_threads):
     """Batches above PARALLEL_WORK (B n k) go through the prange path."""
     from fastsoftmax import reference
     from fastsoftmax._kernels._sgd import PARALLEL_WORK
-    from fastsoftmax._solvers import sgd_epochs
 
     rng = np.random.default_rng(3)
     m, n, k, bs = 1100, 1024, 4, 512
@@ -83,14 +89,10 @@ def test_sgd_batches_split_across_threads_match_numpy_loop(dt, n_threads):
     W_ref, b_ref = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order, batch_size=bs,
                                        eta=0.1, alpha=0.01, momentum=0.9, nesterov=True)
 
-    class _Order:
-        def permutation(self, _m):
-            return order
-
-    obj = SoftmaxObjective(X, y.astype(np.int64), None, None, k, n_threads=n_threads)
-    res = sgd_epochs(obj, W0, b0, 0.01, max_iter=1, tol=0.0, n_iter_no_change=1, eta0=0.1,
-                     learning_rate="constant", power_t=0.5, momentum=0.9, nesterov=True,
-                     batch_size=bs, shuffle=True, rng=_Order(), stop_early=False)
+    W, b, _, ok = sgd_epoch(X, y, k, W0, b0, order, n_threads=n_threads, alpha=0.01,
+                            eta0=0.1, learning_rate="constant", momentum=0.9, nesterov=True,
+                            batch_size=bs)
+    assert ok
     tol = dict(rtol=2e-4, atol=2e-5) if dt == np.float32 else dict(rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(res.W, W_ref, **tol)
-    np.testing.assert_allclose(res.b, b_ref, **tol)
+    np.testing.assert_allclose(W, W_ref, **tol)
+    np.testing.assert_allclose(b, b_ref, **tol)

@@ -1,4 +1,4 @@
-"""loss_and_grad and SoftmaxObjective: agreement with the NumPy reference,
+"""loss_and_grad and the Objective: agreement with the NumPy reference,
 finite differences, label forms, sample weights, both kernel strategies
 ("rows" for k <= 32, "gemm" above), threads, dtypes and input layouts.
 
@@ -15,59 +15,22 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
-from conftest import FLOAT_DTYPES, LAYOUTS, dtype_id, make_layout
+from _helpers import (
+    FLOAT_DTYPES,
+    LAYOUTS,
+    PublicObjective,
+    assert_close,
+    dtype_id,
+    make_layout,
+    make_problem,
+    truth,
+)
 
 import fastsoftmax as fs
 from fastsoftmax import reference as ref
-from fastsoftmax._functions import prepare_objective
-from fastsoftmax._objective import SMALL_K, SMALL_N, SoftmaxObjective, choose_strategy
+from fastsoftmax._objective import SMALL_K, SMALL_N, choose_strategy
 
 KS = [2, 3, 10, 33, 100]  # 33 and 100 run the "gemm" strategy
-TOL = {
-    np.dtype(np.float32): {"loss": 2e-5, "grad": 2e-4},
-    np.dtype(np.float64): {"loss": 1e-12, "grad": 1e-11},
-}
-
-
-def make_problem(rng, m, n, k, dt, *, intercept=True, weights=False, soft=False):
-    X = rng.standard_normal((m, n)).astype(dt)
-    W = (0.5 * rng.standard_normal((n, k))).astype(dt)
-    b = (0.5 * rng.standard_normal(k)).astype(dt) if intercept else None
-    if soft:
-        y = rng.dirichlet(np.full(k, 0.5), size=m).astype(dt)
-    else:
-        y = rng.integers(0, k, size=m)
-    sw = rng.uniform(0.0, 3.0, size=m).astype(dt) if weights else None
-    return X, y, W, b, sw
-
-
-def truth(X, y, W, b=None, *, alpha=0.0, sample_weight=None):
-    """The reference in float64 on the same numbers."""
-
-    def f64(a):
-        return None if a is None else np.asarray(a, dtype=np.float64)
-
-    y = np.asarray(y)
-    return ref.loss_and_grad(f64(X), y.astype(np.float64) if y.ndim == 2 else y, f64(W),
-                             f64(b), alpha=alpha, sample_weight=f64(sample_weight))
-
-
-def assert_close(got, want, dt, *, grad_scale=None):
-    """Compare (loss, grad_W, grad_b) triples with the module's tolerances."""
-    tol = TOL[np.dtype(dt)]
-    loss, gW, gb = got
-    loss_r, gW_r, gb_r = want
-    assert isinstance(loss, float)
-    np.testing.assert_allclose(loss, loss_r, rtol=tol["loss"], atol=tol["loss"])
-    scale = grad_scale if grad_scale is not None else max(
-        np.max(np.abs(gW_r)), 0 if gb_r is None else np.max(np.abs(gb_r)), 1e-3)
-    np.testing.assert_allclose(gW, gW_r, rtol=0, atol=tol["grad"] * scale)
-    if gb_r is None:
-        assert gb is None
-    else:
-        np.testing.assert_allclose(gb, gb_r, rtol=0, atol=tol["grad"] * scale)
-
-
 # ----------------------------------------------------------- vs the reference
 
 @pytest.mark.parametrize("k", KS)
@@ -98,7 +61,7 @@ def test_strategies_are_what_the_k_list_claims():
     for n in (2, 7, SMALL_N - 1, SMALL_N, 784):
         X = np.zeros((3, n))
         for k in KS:
-            obj = prepare_objective(X, np.zeros(3, dtype=int), k, None, None)
+            obj = PublicObjective(X, np.zeros(3, dtype=int), k)
             want = "rows" if (k <= SMALL_K and n >= SMALL_N) else "gemm"
             assert obj.strategy == want == choose_strategy(n, k)
 
@@ -251,8 +214,7 @@ def test_rows_and_gemm_strategies_agree(k, dt, soft, rng):
     X, y, W, b, sw = make_problem(rng, 157, 9, k, dt, weights=True, soft=soft)
     results = {}
     for strategy in ("rows", "gemm"):
-        obj = SoftmaxObjective(X, None if soft else y.astype(np.int64), y if soft else None,
-                               sw, k, n_threads=2, strategy=strategy)
+        obj = PublicObjective(X, y, k, sw, n_threads=2, strategy=strategy)
         assert obj.strategy == strategy
         results[strategy] = obj(W, b, 0.1)
     assert_close(results["rows"], results["gemm"], dt)
@@ -261,8 +223,7 @@ def test_rows_and_gemm_strategies_agree(k, dt, soft, rng):
 
 def test_objective_rejects_unknown_strategy():
     with pytest.raises(ValueError, match="strategy must be 'rows' or 'gemm'"):
-        SoftmaxObjective(np.zeros((2, 2)), np.zeros(2, dtype=np.int64), None, None, 2,
-                         strategy="blas")
+        PublicObjective(np.zeros((2, 2)), np.zeros(2, dtype=np.int64), 2, strategy="blas")
 
 
 @pytest.mark.parametrize("k", [3, 40])
@@ -361,7 +322,6 @@ def test_nan_logit_behind_a_finite_max_is_reported(strategy):
     X = np.array([[1e30, 1e30]], np.float32)
     W = np.ones((2, k), np.float32)
     W[:, 1] = [1e30, -1e30]  # logit 1 is inf + (-inf) = NaN; logit 0 is finite
-    obj = prepare_objective(X, np.array([k - 1]), k, None, None)
-    obj.strategy = strategy
+    obj = PublicObjective(X, np.array([k - 1]), k, strategy=strategy)
     with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite at row 0"):
         obj(W, None)

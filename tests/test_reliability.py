@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import pathlib
 import pickle
@@ -63,6 +64,9 @@ def assert_same_state(before, after, path="model"):
         elif isinstance(a, dict):
             assert isinstance(b, dict), where
             assert_same_state(a, b, where)
+        elif dataclasses.is_dataclass(a):
+            assert type(a) is type(b), where
+            assert_same_state(vars(a), vars(b), where)
         else:
             assert a == b, f"{where}: {a!r} != {b!r}"
 
@@ -77,7 +81,7 @@ def fitted():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
     est.partial_fit(X, y)
-    assert est._sgd_state.get("sgd_solver") and "VWt" in est._sgd_state
+    assert est._sgd_state is not None and est._sgd_state.velocity_coef.any()
     return est
 
 
@@ -460,8 +464,7 @@ def test_divergent_learning_rate_is_named_and_last_weights_kept(solver):
         est = SoftmaxRegression("sgd", random_state=0, batch_size=8,
                                 **{**params, "eta0": 1e-3})
         est.partial_fit(X, y, classes=[0, 1, 2])
-        est.set_params(eta0=1e6)
-        est._sgd_state["eta"] = 1e6  # the step partial_fit carries between calls
+        est.set_params(eta0=1e6)  # takes effect in the next call, momentum carried
         with pytest.warns(DivergenceWarning,
                           match=r"non-finite.*learning rate eta=1e\+06") as record:
             for _ in range(50):
@@ -514,7 +517,7 @@ def test_partial_fit_after_an_overflowing_call_kept_the_previous_weights():
     est.partial_fit(X, y, classes=[0, 1, 2])
     good = (est.coef_.copy(), est.intercept_.copy())
     assert np.abs(good[0]).max() > 0
-    est._sgd_state["eta"] = 1e307  # the step partial_fit carries between calls
+    est.set_params(eta0=1e307)
     with pytest.warns(DivergenceWarning, match=r"learning rate eta=1e\+307"):
         est.partial_fit(X, y)
     np.testing.assert_array_equal(est.coef_, good[0])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FLOAT_DTYPES, LAYOUTS, dtype_id, make_layout
+from _helpers import FLOAT_DTYPES, LAYOUTS, dtype_id, make_layout
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp

@@ -8,8 +8,8 @@ the smallest. They read their input once and allocate nothing.
 import numpy as np
 from numba import njit, prange
 
-from ._config import PJIT_STRICT
 from ._common import _chunk
+from ._config import PJIT_STRICT
 
 
 @njit(**PJIT_STRICT)

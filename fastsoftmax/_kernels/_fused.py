@@ -33,8 +33,8 @@ not finite (X W overflowed), or -1.
 import numpy as np
 from numba import njit, prange
 
-from ._config import JIT, PJIT
 from ._common import _chunk, _exp_shifted
+from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 
 

@@ -1,21 +1,86 @@
-"""Prediction: the arg-max class of every row without building the logits.
+"""Prediction kernels: logits, probabilities and arg-max labels in row blocks.
 
-Rows go through BLAS GEMM in blocks of R rows into a per-chunk (R, k)
-scratch buffer, so predicting m rows allocates only the (m,) answer and a
-few blocks, never the (m, k) logits. BLAS must be limited to one thread by
-the caller: the parallelism is over row chunks.
+Rows go through BLAS GEMM in blocks of R rows, then each row of the block
+is finished while it is still in cache: checked for non-finite logits,
+turned into probabilities or log-probabilities in place, or reduced to its
+arg-max. BLAS must be limited to one thread by the caller (the thread
+policy does so): the parallelism is over row chunks.
 """
 
 import numpy as np
 from numba import njit, prange
 
+from ._common import _chunk, _exp_shifted
 from ._config import PJIT
-from ._common import _chunk
+
+# What _scores writes for each row.
+LOGITS = 0
+PROBA = 1
+LOG_PROBA = 2
+
+# Rows per GEMM block (the block of logits stays in L1/L2 while it is finished).
+BLOCK_ROWS = 256
+
+
+@njit(**PJIT)
+def _scores(X, W, b, mode, out, bad_row):
+    """out[i] = logits, softmax or log-softmax (``mode``) of X[i] @ W + b.
+
+    IN: X (m, n), W (n, k), b (k,), mode (LOGITS, PROBA or LOG_PROBA).
+    OUT: out (m, k); bad_row (n_chunks,) the first row of each chunk whose
+    logits are not finite (X @ W overflowed), else -1; that chunk's rows
+    from there on are left unfinished.
+    """
+    m = X.shape[0]
+    k = W.shape[1]
+    n_chunks = bad_row.shape[0]
+    big = np.finfo(out.dtype).max
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        bad_row[c] = -1
+        sc = np.empty(k, dtype=out.dtype)
+        ex = np.empty(k, dtype=out.dtype)
+        for r0 in range(start, stop, BLOCK_ROWS):
+            rr = min(BLOCK_ROWS, stop - r0)
+            Zb = out[r0:r0 + rr]
+            np.dot(X[r0:r0 + rr], W, Zb)
+            failed = False
+            for q in range(rr):
+                z = Zb[q]
+                mx = z[0] + b[0]
+                fin = True
+                for j in range(k):
+                    v = z[j] + b[j]
+                    z[j] = v
+                    mx = max(mx, v)
+                    fin = fin & (abs(v) <= big)
+                if not fin:
+                    bad_row[c] = r0 + q
+                    failed = True
+                    break
+                if mode == PROBA:
+                    inv = z.dtype.type(1) / _exp_shifted(z, mx, z, sc)
+                    for j in range(k):
+                        z[j] *= inv
+                elif mode == LOG_PROBA:
+                    # z - max stored first, log(s) subtracted after (see
+                    # _rowwise._log_softmax for why the split goes through memory).
+                    ls = np.log(_exp_shifted(z, mx, ex, sc))
+                    for j in range(k):
+                        z[j] -= mx
+                    for j in range(k):
+                        z[j] -= ls
+            if failed:
+                break
 
 
 @njit(**PJIT)
 def _predict_labels(X, W, b, out, scratch):
-    """out[i] = argmax_j (X[i] @ W + b)_j, ties to the lowest j."""
+    """out[i] = argmax_j (X[i] @ W + b)_j, ties to the lowest j.
+
+    IN: X (m, n), W (n, k), b (k,). OUT: out (m,) int64.
+    SCRATCH: scratch (n_chunks, R, k), one block of logits per chunk.
+    """
     m = X.shape[0]
     k = W.shape[1]
     n_chunks = scratch.shape[0]

@@ -7,9 +7,9 @@ sample or per mini-batch. Rows are visited in the order given by ``order``
 
 For each mini-batch B the gradient of the objective estimate
 
-    J_B = scale * sum_{i in B} w_i * CE_i + alpha/2 ||W||²
+    J_B = row_scale / |B| * sum_{i in B} w_i * CE_i + alpha/2 ||W||²
 
-is formed (the caller's ``scale`` = m / sum(w), divided here by |B|, makes
+is formed (the caller's ``row_scale`` = m / sum(w), divided here by |B|, makes
 J_B an unbiased estimate of the full weighted-mean objective) and the
 weights move by
 
@@ -25,25 +25,46 @@ contiguous features. The per-row arithmetic is the fused gradient's
 (given the rows' indices in the shuffled order) and the per-row softmax
 error with its finiteness test of every logit. Per-sample SGD (B = 1)
 skips the gradient buffer: the update is applied directly from the row's
-error and x, in one pass over W. Mini-batches of at least ``parallel_min``
+error and x, in one pass over W. Mini-batches of at least ``PARALLEL_MIN_ROWS``
 rows are split across threads (per-chunk partial gradients, serial
 reduction); smaller ones run on one thread, because a parallel launch per
 batch would cost more than the batch.
 """
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit, prange
 
+from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._fused import _row_error
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
-from ._common import _chunk, _zero1, _zero2
 
 SCHEDULE_CONSTANT = 0
 SCHEDULE_INVSCALING = 1
 
+# The epoch's hyper-parameters, one argument of the kernel (Numba types a
+# namedtuple field by field; make them with sgd_hyper so that every call
+# has the same field types and reuses one compiled specialisation).
+SGDHyper = namedtuple("SGDHyper", ["alpha", "momentum", "eta0", "power_t", "t0",
+                                   "steps_per_epoch", "schedule", "nesterov",
+                                   "fit_intercept"])
+
+
+def sgd_hyper(*, alpha, momentum, eta0, power_t, t0, steps_per_epoch, schedule, nesterov,
+              fit_intercept):
+    """Return an SGDHyper with the field types the kernel is compiled for."""
+    return SGDHyper(float(alpha), float(momentum), float(eta0), float(power_t), int(t0),
+                    int(steps_per_epoch), int(schedule), bool(nesterov), bool(fit_intercept))
+
+
+# Batches of fewer rows run on one thread whatever their work: a parallel
+# launch per batch costs more than a few rows.
+PARALLEL_MIN_ROWS = 32
+
 # A batch is split across threads only if it holds at least this many
-# multiply-adds per product (B n k) as well as parallel_min rows: one
+# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: one
 # parallel launch per batch costs ~10 us on an idle machine and up to
 # milliseconds when the other core is busy, against ~40 us of work for a
 # batch of 64 MNIST rows (64 x 784 x 10 = 0.5 M). Measured in BENCHMARKS.md.
@@ -183,27 +204,31 @@ def _update_row_then_logits(Wt, VWt, x, e, xn, zn, a, mu, eta, nesterov):
 
 
 @njit(**PJIT)
-def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
-               Wt, b, fit_intercept, alpha, VWt, Vb, momentum, nesterov,
-               eta0, schedule, power_t, t0, steps_per_epoch, parallel_min,
-               gWt, gb, z, loss_out):
-    """Run one epoch in place on Wt, b, VWt, Vb.
+def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
+               Wt, b, VWt, Vb, gWt, gb, loss_out):
+    """Run one epoch in place on the state (Wt, b, VWt, Vb).
 
-    gWt (n_chunks, k, n) and gb (n_chunks, k) are scratch; z (n_chunks, k)
-    is no longer used (the micro-kernels need five scratch rows per chunk,
-    allocated here once per epoch). loss_out[0] receives the sum of
-    w_i * CE_i over the epoch, each row evaluated with the weights in force
-    when its batch was processed. Returns the number of updates made, or
-    -(updates + 1) if the logits of the next batch were not finite (the
-    caller restores its snapshot).
+    IN: X (m, n); y, Y, sw, soft, weighted as in :mod:`._fused`; order (m,)
+    the rows in visiting order; batch_size; row_scale = m / sum(w) (1 / the
+    mean weight); hyper an :data:`SGDHyper`.
+    IN/OUT: Wt (k, n) weights, b (k,) intercept (left at 0 unless
+    hyper.fit_intercept), VWt (k, n) and Vb (k,) velocities.
+    SCRATCH: gWt (n_chunks, k, n), gb (n_chunks, k) per-chunk gradients.
+    OUT: loss_out[0], the sum of w_i * CE_i over the epoch, each row
+    evaluated with the weights in force when its batch was processed.
+
+    Returns the number of updates made, or -(updates + 1) if the logits of
+    a batch were not finite (the state is then partly updated: the caller
+    restores its snapshot).
     """
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
-    mu = Wt.dtype.type(momentum)
-    a = Wt.dtype.type(alpha)
+    mu = Wt.dtype.type(hyper.momentum)
+    a = Wt.dtype.type(hyper.alpha)
+    nesterov = hyper.nesterov
     total = 0.0
-    t = t0
+    t = hyper.t0
     n_steps = 0
     G = gWt[0]
     g0 = gb[0]
@@ -214,11 +239,11 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
     for start in range(0, m, batch_size):
         stop = min(m, start + batch_size)
         bs = stop - start
-        if schedule == SCHEDULE_INVSCALING:
-            eta = Wt.dtype.type(eta0 / (1.0 + t / steps_per_epoch) ** power_t)
+        if hyper.schedule == SCHEDULE_INVSCALING:
+            eta = Wt.dtype.type(hyper.eta0 / (1.0 + t / hyper.steps_per_epoch) ** hyper.power_t)
         else:
-            eta = Wt.dtype.type(eta0)
-        coef = Wt.dtype.type(scale / bs)
+            eta = Wt.dtype.type(hyper.eta0)
+        coef = Wt.dtype.type(row_scale / bs)
         e = scratch[0, 0]
         use_row = bs == 1
         # ---- gradient of the batch -------------------------------------
@@ -236,7 +261,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
             if not ok:
                 return -(n_steps + 1)
             total += ce
-        elif bs >= parallel_min and n_chunks > 1 and bs * n * k >= PARALLEL_WORK:
+        elif bs >= PARALLEL_MIN_ROWS and n_chunks > 1 and bs * n * k >= PARALLEL_WORK:
             for c in prange(n_chunks):
                 lo, hi = _chunk(bs, n_chunks, c)
                 part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
@@ -270,7 +295,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, scale,
                                     nesterov)
         else:
             _update(Wt, VWt, G, X[i], e, use_row, a, mu, eta, nesterov)
-        if fit_intercept:
+        if hyper.fit_intercept:
             for j in range(k):
                 g = g0[j]
                 v = mu * Vb[j] - eta * g

@@ -1,0 +1,35 @@
+"""Kernel-launch scaffolding shared by every caller of a parallel kernel.
+
+A parallel kernel splits the rows into ``n_chunks`` near-equal ranges, one
+per Numba thread (never more chunks than rows), and reports per chunk the
+first row it could not process (or -1). These helpers size the chunk axis
+and reduce that report; the thread count itself is set by
+:func:`fastsoftmax._threads.thread_policy`.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# Below this many multiply-adds (m n k) a kernel call runs without a
+# parallel region: waking Numba's workers costs ~0.1 ms back to back and
+# milliseconds after an idle pause or when another process is busy, more
+# than the work itself (~1.3 ms on one core at this size).
+SERIAL_WORK = 1 << 24
+
+
+def n_chunks(m: int) -> int:
+    """Return the chunk count for ``m`` rows: one per thread in force, at most m."""
+    return max(1, min(int(m), numba.get_num_threads()))
+
+
+def first_bad(bad_row: np.ndarray) -> int:
+    """Return the smallest non-negative entry of a per-chunk report, or -1."""
+    hits = bad_row[bad_row >= 0]
+    return int(hits.min()) if hits.size else -1
+
+
+def status_arrays(chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the per-chunk OUT arrays of the row-wise kernels: first bad row, status code."""
+    return np.empty(chunks, dtype=np.int64), np.empty(chunks, dtype=np.int64)
