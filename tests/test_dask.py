@@ -248,3 +248,81 @@ def test_fit_dask_X_with_numpy_y(client):
     np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-6, atol=1e-8)
     with pytest.raises(ValueError, match="y has 1499 entries but X has 1500 rows"):
         SoftmaxRegression().fit(dX, y[:-1])
+
+
+# ------------------------------------------------------ parity with memory
+PARITY = {
+    "alpha": dict(alpha=0.05),
+    "no intercept": dict(fit_intercept=False),
+    "sample_weight": dict(sample_weight=True),
+    "class_weight dict": dict(class_weight={0: 2.0, 3: 0.5}),
+    "balanced + sample_weight": dict(class_weight="balanced", sample_weight=True),
+    "warm_start": dict(warm_start=True),
+}
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "bgd"])
+@pytest.mark.parametrize("case", list(PARITY))
+def test_every_model_shaping_parameter_gives_the_in_memory_model(client, solver, case):
+    X, y = make_data(m=1800, n=8, k=4, seed=3)
+    y[:200] = 0  # unequal class counts, so that "balanced" means something
+    dX, dy = as_dask(X, y, chunk=500)  # 4 blocks, the last one short
+    params = dict(PARITY[case])
+    sw = None
+    if params.pop("sample_weight", False):
+        sw = np.random.default_rng(4).uniform(0.0, 3.0, len(y))
+    params = dict(dict(solver=solver, alpha=ALPHA, max_iter=300,
+                       tol=1e-9 if solver == "lbfgs" else 1e-7), **params)
+    models = []
+    for Xin, yin in ((dX, dy), (X, y)):
+        model = SoftmaxRegression(**params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            if params.get("warm_start"):
+                # The second fit starts from the first one's solution.
+                model.set_params(max_iter=3).fit(Xin, yin, sample_weight=sw)
+                model.set_params(max_iter=params["max_iter"])
+            models.append(model.fit(Xin, yin, sample_weight=sw))
+    on_cluster, in_memory = models
+    assert on_cluster.n_iter_ == in_memory.n_iter_
+    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(on_cluster.intercept_, in_memory.intercept_, rtol=1e-6,
+                               atol=1e-8)
+
+
+BAD_LABELS = {
+    "continuous": lambda y: y + 0.5,
+    "NaN": lambda y: np.where(np.arange(len(y)) == 7, np.nan, y.astype(float)),
+    "one class": lambda y: np.zeros_like(y),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_LABELS))
+def test_bad_labels_get_the_in_memory_error(client, case):
+    X, y = make_data(m=600, n=4, k=3)
+    bad = BAD_LABELS[case](y)
+    with pytest.raises(ValueError) as in_memory:
+        SoftmaxRegression().fit(X, bad)
+    dX, dy = as_dask(X, bad, chunk=200)
+    with pytest.raises(ValueError) as on_cluster:
+        SoftmaxRegression().fit(dX, dy)
+    assert str(on_cluster.value) == str(in_memory.value)
+
+
+def test_sgd_on_blocks_of_whole_batches_is_the_in_memory_sgd(client):
+    """Without shuffling, and with blocks holding whole mini-batches, an epoch
+    over the blocks in turn visits exactly the in-memory batches: weights and
+    loss_curve_ (the mean epoch loss plus the penalty at the epoch's final
+    weights) must agree to rounding."""
+    X, y = make_data(m=3000, n=10, k=4)
+    dX, dy = as_dask(X, y, chunk=1000)
+    sw = np.random.default_rng(5).uniform(0.5, 2.0, len(y))
+    params = dict(solver="sgd", alpha=0.01, batch_size=50, shuffle=False, max_iter=4,
+                  tol=0.0, learning_rate="invscaling", eta0=0.05, n_iter_no_change=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        on_cluster = SoftmaxRegression(**params).fit(dX, dy, sample_weight=sw)
+        in_memory = SoftmaxRegression(**params).fit(X, y, sample_weight=sw)
+    assert len(on_cluster.loss_curve_) == len(in_memory.loss_curve_) == 4
+    np.testing.assert_allclose(on_cluster.loss_curve_, in_memory.loss_curve_, rtol=1e-10)
+    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-9, atol=1e-12)
