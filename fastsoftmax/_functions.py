@@ -44,7 +44,7 @@ def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return out
 
 
-def _rowwise(kernel, Z, out, n_threads, name):
+def _rowwise(mode, Z, out, n_threads, name):
     n_threads = check_n_threads(n_threads)
     Z = as_float_array(Z, name, ndim=(1, 2))
     shape = Z.shape
@@ -69,7 +69,7 @@ def _rowwise(kernel, Z, out, n_threads, name):
             _raise_for(bad_row, bad_code, name)
             result = out.reshape(Z2.shape)
         if m:
-            kernel(Z2, result, bad_row, bad_code)
+            K._rowwise(Z2, mode, result, bad_row, bad_code)
             _raise_for(bad_row, bad_code, name)
     return result.reshape(shape) if out is None else out
 
@@ -101,7 +101,7 @@ def softmax(Z: Any, *, out: np.ndarray | None = None, n_threads: int | None = No
     ValueError
         If a row holds NaN or +inf, is entirely -inf, or has length 0.
     """
-    return _rowwise(K._softmax, Z, out, n_threads, "Z")
+    return _rowwise(K.SOFTMAX, Z, out, n_threads, "Z")
 
 
 def log_softmax(Z: Any, *, out: np.ndarray | None = None,
@@ -112,7 +112,7 @@ def log_softmax(Z: Any, *, out: np.ndarray | None = None,
     accurate where the probability underflows. Parameters, errors and dtype
     rules are those of :func:`softmax`; -inf entries give -inf.
     """
-    return _rowwise(K._log_softmax, Z, out, n_threads, "Z")
+    return _rowwise(K.LOG_SOFTMAX, Z, out, n_threads, "Z")
 
 
 def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floating:
@@ -145,7 +145,7 @@ def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floati
     if m:
         with numba_threads(n_threads):
             bad_row, bad_code = status_arrays(n_chunks(m))
-            K._logsumexp(Z2, out, bad_row, bad_code)
+            K._rowwise(Z2, K.LOGSUMEXP, out.reshape(m, 1), bad_row, bad_code)
         bad_row[bad_code == C.ALL_NEGINF] = -1
         _raise_for(bad_row, bad_code, "Z")
     return out[0] if Z.ndim == 1 else out

@@ -51,6 +51,40 @@ _EXP_LO32 = -87.33654
 _EXP_LO64 = -708.3964185322641
 
 
+# Polynomial coefficients of exp(r) on |r| <= ln2/2, highest degree first,
+# without the final 1 + r (added separately).
+_EXP_POLY32 = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+               1.6666665459e-1, 5.0000001201e-1)
+_EXP_POLY64 = (1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+               1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0,
+               1.0 / 6.0, 0.5)
+
+
+@njit(inline="always", **JIT)
+def _exp_loop(z, mx, out, bits, lo, ln2_hi, ln2_lo, poly, bias, shift):
+    """out[j] = exp(z[j] - mx) without its 2^n factor, which goes to ``bits``.
+
+    ``bits`` is an integer view (int32 for float32, int64 for float64) of a
+    scratch row; ``bias`` and ``shift`` place n in its exponent field.
+    """
+    dt = z.dtype.type
+    log2e = dt(_LOG2E)
+    half = dt(0.5)
+    zero = dt(0)
+    for j in range(z.shape[0]):
+        x = z[j] - mx
+        keep = x >= lo
+        t = max(x, lo)
+        nf = np.floor(t * log2e + half)
+        r = (t - nf * ln2_hi) - nf * ln2_lo
+        p = dt(poly[0])
+        for i in range(1, len(poly)):
+            p = p * r + dt(poly[i])
+        p = p * (r * r) + r + dt(1)
+        out[j] = p if keep else zero
+        bits[j] = (bits.dtype.type(nf) + bias) << shift
+
+
 @njit(inline="always", **JIT)
 def _exp_shifted(z, mx, out, scale):
     """out[j] = exp(z[j] - mx) for one row; returns the row sum.
@@ -58,59 +92,15 @@ def _exp_shifted(z, mx, out, scale):
     ``scale`` is a scratch row of the same length and dtype. ``out`` may be
     ``z`` (in place). Arguments below the normal range give exactly 0.
     """
-    k = z.shape[0]
     dt = z.dtype.type
-    log2e = dt(_LOG2E)
-    half = dt(0.5)
-    zero = dt(0)
-    one = dt(1)
     if z.itemsize == 4:
-        lo = dt(_EXP_LO32)
-        hi_c = dt(_LN2_HI32)
-        lo_c = dt(_LN2_LO32)
-        bits = scale.view(np.int32)
-        for j in range(k):
-            x = z[j] - mx
-            keep = x >= lo
-            t = max(x, lo)
-            nf = np.floor(t * log2e + half)
-            r = (t - nf * hi_c) - nf * lo_c
-            p = dt(1.9875691500e-4)
-            p = p * r + dt(1.3981999507e-3)
-            p = p * r + dt(8.3334519073e-3)
-            p = p * r + dt(4.1665795894e-2)
-            p = p * r + dt(1.6666665459e-1)
-            p = p * r + dt(5.0000001201e-1)
-            p = p * (r * r) + r + one
-            out[j] = p if keep else zero
-            bits[j] = (np.int32(nf) + np.int32(127)) << np.int32(23)
+        _exp_loop(z, mx, out, scale.view(np.int32), dt(_EXP_LO32), dt(_LN2_HI32),
+                  dt(_LN2_LO32), _EXP_POLY32, np.int32(127), np.int32(23))
     else:
-        lo = dt(_EXP_LO64)
-        hi_c = dt(_LN2_HI64)
-        lo_c = dt(_LN2_LO64)
-        bits64 = scale.view(np.int64)
-        for j in range(k):
-            x = z[j] - mx
-            keep = x >= lo
-            t = max(x, lo)
-            nf = np.floor(t * log2e + half)
-            r = (t - nf * hi_c) - nf * lo_c
-            p = dt(1.0 / 479001600.0)
-            p = p * r + dt(1.0 / 39916800.0)
-            p = p * r + dt(1.0 / 3628800.0)
-            p = p * r + dt(1.0 / 362880.0)
-            p = p * r + dt(1.0 / 40320.0)
-            p = p * r + dt(1.0 / 5040.0)
-            p = p * r + dt(1.0 / 720.0)
-            p = p * r + dt(1.0 / 120.0)
-            p = p * r + dt(1.0 / 24.0)
-            p = p * r + dt(1.0 / 6.0)
-            p = p * r + half
-            p = p * (r * r) + r + one
-            out[j] = p if keep else zero
-            bits64[j] = (np.int64(nf) + np.int64(1023)) << np.int64(52)
-    s = zero
-    for j in range(k):
+        _exp_loop(z, mx, out, scale.view(np.int64), dt(_EXP_LO64), dt(_LN2_HI64),
+                  dt(_LN2_LO64), _EXP_POLY64, np.int64(1023), np.int64(52))
+    s = dt(0)
+    for j in range(z.shape[0]):
         e = out[j] * scale[j]
         out[j] = e
         s += e
@@ -152,3 +142,34 @@ def _zero2(A):
     for j in range(A.shape[0]):
         for f in range(A.shape[1]):
             A[j, f] = zero
+
+
+@njit(inline="always", **JIT)
+def _softmax_row(z, mx, o, sc):
+    """OUT o = softmax(z) for one row of maximum mx; ``o`` may be ``z``.
+
+    SCRATCH sc (k,). The row sum is >= 1 (the maximum contributes
+    exp(0) = 1), so the division is safe.
+    """
+    inv = z.dtype.type(1) / _exp_shifted(z, mx, o, sc)
+    for j in range(z.shape[0]):
+        o[j] *= inv
+
+
+@njit(inline="always", **JIT)
+def _log_softmax_row(z, mx, o, ex, sc):
+    """OUT o = z - logsumexp(z) for one row of maximum mx; ``o`` may be ``z``.
+
+    SCRATCH ex, sc (k,). z - max is stored first and log(s) subtracted in a
+    second pass: z - (max + log(s)) would round max + log(s) at the
+    magnitude of max and then cancel, losing the relative accuracy of
+    log p ~ 0 (the likeliest classes). With "reassoc" an expression
+    (z - max) - log(s) may be regrouped into exactly that, so the split
+    goes through memory.
+    """
+    ls = np.log(_exp_shifted(z, mx, ex, sc))
+    k = z.shape[0]
+    for j in range(k):
+        o[j] = z[j] - mx
+    for j in range(k):
+        o[j] -= ls

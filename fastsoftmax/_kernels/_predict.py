@@ -10,7 +10,7 @@ policy does so): the parallelism is over row chunks.
 import numpy as np
 from numba import njit, prange
 
-from ._common import _chunk, _exp_shifted
+from ._common import _chunk, _log_softmax_row, _softmax_row
 from ._config import PJIT
 
 # What _scores writes for each row.
@@ -59,17 +59,9 @@ def _scores(X, W, b, mode, out, bad_row):
                     failed = True
                     break
                 if mode == PROBA:
-                    inv = z.dtype.type(1) / _exp_shifted(z, mx, z, sc)
-                    for j in range(k):
-                        z[j] *= inv
+                    _softmax_row(z, mx, z, sc)
                 elif mode == LOG_PROBA:
-                    # z - max stored first, log(s) subtracted after (see
-                    # _rowwise._log_softmax for why the split goes through memory).
-                    ls = np.log(_exp_shifted(z, mx, ex, sc))
-                    for j in range(k):
-                        z[j] -= mx
-                    for j in range(k):
-                        z[j] -= ls
+                    _log_softmax_row(z, mx, z, ex, sc)
             if failed:
                 break
 

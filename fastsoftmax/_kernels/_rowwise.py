@@ -12,7 +12,15 @@ offending row index or -1, and ``bad_code`` (OUT) its status code
 import numpy as np
 from numba import njit, prange
 
-from ._common import ALL_NEGINF, OK, _chunk, _exp_shifted, _row_max
+from ._common import (
+    ALL_NEGINF,
+    OK,
+    _chunk,
+    _exp_shifted,
+    _log_softmax_row,
+    _row_max,
+    _softmax_row,
+)
 from ._config import PJIT
 
 
@@ -33,35 +41,22 @@ def _check_logits(Z, allow_all_neginf, bad_row, bad_code):
                 break
 
 
-@njit(**PJIT)
-def _softmax(Z, out, bad_row, bad_code):
-    """out[i] = softmax(Z[i]); stops a chunk at its first bad row."""
-    m, k = Z.shape
-    n_chunks = bad_row.shape[0]
-    for c in prange(n_chunks):
-        start, stop = _chunk(m, n_chunks, c)
-        bad_row[c] = -1
-        bad_code[c] = OK
-        # One scratch row per chunk for the vector exp's 2^n factors.
-        sc = np.empty(k, dtype=Z.dtype)
-        for i in range(start, stop):
-            z = Z[i]
-            o = out[i]
-            mx, status = _row_max(z)
-            if status != OK:
-                bad_row[c] = i
-                bad_code[c] = status
-                break
-            s = _exp_shifted(z, mx, o, sc)
-            # s >= 1 because the maximum contributes exp(0) = 1.
-            inv = z.dtype.type(1) / s
-            for j in range(k):
-                o[j] *= inv
+# What _rowwise computes for each row.
+SOFTMAX = 0
+LOG_SOFTMAX = 1
+LOGSUMEXP = 2
 
 
 @njit(**PJIT)
-def _log_softmax(Z, out, bad_row, bad_code):
-    """out[i] = Z[i] - logsumexp(Z[i]); -inf entries stay -inf."""
+def _rowwise(Z, mode, out, bad_row, bad_code):
+    """out[i] = softmax, log-softmax or logsumexp (``mode``) of Z[i].
+
+    IN: Z (m, k), mode. OUT: out (m, k) for SOFTMAX and LOG_SOFTMAX (may be
+    Z itself), (m, 1) for LOGSUMEXP; bad_row, bad_code (n_chunks,). A chunk
+    stops at its first bad row. For LOGSUMEXP an all -inf row is not bad:
+    its logsumexp is -inf (log of 0); -inf entries elsewhere give
+    probability 0 and log-probability -inf.
+    """
     m, k = Z.shape
     n_chunks = bad_row.shape[0]
     for c in prange(n_chunks):
@@ -74,46 +69,17 @@ def _log_softmax(Z, out, bad_row, bad_code):
         sc = np.empty(k, dtype=Z.dtype)
         for i in range(start, stop):
             z = Z[i]
-            o = out[i]
             mx, status = _row_max(z)
-            if status != OK:
-                bad_row[c] = i
-                bad_code[c] = status
-                break
-            s = _exp_shifted(z, mx, ex, sc)
-            # Store z - max first and subtract log(s) in a second pass:
-            # z - (max + log(s)) would round max + log(s) at the magnitude
-            # of max and then cancel, losing the relative accuracy of
-            # log p ~ 0 (the likeliest classes). With "reassoc" an
-            # expression (z - max) - log(s) may be regrouped into exactly
-            # that, so the split goes through memory.
-            for j in range(k):
-                o[j] = z[j] - mx
-            ls = np.log(s)
-            for j in range(k):
-                o[j] -= ls
-
-
-@njit(**PJIT)
-def _logsumexp(Z, out, bad_row, bad_code):
-    """out[i] = logsumexp(Z[i]); an all -inf row gives -inf (log of 0)."""
-    m, k = Z.shape
-    n_chunks = bad_row.shape[0]
-    for c in prange(n_chunks):
-        start, stop = _chunk(m, n_chunks, c)
-        bad_row[c] = -1
-        bad_code[c] = OK
-        ex = np.empty(k, dtype=Z.dtype)
-        sc = np.empty(k, dtype=Z.dtype)
-        for i in range(start, stop):
-            z = Z[i]
-            mx, status = _row_max(z)
-            if status == ALL_NEGINF:
-                out[i] = mx
+            if mode == LOGSUMEXP and status == ALL_NEGINF:
+                out[i, 0] = mx
                 continue
             if status != OK:
                 bad_row[c] = i
                 bad_code[c] = status
                 break
-            s = _exp_shifted(z, mx, ex, sc)
-            out[i] = mx + np.log(s)
+            if mode == SOFTMAX:
+                _softmax_row(z, mx, out[i], sc)
+            elif mode == LOG_SOFTMAX:
+                _log_softmax_row(z, mx, out[i], ex, sc)
+            else:
+                out[i, 0] = mx + np.log(_exp_shifted(z, mx, ex, sc))
