@@ -13,9 +13,9 @@ import numba
 import numpy as np
 
 # Below this many multiply-adds (m n k) a kernel call runs without a
-# parallel region: waking Numba's workers costs ~0.1 ms back to back and
-# milliseconds after an idle pause or when another process is busy, more
-# than the work itself (~1.3 ms on one core at this size).
+# parallel region: waking Numba's workers (more after an idle pause, or when
+# another process is busy) costs more than the work itself at this size
+# (BENCHMARKS.md, "small problems").
 SERIAL_WORK = 1 << 24
 
 

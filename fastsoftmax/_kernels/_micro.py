@@ -18,17 +18,19 @@ from ._config import JIT
 def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     """z4[q, j] = X[iq] . Wt[j] + b[j] for the four rows i0..i3.
 
+    IN: X (m, n), row indices i0..i3, Wt (k, n), b (k,). OUT: z4 (4, k).
+
     The rows are given by index, so that the full gradient (consecutive
     rows) and the SGD epoch (rows in shuffled order) share this code.
 
     Register blocking 4 rows x 3 classes: each step of the feature loop loads
     4 x-vectors and 3 w-vectors for 12 FMAs (the 4 x 1 blocking needed 5
     loads per 4 FMAs and was load-bound), and the 12 independent
-    accumulators cover the FMA latency (4 cycles x 2 ports on Zen 3). LLVM
-    vectorises the feature loop (reassoc) with one 8-wide (float32) or 4-wide
-    (float64) vector per accumulator; 4 x 3 is the largest block that keeps
-    the spills to a handful on AVX2's 16 ymm registers (measured against 4 x 1,
-    4 x 2 and 3 x 4). Leftover classes (k mod 3) take a 4 x 2 or 4 x 1 block.
+    accumulators cover the FMA latency (4 cycles on 2 ports). LLVM
+    vectorises the feature loop (reassoc) with one vector per accumulator;
+    4 x 3 is the largest block that keeps the spills to a handful with
+    AVX2's 16 vector registers (it beat 4 x 1, 4 x 2 and 3 x 4 side by
+    side). Leftover classes (k mod 3) take a 4 x 2 or 4 x 1 block.
     """
     n = X.shape[1]
     k = Wt.shape[0]
@@ -151,6 +153,8 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
 def _accumulate4(X, i0, i1, i2, i3, z4, G):
     """G[j] += sum_q z4[q, j] * X[iq] for the four rows i0..i3.
 
+    IN: X (m, n), row indices i0..i3, z4 (4, k) error rows. IN/OUT: G (k, n).
+
     The same 4 rows x 3 classes blocking as :func:`_logits4`: per step of
     the feature loop, 4 x-loads (from L1: the block was just read by the
     forward sweep), 3 loads and 3 stores of G for 12 FMAs. G is this chunk's
@@ -224,6 +228,8 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
 def _logits1(x, Wt, b, z):
     """z[j] = x . Wt[j] + b[j] for one row x (the leftover rows, SGD with B = 1).
 
+    IN: x (n,), Wt (k, n), b (k,). OUT: z (k,).
+
     Three classes per pass over the features: one x-load serves three FMAs.
     """
     n = x.shape[0]
@@ -257,7 +263,7 @@ def _logits1(x, Wt, b, z):
 
 @njit(inline="always", **JIT)
 def _accumulate1(x, e, G):
-    """G[j] += e[j] * x for one row x."""
+    """G[j] += e[j] * x for one row x. IN: x (n,), e (k,). IN/OUT: G (k, n)."""
     n = x.shape[0]
     k = G.shape[0]
     for j in range(k):

@@ -26,7 +26,10 @@ from ._config import PJIT
 
 @njit(**PJIT)
 def _check_logits(Z, allow_all_neginf, bad_row, bad_code):
-    """Scan Z without writing anything; report the first bad row per chunk."""
+    """Scan Z without writing anything; report the first bad row per chunk.
+
+    IN: Z (m, k), allow_all_neginf. OUT: bad_row, bad_code (n_chunks,).
+    """
     m = Z.shape[0]
     n_chunks = bad_row.shape[0]
     for c in prange(n_chunks):

@@ -64,10 +64,9 @@ def sgd_hyper(*, alpha, momentum, eta0, power_t, t0, steps_per_epoch, schedule, 
 PARALLEL_MIN_ROWS = 32
 
 # A batch is split across threads only if it holds at least this many
-# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: one
-# parallel launch per batch costs ~10 us on an idle machine and up to
-# milliseconds when the other core is busy, against ~40 us of work for a
-# batch of 64 MNIST rows (64 x 784 x 10 = 0.5 M). Measured in BENCHMARKS.md.
+# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: a
+# parallel launch per batch costs more than the work of a smaller batch
+# (a batch of 64 MNIST rows is 0.5 M multiply-adds; BENCHMARKS.md, "SGD").
 PARALLEL_WORK = 1 << 21
 
 
@@ -81,10 +80,9 @@ PARALLEL_WORK = 1 << 21
 
 # Not inline="always": inlined at Numba's IR level into both call sites of
 # the parallel epoch kernel (inside and outside the prange), the parfor
-# passes ran over the whole unrolled 4 x 3 micro-kernel code twice, and a
-# cold compile of one signature took ~260 s (under load); as a plain call it
-# takes ~25 s. One call per batch costs nothing measurable (MNIST B = 64:
-# 55-60 ms per epoch either way).
+# passes run over the whole unrolled 4 x 3 micro-kernel code twice and the
+# cold compile takes ten times longer; one plain call per batch costs
+# nothing measurable (BENCHMARKS.md, "compile time").
 @njit(**JIT)
 def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
                     G, gb, z4, sc):
