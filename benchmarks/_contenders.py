@@ -1,31 +1,153 @@
-"""Optional contenders: PyTorch's CPU autograd for the same loss and gradient.
+"""The peers of fastsoftmax.loss_and_grad, each built for a given thread count.
 
-Returned callables compute exactly what ``fastsoftmax.loss_and_grad(X, y, W,
-b)`` computes -- the mean cross-entropy, its gradient in W (n, k) and in b
-(k,) -- from tensors built once outside the timed call (``torch.from_numpy``
-shares the arrays' memory, so no copy is timed). None when torch is absent.
+Every contender computes the same thing on the same arrays: the mean
+cross-entropy of softmax(X W + b) against integer labels plus alpha/2 ||W||²,
+and its gradients in W and b. :func:`make` returns a callable (no arguments)
+or None when the peer's package is not installed. Thread pools:
+
+============== =====================================================
+fastsoftmax    Numba's pool, ``n_threads``; BLAS held at 1 (its policy)
+numpy          fastsoftmax.reference; OpenBLAS at ``n_threads`` (threadpoolctl)
+sklearn        LinearModelLoss.loss_gradient(n_threads=...); BLAS at ``n_threads``
+onedal         daal4py cross_entropy_loss; ``daal4py.daalinit(n_threads)``
+torch          eager autograd; ``torch.set_num_threads(n_threads)``
+torch.compile  the same function through torch.compile; same pool
+jax            jax.jit(jax.value_and_grad); XLA's pool, limited by the CPU
+               affinity the worker process runs under
+============== =====================================================
+
+Each contender should run in its own process (``benchmarks/_worker.py``):
+pools of different libraries left alive in one process fight for the cores.
 """
 
 from __future__ import annotations
 
+import importlib.util
 
-def torch_loss_and_grad(X, y, W, b, n_threads=2):
-    """A callable running PyTorch's forward and backward pass, or None."""
-    try:
-        import torch
-    except ImportError:
+import numpy as np
+
+CONTENDERS = ("fastsoftmax", "numpy", "sklearn", "onedal", "torch", "torch.compile", "jax")
+
+
+def available(name: str) -> bool:
+    """Return True when the package behind contender ``name`` is installed."""
+    module = {"sklearn": "sklearn", "onedal": "daal4py", "torch": "torch",
+              "torch.compile": "torch", "jax": "jax"}.get(name, "numpy")
+    return importlib.util.find_spec(module) is not None
+
+
+def problem(m, n, k, dtype, seed=0):
+    """Deterministic (X, y, W, b) for a shape: standard normal X, small W."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
+    y = rng.integers(0, k, m)
+    W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
+    return X, y, W, np.zeros(k, dtype)
+
+
+def make(name, X, y, W, b, alpha, n_threads):
+    """A callable computing (loss, grad_W, grad_b) with contender ``name``, or None."""
+    if not available(name):
         return None
+    return globals()["_" + name.replace(".", "_")](X, y, W, b, alpha, n_threads)
+
+
+def _fastsoftmax(X, y, W, b, alpha, n_threads):
+    import fastsoftmax as fs
+
+    return lambda: fs.loss_and_grad(X, y, W, b, alpha=alpha, n_threads=n_threads)
+
+
+def _numpy(X, y, W, b, alpha, n_threads):
+    from threadpoolctl import threadpool_limits
+
+    from fastsoftmax import reference
+
+    threadpool_limits(n_threads, user_api="blas")  # this process only runs this contender
+    return lambda: reference.loss_and_grad(X, y, W, b, alpha=alpha)
+
+
+def _sklearn(X, y, W, b, alpha, n_threads):
+    from sklearn._loss.loss import HalfMultinomialLoss
+    from sklearn.linear_model._linear_loss import LinearModelLoss
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(n_threads, user_api="blas")
+    k = W.shape[1]
+    loss = LinearModelLoss(base_loss=HalfMultinomialLoss(n_classes=k), fit_intercept=True)
+    coef = np.ascontiguousarray(np.hstack([W.T, b[:, None]]))  # (k, n + 1)
+    yf = y.astype(X.dtype)
+    return lambda: loss.loss_gradient(coef, X, yf, l2_reg_strength=alpha, n_threads=n_threads)
+
+
+def _onedal(X, y, W, b, alpha, n_threads):
+    import daal4py
+
+    daal4py.daalinit(n_threads)
+    k = W.shape[1]
+    # oneDAL's layout: one row per class, the intercept first; its L2 term
+    # is penaltyL2 * ||W||², so penaltyL2 = alpha / 2.
+    beta = np.ascontiguousarray(np.hstack([b[:, None], W.T]).reshape(-1, 1))
+    yc = np.ascontiguousarray(y.astype(X.dtype).reshape(-1, 1))
+    algo = daal4py.optimization_solver_cross_entropy_loss(
+        nClasses=k, numberOfTerms=X.shape[0], fptype="float" if X.dtype == np.float32
+        else "double", method="defaultDense", interceptFlag=True, penaltyL1=0.0,
+        penaltyL2=alpha / 2, resultsToCompute="value|gradient")
+    algo.setup(X, yc, beta)
+
+    def run():
+        res = algo.compute(X, yc, beta)
+        return res.valueIdx[0, 0], res.gradientIdx
+
+    return run
+
+
+def _torch_function(X, y, W, b, alpha, n_threads):
+    import torch
+
     torch.set_num_threads(n_threads)
     Xt = torch.from_numpy(X)
-    yt = torch.from_numpy(y.astype("int64"))
+    yt = torch.from_numpy(y.astype(np.int64))
     Wt = torch.from_numpy(W.copy()).requires_grad_(True)
     bt = torch.from_numpy(b.copy()).requires_grad_(True)
 
-    def run():
-        Wt.grad = None
-        bt.grad = None
+    def step():
         loss = torch.nn.functional.cross_entropy(torch.addmm(bt, Xt, Wt), yt)
-        loss.backward()
-        return float(loss.detach()), Wt.grad, bt.grad
+        loss = loss + 0.5 * alpha * (Wt * Wt).sum()
+        gW, gb = torch.autograd.grad(loss, (Wt, bt))
+        return loss.detach(), gW, gb
+
+    return step
+
+
+def _torch(X, y, W, b, alpha, n_threads):
+    return _torch_function(X, y, W, b, alpha, n_threads)
+
+
+def _torch_compile(X, y, W, b, alpha, n_threads):
+    import torch
+
+    return torch.compile(_torch_function(X, y, W, b, alpha, n_threads))
+
+
+def _jax(X, y, W, b, alpha, n_threads):
+    import jax
+    import jax.numpy as jnp
+
+    if X.dtype == np.float64:
+        jax.config.update("jax_enable_x64", True)
+
+    def objective(params, X, y):
+        W, b = params
+        Z = X @ W + b
+        ce = jax.nn.logsumexp(Z, axis=1) - jnp.take_along_axis(Z, y[:, None], axis=1)[:, 0]
+        return ce.mean() + 0.5 * alpha * jnp.sum(W * W)
+
+    f = jax.jit(jax.value_and_grad(objective))
+    args = ((jnp.asarray(W), jnp.asarray(b)), jnp.asarray(X), jnp.asarray(y))
+
+    def run():
+        value, grads = f(*args)
+        return jax.block_until_ready((value, grads))
 
     return run

@@ -1,40 +1,31 @@
-"""loss_and_grad: fastsoftmax against the NumPy reference, scikit-learn's
-private multinomial loss (when it can be imported) and PyTorch's CPU autograd
-(when torch is installed), one table per shape and dtype. GFLOP/s in
-extra_info counts 4*m*n*k flops per gradient."""
+"""loss_and_grad: fastsoftmax against its peers (benchmarks/_contenders.py:
+the NumPy reference, scikit-learn's LinearModelLoss, oneDAL, PyTorch eager
+and JAX, each skipped when not installed), one table per shape and dtype.
+GFLOP/s in extra_info counts 4*m*n*k flops per gradient. All contenders run
+in this one process here; the interleaved, one-process-per-contender tables
+of BENCHMARKS.md come from benchmarks/peers.py."""
+
+import os
 
 import numpy as np
 import pytest
 
 import fastsoftmax as fs
-from fastsoftmax import reference
 
 from ._common import pedantic_or_call, shapes
-from ._contenders import torch_loss_and_grad
+from ._contenders import make
 
 SHAPES = shapes(
     small=[(2000, 784, 10), (3000, 20, 100), (500, 50, 1000)],
     full=[(60000, 784, 10), (60000, 784, 2), (60000, 784, 100), (200000, 20, 10),
           (200000, 20, 100), (20000, 3000, 10), (20000, 784, 1000)],
 )
-
-
-def _sklearn(X, y, W, b):
-    try:
-        from sklearn._loss.loss import HalfMultinomialLoss
-        from sklearn.linear_model._linear_loss import LinearModelLoss
-    except ImportError:  # private API: absent or moved
-        pytest.skip("scikit-learn's LinearModelLoss is not importable")
-    k = W.shape[1]
-    lml = LinearModelLoss(base_loss=HalfMultinomialLoss(n_classes=k), fit_intercept=True)
-    coef = np.ascontiguousarray(np.hstack([W.T, b[:, None]]))
-    yf = y.astype(X.dtype)
-    return lambda: lml.loss_gradient(coef, X, yf, l2_reg_strength=0.0, n_threads=2)
+IMPLS = ["fastsoftmax", "numpy", "sklearn", "onedal", "torch", "jax"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "m{}-n{}-k{}".format(*s))
-@pytest.mark.parametrize("impl", ["fastsoftmax", "reference", "sklearn", "torch"])
+@pytest.mark.parametrize("impl", IMPLS)
 def test_loss_and_grad(benchmark, rng, impl, shape, dtype):
     m, n, k = shape
     X = rng.standard_normal((m, n)).astype(dtype)
@@ -44,16 +35,9 @@ def test_loss_and_grad(benchmark, rng, impl, shape, dtype):
     benchmark.group = f"loss_and_grad {dtype} m={m} n={n} k={k}"
     benchmark.extra_info["flops"] = 4 * m * n * k
     benchmark.extra_info["bytes_X"] = X.nbytes
-    if impl == "fastsoftmax":
-        fn = lambda: fs.loss_and_grad(X, y, W, b)  # noqa: E731
-    elif impl == "reference":
-        fn = lambda: reference.loss_and_grad(X, y, W, b)  # noqa: E731
-    elif impl == "sklearn":
-        fn = _sklearn(X, y, W, b)
-    else:
-        fn = torch_loss_and_grad(X, y, W, b)
-        if fn is None:
-            pytest.skip("torch is not installed")
+    fn = make(impl, X, y, W, b, 0.0, os.cpu_count() or 1)
+    if fn is None:
+        pytest.skip(f"{impl} is not installed")
     pedantic_or_call(benchmark, fn)
 
 

