@@ -25,7 +25,7 @@ from ratios import _problem, interleaved  # noqa: E402
 
 import fastsoftmax as fs  # noqa: E402
 from fastsoftmax import reference  # noqa: E402
-from fastsoftmax._objective import choose_strategy  # noqa: E402
+from fastsoftmax._calibration import strategy  # noqa: E402
 
 KS = [2, 3, 5, 10, 20, 33, 48, 64, 100, 200, 500, 1000]
 
@@ -48,7 +48,7 @@ def main():
                                a.rounds)
             t_fs.append(f * 1e3)
             t_ref.append(r * 1e3)
-            print(dtype, k, choose_strategy(784, k), f"{f * 1e3:.2f} ms vs {r * 1e3:.2f} ms",
+            print(dtype, k, strategy(784, k, dtype), f"{f * 1e3:.2f} ms vs {r * 1e3:.2f} ms",
                   flush=True)
         data[dtype] = {"fastsoftmax_ms": t_fs, "reference_ms": t_ref}
         ax.loglog(KS, t_fs, "o" + style, color="C0", label=f"fastsoftmax {dtype}")

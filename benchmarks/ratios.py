@@ -92,7 +92,7 @@ def sgd_table(rng, rounds):
 
 def strategy_table(rng, rounds):
     """Side-by-side rows vs gemm (Objective with the strategy forced)."""
-    from fastsoftmax._objective import choose_strategy
+    from fastsoftmax._calibration import strategy
 
     print("| m, n, k | dtype | rows ms | gemm ms | faster | rule picks |\n"
           "|---|---|---:|---:|---|---|")
@@ -105,7 +105,7 @@ def strategy_table(rng, rounds):
             objs = [objective(X, y, k, strategy=s) for s in ("rows", "gemm")]
             tr, tg = interleaved([lambda o=o: o(W, b) for o in objs], rounds)  # noqa: B023
             print(f"| {m}, {n}, {k} | {dtype} | {tr * 1e3:.1f} | {tg * 1e3:.1f} | "
-                  f"{'rows' if tr < tg else 'gemm'} | {choose_strategy(n, k)} |", flush=True)
+                  f"{'rows' if tr < tg else 'gemm'} | {strategy(n, k, dtype)} |", flush=True)
 
 
 def main():

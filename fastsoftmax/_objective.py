@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _calibration
 from ._data import Dataset
 from ._kernels._fused import (
     _loss_grad_gemm,
@@ -25,15 +26,6 @@ from ._kernels._fused import (
     _loss_grad_rows_serial,
 )
 from ._launch import SERIAL_WORK, first_bad, n_chunks
-
-# Strategy choice, from side-by-side measurements (BENCHMARKS.md, "strategy
-# crossover"): the 4 x 3 register-blocked row kernel beats GEMM on row
-# blocks up to k ~ 48 when there are enough features; GEMM wins above that,
-# and at any k when the feature loop is only a few vectors long (n below
-# ~40: the row kernel's per-row overhead -- max, exp, error -- is not
-# amortised by the dot products).
-SMALL_K = 48
-SMALL_N = 40
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small
@@ -44,13 +36,6 @@ _L2_BYTES = 1 << 18
 def gemm_block_rows(n: int, itemsize: int) -> int:
     """Rows per GEMM block for X with ``n`` features of ``itemsize`` bytes."""
     return int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
-
-
-def choose_strategy(n_features: int, n_classes: int) -> str:
-    """Pick the kernel strategy for X with ``n_features`` columns and k classes."""
-    if n_classes <= SMALL_K and n_features >= SMALL_N:
-        return "rows"
-    return "gemm"
 
 
 def l2_penalty(coef: np.ndarray, alpha: float) -> float:
@@ -91,7 +76,8 @@ class Objective:
         block carries the total of the whole data set, so that block
         results simply add up).
     strategy : {"rows", "gemm"} or None
-        Kernel strategy; None picks by the shape (:func:`choose_strategy`).
+        Kernel strategy; None picks this host's best for the shape
+        (:func:`fastsoftmax._calibration.strategy`).
     """
 
     def __init__(self, data: Dataset, strategy: str | None = None):
@@ -101,7 +87,8 @@ class Objective:
         self.n_classes = data.n_classes
         self.total_weight = data.total_weight
         if strategy is None:
-            strategy = choose_strategy(self.n_features, self.n_classes)
+            strategy = _calibration.strategy(self.n_features, self.n_classes, self.dtype,
+                                             work=data.n_rows * self.n_features * self.n_classes)
         if strategy not in ("rows", "gemm"):
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.strategy = strategy

@@ -136,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="timed rounds per contender (default 5, 2 with --quick)")
     ap.add_argument("--threads", type=int, default=None,
                     help="Numba threads (default: Numba's current setting)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="instead: time both dense kernel strategies on a grid of shapes "
+                         "and remember this host's winners (done by itself on the first "
+                         "large fit otherwise)")
     args = ap.parse_args(list(argv) if argv is not None else None)
     rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
     if rounds < 1:
@@ -144,8 +148,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not 1 <= args.threads <= thread_limit():
             ap.error(f"--threads must be between 1 and {thread_limit()}")
     with thread_policy(args.threads):
-        _run(args.quick, rounds)
+        if args.calibrate:
+            _calibrate()
+        else:
+            _run(args.quick, rounds)
     return 0
+
+
+def _calibrate() -> None:
+    from . import _calibration as cal
+
+    for dtype, table in cal.calibrate().items():
+        print(f"{dtype}: faster kernel strategy by features (rows) and classes (columns)")
+        print("| n \\ k | " + " | ".join(str(k) for k in table["k"]) + " |")
+        print("|---:|" + "---|" * len(table["k"]))
+        for n, winners in zip(table["n"], table["winner"], strict=True):
+            print(f"| {n} | " + " | ".join(winners) + " |")
+    print(f"written to {cal.wisdom_path()}")
 
 
 def _run(quick: bool, rounds: int) -> None:

@@ -47,6 +47,12 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# The dense kernel strategy by the fixed rule, in this process and the
+# subprocesses tests start: the same kernels run on every machine, and no
+# test reads this host's calibration or pays for one (tests/test_calibration.py
+# calibrates into a temporary folder).
+os.environ["FASTSOFTMAX_STRATEGY"] = "fixed"
+
 from _helpers import FLOAT_DTYPES, dtype_id  # noqa: E402
 
 

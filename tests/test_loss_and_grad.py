@@ -28,7 +28,7 @@ from _helpers import (
 
 import fastsoftmax as fs
 from fastsoftmax import reference as ref
-from fastsoftmax._objective import SMALL_K, SMALL_N, choose_strategy
+from fastsoftmax._calibration import SMALL_K, SMALL_N, fixed_rule
 
 KS = [2, 3, 10, 33, 100]  # 33 and 100 run the "gemm" strategy
 # ----------------------------------------------------------- vs the reference
@@ -63,7 +63,7 @@ def test_strategies_are_what_the_k_list_claims():
         for k in KS:
             obj = PublicObjective(X, np.zeros(3, dtype=int), k)
             want = "rows" if (k <= SMALL_K and n >= SMALL_N) else "gemm"
-            assert obj.strategy == want == choose_strategy(n, k)
+            assert obj.strategy == want == fixed_rule(n, k)
 
 
 def test_known_value():

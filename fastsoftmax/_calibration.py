@@ -1,0 +1,203 @@
+"""The dense kernel strategy, chosen per host and remembered ("wisdom").
+
+Two kernels compute the same fused gradient: "rows" (register-blocked
+tiles, weights (k, n)) and "gemm" (BLAS on row blocks). Which is faster
+depends on the shape and on the machine: the vector width, the cache sizes
+and the BLAS library. :func:`calibrate` times both on a grid of shapes and
+writes the winners to a small JSON file, as FFTW keeps its wisdom;
+:func:`strategy` looks a shape up there (the nearest grid cell in log n,
+log k), and falls back to a fixed rule when this host has no wisdom yet.
+
+Where the file lives: ``$FASTSOFTMAX_CACHE_DIR``, else beside Numba's cache
+(``$NUMBA_CACHE_DIR/fastsoftmax``), else ``~/.cache/fastsoftmax``. Its name
+carries the host (CPU model, core count) and the versions of Numba and
+SciPy (whose BLAS the GEMM kernels call), so a new machine or library
+calibrates afresh. ``FASTSOFTMAX_STRATEGY`` overrides everything: "rows" or
+"gemm" for every shape, "fixed" for the fixed rule (no wisdom read, no
+calibration: the choice, and so the rounding of results, is the same on
+every machine).
+
+Calibration runs by itself, once per dtype and host, the first time a
+problem of at least :data:`AUTO_WORK` multiply-adds is fitted (a few
+seconds next to a fit that long); ``fastsoftmax bench --calibrate`` runs it
+ahead of time, and small problems never wait for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+# The fixed rule, used until this host has wisdom: the register-blocked row
+# kernel wins up to k ~ 48 classes when the feature loop is long enough to
+# amortise its per-row work (max, exp, error); GEMM above that, and at any k
+# for short rows.
+SMALL_K = 48
+SMALL_N = 40
+
+GRID_N = (16, 48, 128, 384, 784, 1536, 3072)
+GRID_K = (2, 3, 5, 10, 20, 48, 100)
+# Multiply-adds per timed call: long enough to time, short enough that the
+# whole grid takes seconds.
+CELL_WORK = 1 << 23
+ROUNDS = 5
+# First fit of at least this many multiply-adds per gradient calibrates.
+AUTO_WORK = 1 << 30
+
+_lock = threading.Lock()
+_wisdom: dict[str, dict] | None = None
+
+
+def fixed_rule(n_features: int, n_classes: int) -> str:
+    """Return the strategy without wisdom: "rows" for k <= SMALL_K and n >= SMALL_N."""
+    return "rows" if n_classes <= SMALL_K and n_features >= SMALL_N else "gemm"
+
+
+def _cache_dir() -> Path:
+    explicit = os.environ.get("FASTSOFTMAX_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    numba_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if numba_dir:
+        return Path(numba_dir) / "fastsoftmax"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "fastsoftmax"
+
+
+def _host_key() -> str:
+    import numba
+    import scipy
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    text = f"{cpu}|{os.cpu_count()}|numba {numba.__version__}|scipy {scipy.__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def wisdom_path() -> Path:
+    """Return where this host's wisdom is read from and written to."""
+    return _cache_dir() / f"strategy-{_host_key()}.json"
+
+
+def _load() -> dict[str, dict]:
+    global _wisdom
+    if _wisdom is None:
+        try:
+            _wisdom = json.loads(wisdom_path().read_text())
+        except (OSError, ValueError):
+            _wisdom = {}
+    return _wisdom
+
+
+def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> str:
+    """Return the kernel strategy for this host, shape and dtype.
+
+    ``work`` (m n k) above :data:`AUTO_WORK` calibrates this dtype first
+    when the host has no wisdom for it yet.
+    """
+    forced = os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower()
+    if forced in ("rows", "gemm"):
+        return forced
+    if forced == "fixed":
+        return fixed_rule(n_features, n_classes)
+    name = np.dtype(dtype).name
+    table = _load().get(name)
+    if table is None and work >= AUTO_WORK:
+        table = calibrate((name,))[name]
+    if not table:
+        return fixed_rule(n_features, n_classes)
+    if n_classes > GRID_K[-1]:
+        return "gemm"
+    i = int(np.argmin(np.abs(np.log(GRID_N) - np.log(max(n_features, 1)))))
+    j = int(np.argmin(np.abs(np.log(GRID_K) - np.log(max(n_classes, 2)))))
+    return table["winner"][i][j]
+
+
+def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[float, float]:
+    """Fastest of ROUNDS timings of (rows, gemm) on one shape, interleaved.
+
+    The minimum, not the median: interference from other processes only
+    ever adds time, and a calibration must not be decided by it.
+    """
+    from ._data import make_dataset
+    from ._objective import Objective
+
+    m = max(64, CELL_WORK // (n * k))
+    X = rng.standard_normal((m, n)).astype(dtype)
+    data = make_dataset(X, rng.integers(0, k, m), None, None, k)
+    coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
+    b = np.zeros(k, dtype)
+    objs = [Objective(data, strategy=s) for s in ("rows", "gemm")]
+    for obj in objs:  # compile / warm up
+        obj.loss_grad(coef, b)
+    times: list[list[float]] = [[], []]
+    for _ in range(ROUNDS):
+        for t, obj in zip(times, objs, strict=True):
+            t0 = time.perf_counter()
+            obj.loss_grad(coef, b)
+            t.append(time.perf_counter() - t0)
+    return float(np.min(times[0])), float(np.min(times[1]))
+
+
+def calibrate(dtypes=("float32", "float64"), *, n_threads: int | None = None,
+              write: bool = True) -> dict[str, dict]:
+    """Time both strategies on the grid for each dtype; remember and return the winners.
+
+    Returns ``{dtype: {"n": GRID_N, "k": GRID_K, "winner": [[...]],
+    "rows_s": [[...]], "gemm_s": [[...]]}}``; with ``write`` the result is
+    merged into this host's wisdom file (written atomically).
+    """
+    from ._threads import thread_policy
+
+    rng = np.random.default_rng(0)
+    result: dict[str, dict] = {}
+    with _lock, thread_policy(n_threads):
+        for dtype in dtypes:
+            cells = [[_time_cell(n, k, dtype, rng) for k in GRID_K] for n in GRID_N]
+            result[dtype] = {
+                "n": list(GRID_N), "k": list(GRID_K),
+                "winner": [["rows" if r < g else "gemm" for r, g in row] for row in cells],
+                "rows_s": [[r for r, _ in row] for row in cells],
+                "gemm_s": [[g for _, g in row] for row in cells],
+            }
+        wisdom = dict(_load())
+        wisdom.update(result)
+        global _wisdom
+        _wisdom = wisdom
+        if write:
+            _write(wisdom)
+    return result
+
+
+def _write(wisdom: dict) -> None:
+    path = wisdom_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".strategy-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(wisdom, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: the wisdom lives for this process only
+
+
+def forget() -> None:
+    """Drop the wisdom read into this process (the file stays)."""
+    global _wisdom
+    with _lock:
+        _wisdom = None

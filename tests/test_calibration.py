@@ -1,0 +1,71 @@
+"""The per-host kernel strategy ("wisdom"): calibration, lookup, overrides."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fastsoftmax import _calibration as cal
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """No override, an empty cache folder of our own, a small grid."""
+    monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
+    monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cal, "GRID_N", (16, 784))
+    monkeypatch.setattr(cal, "GRID_K", (3, 100))
+    monkeypatch.setattr(cal, "CELL_WORK", 1 << 16)
+    monkeypatch.setattr(cal, "ROUNDS", 1)
+    cal.forget()
+    yield tmp_path
+    cal.forget()
+
+
+def test_without_wisdom_small_problems_use_the_fixed_rule(fresh):
+    for n, k in [(784, 10), (16, 10), (784, 100), (5, 2)]:
+        assert cal.strategy(n, k, np.float64, work=1000) == cal.fixed_rule(n, k)
+    assert not list(fresh.iterdir()), "nothing is written without a calibration"
+
+
+def test_calibration_is_written_and_looked_up(fresh):
+    result = cal.calibrate(("float64",))
+    table = result["float64"]
+    assert table["n"] == [16, 784] and table["k"] == [3, 100]
+    assert all(w in ("rows", "gemm") for row in table["winner"] for w in row)
+    assert all(t > 0 for row in table["rows_s"] + table["gemm_s"] for t in row)
+    path = cal.wisdom_path()
+    assert path.parent == fresh and json.loads(path.read_text())["float64"] == table
+    cal.forget()  # read back from the file
+    for i, n in enumerate((16, 784)):
+        for j, k in enumerate((3, 100)):
+            assert cal.strategy(n, k, np.float64) == table["winner"][i][j]
+    # off the grid: the nearest cell in log n, log k; beyond the last k, GEMM
+    assert cal.strategy(700, 4, np.float64) == table["winner"][1][0]
+    assert cal.strategy(784, 1000, np.float64) == "gemm"
+    # another dtype has no wisdom yet: the fixed rule
+    assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3)
+
+
+def test_a_large_first_problem_calibrates_its_dtype(fresh, monkeypatch):
+    monkeypatch.setattr(cal, "AUTO_WORK", 10)
+    cal.strategy(784, 3, np.float32, work=10)
+    assert "float32" in json.loads(cal.wisdom_path().read_text())
+
+
+@pytest.mark.parametrize("forced", ["rows", "gemm"])
+def test_the_environment_overrides(fresh, monkeypatch, forced):
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", forced)
+    assert {cal.strategy(n, k, np.float64, work=1 << 40)
+            for n, k in [(5, 2), (784, 10), (3000, 1000)]} == {forced}
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
+    assert cal.strategy(5, 2, np.float64, work=1 << 40) == cal.fixed_rule(5, 2)
+    assert not list(fresh.iterdir())
+
+
+def test_an_unwritable_cache_keeps_the_wisdom_in_memory(fresh, monkeypatch):
+    blocked = fresh / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(blocked / "sub"))  # not a folder
+    table = cal.calibrate(("float64",))["float64"]
+    assert cal.strategy(16, 3, np.float64) == table["winner"][0][0]
