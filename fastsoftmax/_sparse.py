@@ -82,7 +82,7 @@ class CSR:
         return int(self.data.nbytes + self.indices.nbytes + self.indptr.nbytes)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
-        """The same matrix as a scipy ``csr_matrix`` (sharing the arrays)."""
+        """Return the same matrix as a scipy ``csr_matrix`` (sharing the arrays)."""
         return scipy.sparse.csr_matrix((self.data, self.indices, self.indptr),
                                        shape=self.shape, copy=False)
 

@@ -48,7 +48,7 @@ WSCALE_MIN = 1e-9
 
 @njit(inline="always", **JIT)
 def _gather(data, indices, lo, hi, W, z):
-    """z += sum over p in [lo, hi) of data[p] * W[indices[p]] (one CSR row)."""
+    """Add sum over p in [lo, hi) of data[p] * W[indices[p]] to z (one CSR row)."""
     k = z.shape[0]
     for p in range(lo, hi):
         v = data[p]
@@ -70,7 +70,7 @@ def _scatter(data, indices, lo, hi, e, G):
 
 @njit(inline="always", **JIT)
 def _softmax_inplace(z, sc):
-    """z <- softmax(z) for a row of finite logits; sc is a k-row scratch."""
+    """Replace z by softmax(z), a row of finite logits; sc is a k-row scratch."""
     mx = z[0]
     for j in range(z.shape[0]):
         mx = max(mx, z[j])
