@@ -48,13 +48,35 @@ WSCALE_MIN = 1e-9
 
 @njit(inline="always", **JIT)
 def _gather(data, indices, lo, hi, W, z):
-    """Add sum over p in [lo, hi) of data[p] * W[indices[p]] to z (one CSR row)."""
+    """Add sum over p in [lo, hi) of data[p] * W[indices[p]] to z (one CSR row).
+
+    Four entries per pass over z: z stays in memory (k is not known when
+    compiling), and each += on it is a store-to-load chain of ~9 cycles per
+    pass, which one entry per pass would pay per entry. Measured on the text
+    benchmark (k = 20, W out of L2): 10 % faster than one entry per pass;
+    blocks of 8 or 16 classes held in registers (one pass over the entries
+    per block) were 1.5-2x slower.
+    """
     k = z.shape[0]
-    for p in range(lo, hi):
-        v = data[p]
-        f = indices[p]
+    p = lo
+    while p + 4 <= hi:
+        v0 = data[p]
+        v1 = data[p + 1]
+        v2 = data[p + 2]
+        v3 = data[p + 3]
+        w0 = W[indices[p]]
+        w1 = W[indices[p + 1]]
+        w2 = W[indices[p + 2]]
+        w3 = W[indices[p + 3]]
         for j in range(k):
-            z[j] += v * W[f, j]
+            z[j] += (v0 * w0[j] + v1 * w1[j]) + (v2 * w2[j] + v3 * w3[j])
+        p += 4
+    while p < hi:
+        v = data[p]
+        w = W[indices[p]]
+        for j in range(k):
+            z[j] += v * w[j]
+        p += 1
 
 
 @njit(inline="always", **JIT)
