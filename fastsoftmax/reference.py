@@ -104,7 +104,7 @@ def sgd_epoch(X, y, W, b, order, *, batch_size, eta, alpha=0.0, momentum=0.0,
     s = s / s.astype(np.float64).mean()
     VW = np.zeros_like(W) if VW is None else VW
     Vb = np.zeros_like(b) if Vb is None else Vb
-    for start in range(0, m, batch_size):
+    for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
         Xb = X[rows]
         P = softmax(np.asarray(Xb @ W) + b)
