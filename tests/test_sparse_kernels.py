@@ -209,15 +209,18 @@ def test_reference_accepts_sparse(container):
 @pytest.mark.parametrize("soft", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("scheme", ["scatter", "transpose"])
 def test_loss_and_grad_matches_reference(dtype, n_threads, intercept, soft, weighted,
-                                         index_dtype):
+                                         index_dtype, scheme):
     X, y, sw, W, b = _problem(dtype, soft=soft, weighted=weighted, index_dtype=index_dtype)
     b = b if intercept else None
     alpha = 0.05
     c = as_csr(X)
+    XT = _sparse.transpose(c) if scheme == "transpose" else None
     m, k = X.shape[0], W.shape[1]
     P = np.empty((m, k), dtype)
-    loss, gW, gb = _sparse.loss_and_grad(c, y, sw, W, b, alpha, n_threads=n_threads, P=P)
+    loss, gW, gb = _sparse.loss_and_grad(c, y, sw, W, b, alpha, n_threads=n_threads, P=P,
+                                         XT=XT)
     want_loss, want_gW, want_gb = reference.loss_and_grad(X.toarray(), y, W, b, alpha=alpha,
                                                           sample_weight=sw)
     assert gW.dtype == dtype and gW.shape == W.shape
@@ -242,14 +245,35 @@ def test_loss_and_grad_matches_dense_kernel(dtype):
     np.testing.assert_allclose(got[2], want[2], **TOL[dtype])
 
 
-def test_thread_count_changes_only_rounding():
+def test_thread_count_and_scheme_change_only_rounding():
     X, y, sw, W, b = _problem(np.float64, m=203, weighted=True)
     c = as_csr(X)
-    one = _sparse.loss_and_grad(c, y, sw, W, b, 0.0, n_threads=1)
-    two = _sparse.loss_and_grad(c, y, sw, W, b, 0.0, n_threads=2)
-    assert one[0] == pytest.approx(two[0], rel=1e-13)
-    np.testing.assert_allclose(one[1], two[1], rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(one[2], two[2], rtol=1e-12, atol=1e-15)
+    XT = _sparse.transpose(c)
+    one = _sparse.loss_and_grad(c, y, sw, W, b, 0.1, n_threads=1)
+    for n_threads, xt in [(2, None), (1, XT), (2, XT)]:
+        other = _sparse.loss_and_grad(c, y, sw, W, b, 0.1, n_threads=n_threads, XT=xt)
+        assert one[0] == pytest.approx(other[0], rel=1e-13)
+        np.testing.assert_allclose(one[1], other[1], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(one[2], other[2], rtol=1e-12, atol=1e-15)
+
+
+def test_transpose_is_the_csc_of_x():
+    X, *_ = _problem(np.float32, index_dtype=np.int64)
+    c = as_csr(X)
+    XT = _sparse.transpose(c)
+    assert XT.shape == (X.shape[1], X.shape[0]) and XT.dtype == np.float32
+    assert XT.indices.dtype == np.int32 and XT.indptr.dtype == np.int64
+    np.testing.assert_array_equal(XT.to_scipy().toarray(), X.toarray().T)
+
+
+def test_gradient_scheme_follows_memory():
+    """Transpose only when the copy of X plus E fit in one (n, k) accumulator."""
+    wide = CSR(np.ones(4000), np.zeros(4000, np.int32), np.arange(0, 4001, 20, dtype=np.int64),
+               (200, 2_000_000))
+    tall = CSR(np.ones(6000), np.zeros(6000, np.int32), np.arange(0, 6001, 60, dtype=np.int64),
+               (100, 100))
+    assert _sparse.gradient_scheme(wide, 20) == "transpose"
+    assert _sparse.gradient_scheme(tall, 20) == "scatter"
 
 
 def test_gradient_central_differences():
@@ -279,15 +303,18 @@ def test_columns_never_touched_get_only_the_penalty():
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_non_finite_logits_name_the_first_row(n_threads):
+@pytest.mark.parametrize("scheme", ["scatter", "transpose"])
+def test_non_finite_logits_name_the_first_row(n_threads, scheme):
     X, y, _, W, b = _problem(np.float64, m=40)
     X = X.tolil()
     X[30, 0] = 1e300
     X[9, 2] = 1e300
     X[9, 3] = -1e300
     W = np.full_like(W, 1e10)
+    c = as_csr(X)
+    XT = _sparse.transpose(c) if scheme == "transpose" else None
     with pytest.raises(ValueError, match="not finite at row 9"):
-        _sparse.loss_and_grad(as_csr(X), y, None, W, b, n_threads=n_threads)
+        _sparse.loss_and_grad(c, y, None, W, b, n_threads=n_threads, XT=XT)
 
 
 @given(rows=st.lists(st.lists(st.tuples(st.integers(0, 6), st.floats(-3, 3)), max_size=8),
@@ -331,17 +358,19 @@ def _hessp_numpy(X, P, sw, V, c, alpha):
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_hessp_matches_numpy(dtype, n_threads, intercept, weighted):
+@pytest.mark.parametrize("scheme", ["scatter", "transpose"])
+def test_hessp_matches_numpy(dtype, n_threads, intercept, weighted, scheme):
     X, y, sw, W, b = _problem(dtype, weighted=weighted)
     b = b if intercept else None
     c = as_csr(X)
+    XT = _sparse.transpose(c) if scheme == "transpose" else None
     m, k = X.shape[0], W.shape[1]
     P = np.empty((m, k), dtype)
-    _sparse.loss_and_grad(c, y, sw, W, b, 0.1, P=P, n_threads=n_threads)
+    _sparse.loss_and_grad(c, y, sw, W, b, 0.1, P=P, n_threads=n_threads, XT=XT)
     rng = np.random.default_rng(2)
     V = rng.standard_normal(W.shape).astype(dtype)
     cv = rng.standard_normal(k).astype(dtype) if intercept else None
-    HV, Hc = _sparse.hessp(c, P, sw, V, cv, alpha=0.1, n_threads=n_threads)
+    HV, Hc = _sparse.hessp(c, P, sw, V, cv, alpha=0.1, n_threads=n_threads, XT=XT)
     want_HV, want_Hc = _hessp_numpy(X.toarray(), P, sw, V, 0 if cv is None else cv, 0.1)
     assert HV.dtype == dtype
     np.testing.assert_allclose(HV, want_HV, **TOL[dtype])

@@ -14,11 +14,21 @@ used one by one and linearly, so unsorted column indices and repeated ones
 within a row give exactly what the summed-duplicates matrix gives (up to
 the order of the additions).
 
-Full-data kernels run over row chunks in a ``prange``. Every accumulator of
-a feature-indexed quantity (the gradient, a Hessian product) is private to a
-chunk: chunk 0 writes into the caller's result array, chunk c > 0 into
-``parts[c - 1]``; the caller adds the parts (serially, after the parallel
-region). That is (n_chunks - 1) n k extra numbers beyond the result.
+Full-data kernels run over row chunks in a ``prange``. A feature-indexed
+sum (the gradient Xᵀ E, a Hessian product Xᵀ S) is formed in one of two
+ways, picked by the launcher:
+
+* scatter: every chunk scatters into its own (n, k) accumulator -- chunk 0
+  into the caller's result, chunk c > 0 into ``Gp[c - 1]`` -- and
+  :func:`_finish_partials` adds the parts (in chunk order, over disjoint
+  feature blocks) after the row pass. (n_chunks - 1) n k extra numbers.
+* transpose: the row pass stores the rows of E (m, k) instead, and
+  :func:`_csc_gather` runs over the columns of X (the CSR arrays of Xᵀ,
+  a copy the caller keeps), each row of the result gathered by one thread.
+  m k extra numbers plus the copy of X; no zeroing or adding of n k-sized
+  buffers, which is what makes it the faster one on wide data.
+
+Neither ever writes one array from two threads.
 
 The per-row softmax error, loss term and finiteness test are the dense
 kernels' (:func:`._fused._row_error`).
@@ -104,8 +114,8 @@ def _softmax_inplace(z, sc):
 
 @njit(**PJIT)
 def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W, b,
-                      P, G0, Gp, gb, loss, bad_row, scratch):
-    """Loss terms and Xᵀ E of a CSR matrix in one pass over its rows.
+                      P, E, G0, Gp, gb, loss, bad_row, scratch):
+    """Loss terms and Xᵀ E (or E itself) of a CSR matrix in one pass over its rows.
 
     IN     data, indices, indptr: the CSR arrays (m rows).
     IN     y (m,) int64 labels (``soft`` False) or Y (m, k) targets (``soft``
@@ -114,7 +124,11 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
     IN     W (n, k), b (k,).
     OUT    P (m, k): softmax(X W + b), written when P has m rows; pass an
            empty (0, k) array not to store it.
-    OUT    G0 (n, k): chunk 0's part of Xᵀ E (E = scale * w_i * (P - Y)).
+    OUT    E (m, k): the error rows scale * w_i * (p_i - y_i), written when E
+           has m rows (the transpose scheme: Xᵀ E is then the caller's column
+           pass, :func:`_csc_gather`, and G0, Gp are not touched; pass them
+           empty). With an empty (0, k) E, the scatter scheme:
+    OUT    G0 (n, k): chunk 0's part of Xᵀ E.
     OUT    Gp (n_chunks - 1, n, k): the other chunks' parts.
     OUT    gb (n_chunks, k): per-chunk column sums of E.
     OUT    loss (n_chunks,) float64: per-chunk sums of w_i * cross-entropy_i.
@@ -123,28 +137,30 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
     SCRATCH scratch (n_chunks, 2, k).
 
     Per row: z = b + sum_f x_f W[f] (a gather of k-vectors), the error row
-    and loss term by :func:`_row_error`, then G[f] += x_f e (a scatter).
-    The row's entries are read twice but from L1: a row of text is a few
-    dozen entries.
+    and loss term by :func:`_row_error`, then G[f] += x_f e (a scatter), or
+    e stored as row i of E. The row's entries are read twice, from L1: a
+    row of text is a few dozen entries.
     """
     n_chunks = gb.shape[0]
     m = indptr.shape[0] - 1
     k = W.shape[1]
     store_p = P.shape[0] > 0
+    store_e = E.shape[0] > 0
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
-        G = G0 if c == 0 else Gp[c - 1]
-        # Each thread zeroes its own accumulator (first touch on its core).
-        _zero2(G)
+        if not store_e:
+            G = G0 if c == 0 else Gp[c - 1]
+            # Each thread zeroes its own accumulator (first touch on its core).
+            _zero2(G)
         gbc = gb[c]
         _zero1(gbc)
-        z = scratch[c, 0]
         sc = scratch[c, 1]
         bad_row[c] = -1
         acc = 0.0
         for i in range(start, stop):
             lo = indptr[i]
             hi = indptr[i + 1]
+            z = E[i] if store_e else scratch[c, 0]
             for j in range(k):
                 z[j] = b[j]
             _gather(data, indices, lo, hi, W, z)
@@ -161,13 +177,14 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
                 # overwritten z with scale * w * (p - y), from which p cannot
                 # be recovered for a zero weight.
                 _softmax_inplace(P[i], sc)
-            _scatter(data, indices, lo, hi, z, G)
+            if not store_e:
+                _scatter(data, indices, lo, hi, z, G)
         loss[c] = acc
 
 
 @njit(**PJIT)
 def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
-                  H0, Hp, hc, scratch):
+                  S, H0, Hp, hc, scratch):
     """Hessian of the mean cross-entropy times a direction (V, cv), P cached.
 
     IN     data, indices, indptr: the CSR arrays (m rows).
@@ -175,6 +192,8 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
            :func:`_sparse_loss_grad`).
     IN     sw, weighted, scale: as in :func:`_sparse_loss_grad`.
     IN     V (n, k), cv (k,): the direction (cv zero without an intercept).
+    OUT    S (m, k): the rows s_i, written when S has m rows (transpose
+           scheme; H0, Hp untouched); with an empty (0, k) S:
     OUT    H0 (n, k), Hp (n_chunks - 1, n, k): parts of sum_i x_i s_iᵀ.
     OUT    hc (n_chunks, k): parts of sum_i s_i.
     SCRATCH scratch (n_chunks, k).
@@ -186,16 +205,18 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
     m = indptr.shape[0] - 1
     k = V.shape[1]
     one = V.dtype.type(1)
+    store_s = S.shape[0] > 0
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
-        H = H0 if c == 0 else Hp[c - 1]
-        _zero2(H)
+        if not store_s:
+            H = H0 if c == 0 else Hp[c - 1]
+            _zero2(H)
         hcc = hc[c]
         _zero1(hcc)
-        u = scratch[c]
         for i in range(start, stop):
             lo = indptr[i]
             hi = indptr[i + 1]
+            u = S[i] if store_s else scratch[c]
             for j in range(k):
                 u[j] = cv[j]
             _gather(data, indices, lo, hi, V, u)
@@ -207,7 +228,77 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
                 s = w * P[i, j] * (u[j] - pu)
                 u[j] = s
                 hcc[j] += s
-            _scatter(data, indices, lo, hi, u, H)
+            if not store_s:
+                _scatter(data, indices, lo, hi, u, H)
+
+
+@njit(**PJIT)
+def _csc_gather(tdata, tindices, tindptr, E, W, alpha, G, wsq):
+    """Column pass of the transpose scheme: G = Xᵀ E + alpha W, and ||W||².
+
+    IN     tdata, tindices, tindptr: the CSR arrays of Xᵀ (the CSC arrays of
+           X: row f lists the entries of column f, with their row indices).
+    IN     E (m, k): error rows (or the Hessian product's s rows).
+    IN     W (n, k), alpha: the L2 term added to each row of G.
+    OUT    G (n, k): every row written once, by one thread (no partial sums,
+           no reduction, no zeroing pass).
+    OUT    wsq (n_chunks,) float64: per-chunk sums of ||W[f]||² (the
+           penalty's value; float64, a sum over n k terms).
+
+    G[f] is a gather of the rows of E, the row pass's gather turned around;
+    E is m k numbers, read at random, written once by the row pass.
+    """
+    n_chunks = wsq.shape[0]
+    n = tindptr.shape[0] - 1
+    k = G.shape[1]
+    a = G.dtype.type(alpha)
+    for c in prange(n_chunks):
+        start, stop = _chunk(n, n_chunks, c)
+        acc = 0.0
+        for f in range(start, stop):
+            g = G[f]
+            w = W[f]
+            for j in range(k):
+                v = w[j]
+                g[j] = a * v
+                acc += np.float64(v) * np.float64(v)
+            _gather(tdata, tindices, tindptr[f], tindptr[f + 1], E, g)
+        wsq[c] = acc
+
+
+@njit(**PJIT)
+def _finish_partials(G0, Gp, W, alpha, wsq):
+    """Scatter scheme's last pass: G0 += sum_c Gp[c] + alpha W, and ||W||².
+
+    IN/OUT G0 (n, k): chunk 0's part in, the gradient (without the
+           intercept) out.
+    IN     Gp (n_chunks - 1, n, k): the other chunks' parts.
+    IN     W (n, k), alpha.
+    OUT    wsq (n_blocks,) float64: per-block sums of ||W[f]||².
+
+    Parallel over blocks of features, each block's rows written by one
+    thread; every entry sums the parts in chunk order (0, 1, ...), so the
+    result does not depend on n_blocks. One read of each part and of W,
+    against three separate NumPy passes (add, axpy, norm) that each read G0.
+    """
+    n_blocks = wsq.shape[0]
+    n, k = G0.shape
+    a = G0.dtype.type(alpha)
+    for c in prange(n_blocks):
+        start, stop = _chunk(n, n_blocks, c)
+        acc = 0.0
+        for f in range(start, stop):
+            g = G0[f]
+            for q in range(Gp.shape[0]):
+                h = Gp[q, f]
+                for j in range(k):
+                    g[j] += h[j]
+            w = W[f]
+            for j in range(k):
+                v = w[j]
+                g[j] += a * v
+                acc += np.float64(v) * np.float64(v)
+        wsq[c] = acc
 
 
 @njit(**PJIT)
