@@ -428,6 +428,10 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
     labels, targets, soft = _targets(y, m, k, dt)
     sw, weighted, total = _weights(sample_weight, m, dt)
     order = np.ascontiguousarray(order, dtype=np.int64)
+    if order.size and (order.min() < 0 or order.max() >= m):
+        # O(len(order)), against the epoch's O(nnz k): cheap insurance
+        # against an out-of-bounds read in the kernel.
+        raise ValueError(f"order must hold row indices in [0, {m})")
     batch_size = int(max(1, min(batch_size, max(1, order.shape[0]))))
     steps_per_epoch = max(1, -(-m // batch_size))
     schedule = SCHEDULE_INVSCALING if learning_rate == "invscaling" else SCHEDULE_CONSTANT

@@ -521,3 +521,19 @@ def test_sgd_epoch_leaves_untouched_columns_alone_without_penalty():
     _sparse.sgd_epoch(as_csr(X), y, None, W, b, np.arange(X.shape[0]), batch_size=3, eta0=0.5)
     np.testing.assert_array_equal(W[5], 7.0)
     assert not np.array_equal(W, W0)
+
+
+@pytest.mark.parametrize("bad", [[0, 37], [-1, 2]])
+def test_sgd_order_out_of_range_is_rejected(bad):
+    X, y, _, W, b = _problem(np.float64)
+    with pytest.raises(ValueError, match=r"order must hold row indices in \[0, 37\)"):
+        _sparse.sgd_epoch(as_csr(X), y, None, W, b, bad, batch_size=2, eta0=0.1)
+
+
+def test_sgd_in_place_arguments_are_checked():
+    X, y, _, W, b = _problem(np.float64)
+    with pytest.raises(ValueError, match="W must be"):
+        _sparse.sgd_epoch(as_csr(X), y, None, W.astype(np.float32), b, [0], batch_size=1,
+                          eta0=0.1)
+    with pytest.raises(ValueError, match="momentum > 0 needs"):
+        _sparse.sgd_epoch(as_csr(X), y, None, W, b, [0], batch_size=1, eta0=0.1, momentum=0.5)
