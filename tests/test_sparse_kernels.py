@@ -13,6 +13,12 @@ O(0.1-1), sums of a few dozen float32 terms).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -537,3 +543,57 @@ def test_sgd_in_place_arguments_are_checked():
                           eta0=0.1)
     with pytest.raises(ValueError, match="momentum > 0 needs"):
         _sparse.sgd_epoch(as_csr(X), y, None, W, b, [0], batch_size=1, eta0=0.1, momentum=0.5)
+
+
+# ------------------------------------------------------------------ on-disk cache
+USE_SPARSE_KERNELS = r"""
+import json
+import numpy as np
+import scipy.sparse as sp
+from numba.core.registry import CPUDispatcher
+from fastsoftmax import _sparse
+from fastsoftmax._kernels import _sparse as kernels
+
+X = sp.random(30, 8, density=0.3, format="csr", random_state=0)
+c = _sparse.as_csr(X)
+W = np.zeros((8, 3))
+_sparse.logits(c, W)
+_sparse.loss_and_grad(c, np.arange(30) % 3, None, W, None, 0.1, XT=_sparse.transpose(c))
+stats = {}
+for name, obj in vars(kernels).items():
+    if isinstance(obj, CPUDispatcher):
+        hits = sum(obj.stats.cache_hits.values())
+        misses = sum(obj.stats.cache_misses.values())
+        if hits or misses:
+            stats[name] = [hits, misses]
+print(json.dumps(stats))
+"""
+
+
+@pytest.mark.slow
+def test_sparse_kernels_load_from_disk_cache(tmp_path):
+    """cache=True holds for the sparse module: a second process compiles nothing.
+
+    Four of the dispatchers (the scan, logits, the transpose scheme's row and
+    column passes), not all: each costs seconds to compile cold (~10 s here).
+    """
+    repo = Path(fastsoftmax.__file__).resolve().parent.parent
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(repo)] + ([os.environ["PYTHONPATH"]]
+                                                          if os.environ.get("PYTHONPATH")
+                                                          else [])))
+    env.pop("NUMBA_DISABLE_JIT", None)
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", USE_SPARSE_KERNELS], env=env,
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    first = run()
+    second = run()
+    assert {"_csr_first_bad_row", "_sparse_logits", "_sparse_loss_grad",
+            "_csc_gather"} <= set(first)
+    assert all(hits == 0 and misses > 0 for hits, misses in first.values()), first
+    assert set(second) == set(first)
+    assert all(hits > 0 and misses == 0 for hits, misses in second.values()), second
