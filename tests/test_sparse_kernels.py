@@ -597,3 +597,48 @@ def test_sparse_kernels_load_from_disk_cache(tmp_path):
     assert all(hits == 0 and misses > 0 for hits, misses in first.values()), first
     assert set(second) == set(first)
     assert all(hits > 0 and misses == 0 for hits, misses in second.values()), second
+
+
+def test_sgd_kernel_can_carry_wscale_between_epochs():
+    """The kernel leaves W = wscale * W_hat for a caller that keeps wscale across
+    epochs (no O(n k) pass per epoch); a momentum epoch multiplies it out first."""
+    from fastsoftmax._kernels._sgd import SCHEDULE_CONSTANT
+    from fastsoftmax._kernels._sparse import _sparse_sgd_epoch
+
+    X, y, _, W0, b0 = _problem(np.float64, m=40)
+    c = as_csr(X)
+    order = np.random.default_rng(4).permutation(40)
+    k = W0.shape[1]
+    W1, b1 = W0.copy(), b0.copy()
+    for _ in range(2):
+        _sparse.sgd_epoch(c, y, None, W1, b1, order, batch_size=5, eta0=0.2, alpha=0.1)
+    _sparse.sgd_epoch(c, y, None, W1, b1, order, batch_size=5, eta0=0.2, alpha=0.1,
+                      momentum=0.5, VW=np.zeros_like(W1))
+
+    W2, b2 = W0.copy(), b0.copy()
+    wscale = np.ones(1)
+    VW = np.zeros_like(W2)
+    for momentum in (0.0, 0.0, 0.5):
+        steps = _sparse_sgd_epoch(
+            c.data, c.indices, c.indptr, y.astype(np.int64), np.empty((0, k)), np.empty(0),
+            False, False, order, 5, 1.0, W2, wscale, b2, True, 0.1,
+            VW if momentum else np.empty((0, k)), np.zeros(k), momentum, False, 0.2,
+            SCHEDULE_CONSTANT, 0.5, 0, 8, np.empty((5, k)), np.empty(k), np.empty(k),
+            np.empty(1))
+        assert steps == 8
+        if not momentum:
+            assert wscale[0] < 1
+    assert wscale[0] == 1.0
+    np.testing.assert_allclose(W2, W1, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b2, b1, rtol=1e-12, atol=1e-14)
+
+
+def test_non_contiguous_and_integer_small_arrays_are_coerced():
+    X, y, sw, W, b = _problem(np.float64, weighted=True)
+    c = as_csr(X)
+    want = _sparse.loss_and_grad(c, y, sw, W, b, 0.1)
+    Wf = np.asfortranarray(W)
+    got = _sparse.loss_and_grad(c, list(y), list(sw), Wf, b[::-1][::-1], 0.1)
+    assert got[0] == want[0]
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(_sparse.logits(c, Wf, b), _sparse.logits(c, W, b))

@@ -398,7 +398,8 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
            the batch size, as in the dense :func:`._sgd._sgd_epoch`).
     IN/OUT W (n, k): W_hat, the weights divided by wscale[0].
     IN/OUT wscale (1,) float64: the weights are wscale[0] * W_hat. Stays 1
-           when alpha == 0 or momentum > 0.
+           when alpha == 0; with momentum > 0 it is multiplied out first
+           and stays 1.
     IN/OUT b (k,); VW (n, k), Vb (k,): velocities. VW is read and written
            only when momentum > 0 (pass an empty (0, k) array otherwise);
            Vb always (zeros when momentum == 0).
@@ -433,6 +434,12 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
     a = dt(alpha)
     use_velocity = momentum != 0.0
     ws = wscale[0]
+    if use_velocity and ws != 1.0:
+        s = dt(ws)
+        for f in range(n):
+            for j in range(k):
+                W[f, j] *= s
+        ws = 1.0
     total = 0.0
     t = t0
     n_steps = 0
