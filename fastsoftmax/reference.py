@@ -6,13 +6,23 @@ grad_W = Xᵀ E / m + alpha W. They allocate the full (m, k) matrices and are
 written to be obviously correct, not fast: they are the baseline that the
 fused kernels are tested and benchmarked against. Inputs are not validated
 beyond what NumPy does.
+
+``loss_and_grad`` and ``sgd_epoch`` also take a scipy.sparse X: the same
+lines then run as SciPy's sparse products (X @ W, X.T @ E), and X is never
+densified. That is the baseline the sparse kernels are measured against.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "one_hot"]
+__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "one_hot", "sgd_epoch"]
+
+
+def _as_matrix(X):
+    """X as an array, or as it is when it is scipy.sparse (kept sparse)."""
+    return X if scipy.sparse.issparse(X) else np.asarray(X)
 
 
 def logsumexp(Z):
@@ -49,16 +59,16 @@ def loss_and_grad(X, y, W, b=None, *, alpha=0.0, sample_weight=None):
 
     y is labels (m,) or a target matrix (m, k). Returns
     (loss, grad_W, grad_b), grad_b None when b is None. Computed in X's
-    dtype, as the fused kernel is.
+    dtype, as the fused kernel is. X may be scipy.sparse.
     """
-    X = np.asarray(X)
+    X = _as_matrix(X)
     W = np.asarray(W, dtype=X.dtype)
     m, k = X.shape[0], W.shape[1]
     y = np.asarray(y)
     Y = one_hot(y, k, X.dtype) if y.ndim == 1 else np.asarray(y, dtype=X.dtype)
     s = np.ones(m, dtype=X.dtype) if sample_weight is None else np.asarray(sample_weight, X.dtype)
 
-    Z = X @ W                                   # logits, m x k
+    Z = np.asarray(X @ W)                       # logits, m x k
     if b is not None:
         Z = Z + np.asarray(b, dtype=X.dtype)
     P = softmax(Z)                              # probabilities
@@ -71,41 +81,48 @@ def loss_and_grad(X, y, W, b=None, *, alpha=0.0, sample_weight=None):
     loss = float(np.dot(s.astype(np.float64), per_row.astype(np.float64)) / total)
     loss += 0.5 * alpha * float(np.sum(W.astype(np.float64) ** 2))
     dZ = E * (s / X.dtype.type(total))[:, None]  # dJ/dZ
-    grad_W = X.T @ dZ + X.dtype.type(alpha) * W
+    grad_W = np.asarray(X.T @ dZ) + X.dtype.type(alpha) * W
     grad_b = dZ.sum(axis=0) if b is not None else None
     return loss, grad_W, grad_b
 
 
 def sgd_epoch(X, y, W, b, order, *, batch_size, eta, alpha=0.0, momentum=0.0,
-              nesterov=False, VW=None, Vb=None, sample_weight=None):
+              nesterov=False, VW=None, Vb=None, sample_weight=None, fit_intercept=True):
     """One epoch of mini-batch SGD, a plain NumPy loop over the batches.
 
     The lecture notes' update, W <- W - eta * (Xᵦᵀ (Pᵦ - Yᵦ) / B + alpha W),
     with optional (Nesterov) momentum; rows are visited in ``order``. With
-    sample weights each row's error is multiplied by w_i / mean(w). W, b,
-    VW and Vb are updated in place; returns (W, b).
+    sample weights each row's error is multiplied by w_i / mean(w). y is
+    labels (m,) or a target matrix (m, k); X may be scipy.sparse. W, b, VW
+    and Vb are updated in place (b only when ``fit_intercept``); returns
+    (W, b).
     """
-    X = np.asarray(X)
+    X = _as_matrix(X)
+    y = np.asarray(y)
     m, k = X.shape[0], W.shape[1]
     s = np.ones(m, X.dtype) if sample_weight is None else np.asarray(sample_weight, X.dtype)
     s = s / s.astype(np.float64).mean()
     VW = np.zeros_like(W) if VW is None else VW
     Vb = np.zeros_like(b) if Vb is None else Vb
-    for start in range(0, m, batch_size):
+    for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
         Xb = X[rows]
-        P = softmax(Xb @ W + b)
-        E = (P - one_hot(y[rows], k, X.dtype)) * s[rows, None].astype(X.dtype)
-        gW = Xb.T @ E / len(rows) + alpha * W
+        P = softmax(np.asarray(Xb @ W) + b)
+        Y = one_hot(y[rows], k, X.dtype) if y.ndim == 1 else y[rows].astype(X.dtype)
+        E = (P - Y) * s[rows, None].astype(X.dtype)
+        gW = np.asarray(Xb.T @ E) / len(rows) + alpha * W
         gb = E.sum(axis=0) / len(rows)
         VW *= momentum
         VW -= eta * gW
-        Vb *= momentum
-        Vb -= eta * gb
+        if fit_intercept:
+            Vb *= momentum
+            Vb -= eta * gb
         if nesterov:
             W += momentum * VW - eta * gW
-            b += momentum * Vb - eta * gb
+            if fit_intercept:
+                b += momentum * Vb - eta * gb
         else:
             W += VW
-            b += Vb
+            if fit_intercept:
+                b += Vb
     return W, b

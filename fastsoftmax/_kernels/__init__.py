@@ -13,4 +13,6 @@ docstrings. Inputs are checked and coerced once, at the edge
 * :mod:`._fused` -- the fused loss-and-gradient pass over X (small-k and GEMM strategies).
 * :mod:`._sgd` -- one whole mini-batch SGD epoch per call, with momentum.
 * :mod:`._predict` -- arg-max prediction in row blocks, without the (m, k) logits.
+* :mod:`._sparse` -- the same for CSR data: loss/gradient, Hessian product, SGD epoch,
+  prediction, validation scan.
 """

@@ -1,0 +1,523 @@
+"""Kernels for sparse data in CSR form: loss and gradient, Hessian products, SGD, prediction.
+
+A CSR matrix is passed as its three arrays -- ``data`` (nnz,) float32 or
+float64, ``indices`` (nnz,) column indices, ``indptr`` (m + 1,) row starts --
+and row i is the entries ``indptr[i]:indptr[i+1]``. The edge
+(:mod:`fastsoftmax._sparse`) hands every kernel except the validation scan
+``indices`` as int32 (int64 only when n >= 2**31) and ``indptr`` as int64,
+so each kernel compiles once per data dtype, not four times.
+
+Weights are stored (n, k): a nonzero x_f of a row touches the contiguous
+k-vector W[f] (a gather in the forward pass, a scatter in the backward
+pass), so the work is O(nnz k) and the inner loops run over k. Entries are
+used one by one and linearly, so unsorted column indices and repeated ones
+within a row give exactly what the summed-duplicates matrix gives (up to
+the order of the additions).
+
+Full-data kernels run over row chunks in a ``prange``. A feature-indexed
+sum (the gradient Xᵀ E, a Hessian product Xᵀ S) is formed in one of two
+ways, picked by the launcher:
+
+* scatter: every chunk scatters into its own (n, k) accumulator -- chunk 0
+  into the caller's result, chunk c > 0 into ``Gp[c - 1]`` -- and
+  :func:`_finish_partials` adds the parts (in chunk order, over disjoint
+  feature blocks) after the row pass. (n_chunks - 1) n k extra numbers.
+* transpose: the row pass stores the rows of E (m, k) instead, and
+  :func:`_csc_gather` runs over the columns of X (the CSR arrays of Xᵀ,
+  a copy the caller keeps), each row of the result gathered by one thread.
+  m k extra numbers plus the copy of X; no zeroing or adding of n k-sized
+  buffers, which is what makes it the faster one on wide data.
+
+Neither ever writes one array from two threads.
+
+The per-row softmax error, loss term and finiteness test are the dense
+kernels' (:func:`._fused._row_error`).
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._common import _chunk, _exp_shifted, _zero1, _zero2
+from ._config import JIT, PJIT, PJIT_STRICT
+from ._fused import _row_error
+from ._sgd import SCHEDULE_INVSCALING
+
+# Problems reported by the validation scan (the edge turns them into words).
+BAD_INDPTR = 1  # indptr decreases at the row, or points outside [0, nnz]
+BAD_INDEX = 2  # a column index outside [0, n)
+BAD_VALUE = 3  # a NaN or +-inf value
+
+# SGD with L2 and no momentum keeps W = wscale * W_hat (scikit-learn's
+# WeightVector trick): the shrink W <- (1 - eta alpha) W is one multiply of
+# wscale, so an update touches only the batch's features. When |wscale|
+# falls below this, W_hat is multiplied out (O(n k), once every
+# log(1e9) / (eta alpha) ~ 21 / (eta alpha) steps) before a division by a
+# tiny wscale could overflow W_hat. scikit-learn's threshold.
+WSCALE_MIN = 1e-9
+
+
+@njit(inline="always", **JIT)
+def _gather(data, indices, lo, hi, W, z):
+    """Add sum over p in [lo, hi) of data[p] * W[indices[p]] to z (one CSR row).
+
+    Four entries per pass over z: z stays in memory (k is not known when
+    compiling), and each += on it is a store-to-load chain of ~9 cycles per
+    pass, which one entry per pass would pay per entry. Measured on the text
+    benchmark (k = 20, W out of L2): 10 % faster than one entry per pass;
+    blocks of 8 or 16 classes held in registers (one pass over the entries
+    per block) were 1.5-2x slower.
+    """
+    k = z.shape[0]
+    p = lo
+    while p + 4 <= hi:
+        v0 = data[p]
+        v1 = data[p + 1]
+        v2 = data[p + 2]
+        v3 = data[p + 3]
+        w0 = W[indices[p]]
+        w1 = W[indices[p + 1]]
+        w2 = W[indices[p + 2]]
+        w3 = W[indices[p + 3]]
+        for j in range(k):
+            z[j] += (v0 * w0[j] + v1 * w1[j]) + (v2 * w2[j] + v3 * w3[j])
+        p += 4
+    while p < hi:
+        v = data[p]
+        w = W[indices[p]]
+        for j in range(k):
+            z[j] += v * w[j]
+        p += 1
+
+
+@njit(inline="always", **JIT)
+def _scatter(data, indices, lo, hi, e, G):
+    """G[indices[p]] += data[p] * e for p in [lo, hi) (one CSR row)."""
+    k = e.shape[0]
+    for p in range(lo, hi):
+        v = data[p]
+        f = indices[p]
+        for j in range(k):
+            G[f, j] += v * e[j]
+
+
+@njit(inline="always", **JIT)
+def _softmax_inplace(z, sc):
+    """Replace z by softmax(z), a row of finite logits; sc is a k-row scratch."""
+    mx = z[0]
+    for j in range(z.shape[0]):
+        mx = max(mx, z[j])
+    s = _exp_shifted(z, mx, z, sc)
+    inv = z.dtype.type(1) / s
+    for j in range(z.shape[0]):
+        z[j] *= inv
+
+
+@njit(**PJIT)
+def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W, b,
+                      P, E, G0, Gp, gb, loss, bad_row, scratch):
+    """Loss terms and Xᵀ E (or E itself) of a CSR matrix in one pass over its rows.
+
+    IN     data, indices, indptr: the CSR arrays (m rows).
+    IN     y (m,) int64 labels (``soft`` False) or Y (m, k) targets (``soft``
+           True), the unused one empty; sw (m,) sample weights if
+           ``weighted`` (else empty); scale = 1 / sum of the weights.
+    IN     W (n, k), b (k,).
+    OUT    P (m, k): softmax(X W + b), written when P has m rows; pass an
+           empty (0, k) array not to store it.
+    OUT    E (m, k): the error rows scale * w_i * (p_i - y_i), written when E
+           has m rows (the transpose scheme: Xᵀ E is then the caller's column
+           pass, :func:`_csc_gather`, and G0, Gp are not touched; pass them
+           empty). With an empty (0, k) E, the scatter scheme:
+    OUT    G0 (n, k): chunk 0's part of Xᵀ E.
+    OUT    Gp (n_chunks - 1, n, k): the other chunks' parts.
+    OUT    gb (n_chunks, k): per-chunk column sums of E.
+    OUT    loss (n_chunks,) float64: per-chunk sums of w_i * cross-entropy_i.
+    OUT    bad_row (n_chunks,) int64: first row of the chunk whose logits are
+           not finite (the chunk's other outputs are then incomplete), or -1.
+    SCRATCH scratch (n_chunks, 2, k).
+
+    Per row: z = b + sum_f x_f W[f] (a gather of k-vectors), the error row
+    and loss term by :func:`_row_error`, then G[f] += x_f e (a scatter), or
+    e stored as row i of E. The row's entries are read twice, from L1: a
+    row of text is a few dozen entries.
+    """
+    n_chunks = gb.shape[0]
+    m = indptr.shape[0] - 1
+    k = W.shape[1]
+    store_p = P.shape[0] > 0
+    store_e = E.shape[0] > 0
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        if not store_e:
+            G = G0 if c == 0 else Gp[c - 1]
+            # Each thread zeroes its own accumulator (first touch on its core).
+            _zero2(G)
+        gbc = gb[c]
+        _zero1(gbc)
+        sc = scratch[c, 1]
+        bad_row[c] = -1
+        acc = 0.0
+        for i in range(start, stop):
+            lo = indptr[i]
+            hi = indptr[i + 1]
+            z = E[i] if store_e else scratch[c, 0]
+            for j in range(k):
+                z[j] = b[j]
+            _gather(data, indices, lo, hi, W, z)
+            if store_p:
+                for j in range(k):
+                    P[i, j] = z[j]
+            part, ok = _row_error(z, i, y, Y, sw, soft, weighted, scale, gbc, sc)
+            if not ok:
+                bad_row[c] = i
+                break
+            acc += part
+            if store_p:
+                # One more exp per row, only when P is kept: _row_error has
+                # overwritten z with scale * w * (p - y), from which p cannot
+                # be recovered for a zero weight.
+                _softmax_inplace(P[i], sc)
+            if not store_e:
+                _scatter(data, indices, lo, hi, z, G)
+        loss[c] = acc
+
+
+@njit(**PJIT)
+def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
+                  S, H0, Hp, hc, scratch):
+    """Hessian of the mean cross-entropy times a direction (V, cv), P cached.
+
+    IN     data, indices, indptr: the CSR arrays (m rows).
+    IN     P (m, k): the probabilities at the current weights (from
+           :func:`_sparse_loss_grad`).
+    IN     sw, weighted, scale: as in :func:`_sparse_loss_grad`.
+    IN     V (n, k), cv (k,): the direction (cv zero without an intercept).
+    OUT    S (m, k): the rows s_i, written when S has m rows (transpose
+           scheme; H0, Hp untouched); with an empty (0, k) S:
+    OUT    H0 (n, k), Hp (n_chunks - 1, n, k): parts of sum_i x_i s_iᵀ.
+    OUT    hc (n_chunks, k): parts of sum_i s_i.
+    SCRATCH scratch (n_chunks, k).
+
+    With u_i = Vᵀ x_i + cv, s_i = scale * w_i * (p_i * u_i - p_i (p_i . u_i)).
+    The L2 term alpha V is the caller's.
+    """
+    n_chunks = hc.shape[0]
+    m = indptr.shape[0] - 1
+    k = V.shape[1]
+    one = V.dtype.type(1)
+    store_s = S.shape[0] > 0
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        if not store_s:
+            H = H0 if c == 0 else Hp[c - 1]
+            _zero2(H)
+        hcc = hc[c]
+        _zero1(hcc)
+        for i in range(start, stop):
+            lo = indptr[i]
+            hi = indptr[i + 1]
+            u = S[i] if store_s else scratch[c]
+            for j in range(k):
+                u[j] = cv[j]
+            _gather(data, indices, lo, hi, V, u)
+            pu = V.dtype.type(0)
+            for j in range(k):
+                pu += P[i, j] * u[j]
+            w = scale * (sw[i] if weighted else one)
+            for j in range(k):
+                s = w * P[i, j] * (u[j] - pu)
+                u[j] = s
+                hcc[j] += s
+            if not store_s:
+                _scatter(data, indices, lo, hi, u, H)
+
+
+@njit(**PJIT)
+def _csc_gather(tdata, tindices, tindptr, E, W, alpha, G, wsq):
+    """Column pass of the transpose scheme: G = Xᵀ E + alpha W, and ||W||².
+
+    IN     tdata, tindices, tindptr: the CSR arrays of Xᵀ (the CSC arrays of
+           X: row f lists the entries of column f, with their row indices).
+    IN     E (m, k): error rows (or the Hessian product's s rows).
+    IN     W (n, k), alpha: the L2 term added to each row of G.
+    OUT    G (n, k): every row written once, by one thread (no partial sums,
+           no reduction, no zeroing pass).
+    OUT    wsq (n_chunks,) float64: per-chunk sums of ||W[f]||² (the
+           penalty's value; float64, a sum over n k terms).
+
+    G[f] is a gather of the rows of E, the row pass's gather turned around;
+    E is m k numbers, read at random, written once by the row pass.
+    """
+    n_chunks = wsq.shape[0]
+    n = tindptr.shape[0] - 1
+    k = G.shape[1]
+    a = G.dtype.type(alpha)
+    for c in prange(n_chunks):
+        start, stop = _chunk(n, n_chunks, c)
+        acc = 0.0
+        for f in range(start, stop):
+            g = G[f]
+            w = W[f]
+            for j in range(k):
+                v = w[j]
+                g[j] = a * v
+                acc += np.float64(v) * np.float64(v)
+            _gather(tdata, tindices, tindptr[f], tindptr[f + 1], E, g)
+        wsq[c] = acc
+
+
+@njit(**PJIT)
+def _finish_partials(G0, Gp, W, alpha, wsq):
+    """Scatter scheme's last pass: G0 += sum_c Gp[c] + alpha W, and ||W||².
+
+    IN/OUT G0 (n, k): chunk 0's part in, the gradient (without the
+           intercept) out.
+    IN     Gp (n_chunks - 1, n, k): the other chunks' parts.
+    IN     W (n, k), alpha.
+    OUT    wsq (n_blocks,) float64: per-block sums of ||W[f]||².
+
+    Parallel over blocks of features, each block's rows written by one
+    thread; every entry sums the parts in chunk order (0, 1, ...), so the
+    result does not depend on n_blocks. One read of each part and of W,
+    against three separate NumPy passes (add, axpy, norm) that each read G0.
+    """
+    n_blocks = wsq.shape[0]
+    n, k = G0.shape
+    a = G0.dtype.type(alpha)
+    for c in prange(n_blocks):
+        start, stop = _chunk(n, n_blocks, c)
+        acc = 0.0
+        for f in range(start, stop):
+            g = G0[f]
+            for q in range(Gp.shape[0]):
+                h = Gp[q, f]
+                for j in range(k):
+                    g[j] += h[j]
+            w = W[f]
+            for j in range(k):
+                v = w[j]
+                g[j] += a * v
+                acc += np.float64(v) * np.float64(v)
+        wsq[c] = acc
+
+
+@njit(**PJIT)
+def _sparse_logits(data, indices, indptr, W, b, out, n_chunks):
+    """OUT out (m, k) = X W + b, rows split into n_chunks parallel chunks."""
+    m = indptr.shape[0] - 1
+    k = W.shape[1]
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        for i in range(start, stop):
+            z = out[i]
+            for j in range(k):
+                z[j] = b[j]
+            _gather(data, indices, indptr[i], indptr[i + 1], W, z)
+
+
+@njit(**PJIT)
+def _sparse_predict(data, indices, indptr, W, b, out, scratch):
+    """OUT out (m,) = argmax_j (X W + b)_ij, ties to the lowest j.
+
+    SCRATCH scratch (n_chunks, k): one row of logits per chunk, so no (m, k)
+    array is built. Same comparison as the dense :func:`._predict._predict_labels`.
+    """
+    m = indptr.shape[0] - 1
+    k = W.shape[1]
+    n_chunks = scratch.shape[0]
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        z = scratch[c]
+        for i in range(start, stop):
+            for j in range(k):
+                z[j] = b[j]
+            _gather(data, indices, indptr[i], indptr[i + 1], W, z)
+            best = 0
+            top = z[0]
+            for j in range(1, k):
+                if z[j] > top:
+                    top = z[j]
+                    best = j
+            out[i] = best
+
+
+@njit(**PJIT_STRICT)
+def _csr_first_bad_row(data, indices, indptr, n, bad_row, bad_kind):
+    """Find, per chunk, the first row that is not a valid finite CSR row.
+
+    IN     data (nnz,), indices (nnz,) of any integer width, indptr (m + 1,)
+           int64; n the number of columns.
+    OUT    bad_row (n_chunks,) int64: the first bad row of the chunk, or -1.
+    OUT    bad_kind (n_chunks,) int64: BAD_INDPTR (the row's range
+           indptr[i]:indptr[i+1] decreases or leaves [0, nnz]), BAD_INDEX (a
+           column index outside [0, n)) or BAD_VALUE (NaN or +-inf), in that
+           order of precedence within a row; 0 when the chunk is clean.
+
+    The row's range is checked before it is read, so a broken indptr never
+    makes the scan read out of bounds.
+    """
+    m = indptr.shape[0] - 1
+    nnz = indices.shape[0]
+    n_chunks = bad_row.shape[0]
+    big = np.finfo(data.dtype).max
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        bad_row[c] = -1
+        bad_kind[c] = 0
+        for i in range(start, stop):
+            lo = indptr[i]
+            hi = indptr[i + 1]
+            if lo < 0 or hi < lo or hi > nnz:
+                bad_row[c] = i
+                bad_kind[c] = BAD_INDPTR
+                break
+            # Counted, not branched on, so that the loops vectorise (as in
+            # _checks._first_nonfinite_row); |x| <= max is false exactly for
+            # NaN and +-inf.
+            n_index = 0
+            n_value = 0
+            for p in range(lo, hi):
+                f = indices[p]
+                n_index += (f < 0) | (f >= n)
+                n_value += not (abs(data[p]) <= big)
+            if n_index or n_value:
+                bad_row[c] = i
+                bad_kind[c] = BAD_INDEX if n_index else BAD_VALUE
+                break
+
+
+@njit(**JIT)
+def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, batch_size,
+                      scale, W, wscale, b, fit_intercept, alpha, VW, Vb, momentum, nesterov,
+                      eta0, schedule, power_t, t0, steps_per_epoch, E, gb, sc, loss_out):
+    """One epoch of mini-batch SGD over the CSR rows ``order``, in place.
+
+    IN     data, indices, indptr: the CSR arrays; y, Y, sw, soft, weighted
+           as in :func:`_sparse_loss_grad`; order (m_epoch,) int64 rows in
+           visiting order; scale = m / sum of the weights (divided here by
+           the batch size, as in the dense :func:`._sgd._sgd_epoch`).
+    IN/OUT W (n, k): W_hat, the weights divided by wscale[0].
+    IN/OUT wscale (1,) float64: the weights are wscale[0] * W_hat. Stays 1
+           when alpha == 0; with momentum > 0 it is multiplied out first
+           and stays 1.
+    IN/OUT b (k,); VW (n, k), Vb (k,): velocities. VW is read and written
+           only when momentum > 0 (pass an empty (0, k) array otherwise);
+           Vb always (zeros when momentum == 0).
+    IN     alpha, momentum, nesterov, eta0, schedule (SCHEDULE_CONSTANT or
+           SCHEDULE_INVSCALING), power_t, t0 (updates before this epoch),
+           steps_per_epoch: as in the dense epoch.
+    SCRATCH E (batch_size, k): the batch's error rows; gb (k,); sc (k,).
+    OUT    loss_out (1,) float64: sum of w_i * CE_i over the epoch's rows,
+           each with the weights in force for its batch.
+
+    Returns the number of updates, or -(updates + 1) when a row's logits are
+    not finite (W, wscale, b are then consistent with the updates made, and
+    the caller restores its snapshot).
+
+    Cost per batch of B rows: the logits and errors of the B rows with the
+    weights before the step (O(nnz_B k)), then
+
+    * momentum == 0: W <- (1 - eta alpha) W - eta G as wscale *= (1 - eta
+      alpha) and W_hat[f] -= (eta / wscale) x_f e for the batch's entries:
+      O(nnz_B k), independent of n (plus the rare rescale of WSCALE_MIN);
+    * momentum > 0: the velocity decays everywhere, v <- mu v - eta (alpha W
+      + G), so a dense sweep over all n k weights per batch is unavoidable:
+      O(n k + nnz_B k). The dense part (mu v - eta alpha W) is applied first,
+      the sparse part (-eta G, and -(1 + mu) eta G for Nesterov) after.
+
+    Serial: a batch holds far too little work for a parallel launch.
+    """
+    m = order.shape[0]
+    n, k = W.shape
+    dt = W.dtype.type
+    mu = dt(momentum)
+    a = dt(alpha)
+    use_velocity = momentum != 0.0
+    ws = wscale[0]
+    if use_velocity and ws != 1.0:
+        s = dt(ws)
+        for f in range(n):
+            for j in range(k):
+                W[f, j] *= s
+        ws = 1.0
+    total = 0.0
+    t = t0
+    n_steps = 0
+    for start in range(0, m, batch_size):
+        stop = min(m, start + batch_size)
+        bs = stop - start
+        if schedule == SCHEDULE_INVSCALING:
+            eta64 = eta0 / (1.0 + t / steps_per_epoch) ** power_t
+        else:
+            eta64 = eta0
+        eta = dt(eta64)
+        coef = dt(scale / bs)
+        wsd = dt(ws)
+        # ---- errors of the batch at the current weights ------------------
+        _zero1(gb)
+        for q in range(bs):
+            i = order[start + q]
+            z = E[q]
+            _zero1(z)
+            _gather(data, indices, indptr[i], indptr[i + 1], W, z)
+            for j in range(k):
+                z[j] = wsd * z[j] + b[j]
+            ce, ok = _row_error(z, i, y, Y, sw, soft, weighted, coef, gb, sc)
+            if not ok:
+                wscale[0] = ws
+                return -(n_steps + 1)
+            total += ce
+        # ---- update ------------------------------------------------------
+        if use_velocity:
+            for f in range(n):
+                for j in range(k):
+                    w = W[f, j]
+                    g = a * w
+                    v = mu * VW[f, j] - eta * g
+                    VW[f, j] = v
+                    if nesterov:
+                        W[f, j] = w + (mu * v - eta * g)
+                    else:
+                        W[f, j] = w + v
+            step_w = eta * (mu + dt(1)) if nesterov else eta
+            for q in range(bs):
+                i = order[start + q]
+                e = E[q]
+                for p in range(indptr[i], indptr[i + 1]):
+                    x = data[p]
+                    f = indices[p]
+                    for j in range(k):
+                        d = x * e[j]
+                        VW[f, j] -= eta * d
+                        W[f, j] -= step_w * d
+        else:
+            if alpha != 0.0:
+                ws *= 1.0 - eta64 * alpha
+                if abs(ws) < WSCALE_MIN:
+                    # Multiply out (also covers eta alpha == 1: W becomes 0).
+                    s = dt(ws)
+                    for f in range(n):
+                        for j in range(k):
+                            W[f, j] *= s
+                    ws = 1.0
+            step = dt(-eta64 / ws)
+            for q in range(bs):
+                i = order[start + q]
+                e = E[q]
+                for j in range(k):
+                    e[j] *= step
+                _scatter(data, indices, indptr[i], indptr[i + 1], e, W)
+        if fit_intercept:
+            for j in range(k):
+                g = gb[j]
+                v = mu * Vb[j] - eta * g
+                Vb[j] = v
+                if nesterov:
+                    b[j] += mu * v - eta * g
+                else:
+                    b[j] += v
+        t += 1
+        n_steps += 1
+    wscale[0] = ws
+    loss_out[0] = total
+    return n_steps

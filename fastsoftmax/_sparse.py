@@ -1,0 +1,483 @@
+"""Launchers for the sparse (CSR) kernels: coerce once, allocate, call, reduce.
+
+:func:`as_csr` is the edge for sparse input: it takes any scipy.sparse
+matrix or array, converts CSC, COO and the other formats to CSR once, keeps
+float32/float64 values (anything else becomes float64), never densifies,
+and rejects malformed or non-finite input with an error naming the row.
+It returns a :class:`CSR` whose arrays the kernels take as they are:
+``indices`` int32 (int64 only for n >= 2**31), ``indptr`` int64.
+
+The other functions are thin: they check nothing that :func:`as_csr` and
+the caller's label/weight validation (:mod:`fastsoftmax._validation`) have
+already checked, only cast the small arrays (W, b, labels, weights) to the
+kernel dtypes, and allocate the per-chunk buffers. The sparse kernels make
+no BLAS calls, so only Numba's thread count is set (:func:`numba_threads`);
+:func:`single_threaded_blas` is not needed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from ._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING
+from ._kernels._sparse import (
+    BAD_INDEX,
+    BAD_INDPTR,
+    BAD_VALUE,
+    _csc_gather,
+    _csr_first_bad_row,
+    _finish_partials,
+    _sparse_hessp,
+    _sparse_logits,
+    _sparse_loss_grad,
+    _sparse_predict,
+    _sparse_sgd_epoch,
+)
+from ._threads import numba_threads
+
+__all__ = ["CSR", "as_csr", "transpose", "gradient_scheme", "loss_and_grad", "hessp",
+           "sgd_epoch", "logits", "predict_labels"]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_INT32_MAX = np.iinfo(np.int32).max
+_PROBLEMS = {
+    BAD_INDPTR: "an indptr range that decreases or leaves [0, nnz]",
+    BAD_INDEX: "a column index outside [0, {n})",
+    BAD_VALUE: "a NaN or infinite value",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CSR:
+    """A validated CSR matrix, as the sparse kernels take it.
+
+    Attributes
+    ----------
+    data : ndarray of shape (nnz,), float32 or float64
+    indices : ndarray of shape (nnz,), int32 (int64 when n >= 2**31)
+    indptr : ndarray of shape (m + 1,), int64
+    shape : (m, n)
+    """
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    shape: tuple[int, int]
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the values."""
+        return self.data.dtype
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored entries (duplicates counted separately)."""
+        return int(self.indices.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the three arrays."""
+        return int(self.data.nbytes + self.indices.nbytes + self.indptr.nbytes)
+
+    def to_scipy(self) -> scipy.sparse.csr_matrix:
+        """Return the same matrix as a scipy ``csr_matrix`` (sharing the arrays)."""
+        return scipy.sparse.csr_matrix((self.data, self.indices, self.indptr),
+                                       shape=self.shape, copy=False)
+
+
+def _n_chunks(m: int, n_threads: int) -> int:
+    return max(1, min(m, n_threads))
+
+
+def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None = None) -> CSR:
+    """Check a scipy.sparse matrix or array and return it as a :class:`CSR`.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array (any format), or a :class:`CSR`
+        CSR is used as is (its arrays are not copied when they already
+        have the kernel dtypes); CSC, COO and other formats are converted
+        to CSR once. Never densified.
+    dtype : float32, float64 or None
+        dtype of the values; None keeps float32/float64 and turns anything
+        else into float64.
+    name : str
+        Name used in error messages.
+    n_threads : int or None
+        Threads for the validation scan.
+
+    Returns
+    -------
+    CSR
+        ``indptr`` as int64 (a copy of m + 1 numbers when it was int32),
+        ``indices`` as int32 when n < 2**31 (a copy of 4 nnz bytes when it
+        was int64). Duplicate and unsorted column indices are kept: the
+        kernels treat them as the summed-duplicates matrix.
+
+    Raises
+    ------
+    TypeError
+        If X is not sparse, or its values are not real numbers.
+    ValueError
+        If X is not 2-D, its arrays disagree in length, or a row has a
+        decreasing indptr range, a column index outside [0, n), or a NaN or
+        infinite value (the first such row is named).
+    """
+    if isinstance(X, CSR):
+        data, indices, indptr, shape = X.data, X.indices, X.indptr, X.shape
+    else:
+        if not scipy.sparse.issparse(X):
+            raise TypeError(f"{name} must be a scipy.sparse matrix or array, "
+                            f"got {type(X).__name__}")
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {X.shape}")
+        if X.format != "csr":
+            X = X.tocsr()
+        data, indices, indptr, shape = X.data, X.indices, X.indptr, X.shape
+    m, n = int(shape[0]), int(shape[1])
+    data = np.asarray(data)
+    if data.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {data.dtype}")
+    if dtype is None:
+        target = data.dtype if data.dtype in _FLOATS else np.dtype(np.float64)
+    else:
+        target = np.dtype(dtype)
+        if target not in _FLOATS:
+            raise ValueError(f"dtype must be float32 or float64, got {target}")
+    data = np.ascontiguousarray(data, dtype=target)
+    indices = np.asarray(indices)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{name}.indices must be integers, got dtype {indices.dtype}")
+    if indices.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        indices = indices.astype(np.int64)
+    indices = np.ascontiguousarray(indices)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    if data.ndim != 1 or indices.ndim != 1 or indices.shape != data.shape:
+        raise ValueError(f"{name}: data and indices must be 1-D of one length, got "
+                         f"{data.shape} and {indices.shape}")
+    if indptr.shape != (m + 1,):
+        raise ValueError(f"{name}: indptr must have m + 1 = {m + 1} entries, got {indptr.shape}")
+    if m:
+        with numba_threads(n_threads) as t:
+            bad_row = np.empty(_n_chunks(m, t), dtype=np.int64)
+            bad_kind = np.empty_like(bad_row)
+            _csr_first_bad_row(data, indices, indptr, n, bad_row, bad_kind)
+        hits = np.flatnonzero(bad_row >= 0)
+        if hits.size:
+            c = hits[np.argmin(bad_row[hits])]
+            problem = _PROBLEMS[int(bad_kind[c])].format(n=n)
+            raise ValueError(f"{name}: row {int(bad_row[c])} has {problem}")
+    # One index width for the kernels. Validated first: a cast of an int64
+    # index >= 2**31 to int32 would wrap into range.
+    if indices.dtype != np.int32 and n <= _INT32_MAX:
+        indices = indices.astype(np.int32)
+    return CSR(data, indices, indptr, (m, n))
+
+
+def _targets(y: Any, m: int, k: int, dt: np.dtype) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(labels, targets, soft) for the kernels; y is (m,) labels or (m, k) targets."""
+    y = np.asarray(y)
+    if y.ndim == 2:
+        return np.empty(0, np.int64), np.ascontiguousarray(y, dtype=dt), True
+    return np.ascontiguousarray(y, dtype=np.int64), np.empty((0, k), dt), False
+
+
+def _weights(sample_weight: Any, m: int, dt: np.dtype) -> tuple[np.ndarray, bool, float]:
+    """(sw, weighted, sum of the weights as float64)."""
+    if sample_weight is None:
+        return np.empty(0, dt), False, float(m)
+    sw = np.ascontiguousarray(sample_weight, dtype=dt)
+    return sw, True, float(sw.sum(dtype=np.float64))
+
+
+def transpose(csr: CSR) -> CSR:
+    """Return the CSR arrays of Xᵀ (the CSC arrays of X), for the transpose scheme.
+
+    Row f of the result lists the entries of column f of X with their row
+    indices (int32 when m < 2**31; indptr int64). Built once per fit by
+    SciPy's CSR -> CSC conversion (O(nnz + n), ~50 ms at 4 M entries) and
+    held by the caller: the same size as X again.
+    """
+    m, n = csr.shape
+    xt = csr.to_scipy().tocsc()
+    rows = xt.indices
+    if rows.dtype != np.int32 and m <= _INT32_MAX:
+        rows = rows.astype(np.int32)
+    return CSR(np.ascontiguousarray(xt.data), np.ascontiguousarray(rows),
+               np.ascontiguousarray(xt.indptr, dtype=np.int64), (n, m))
+
+
+def gradient_scheme(csr: CSR, n_classes: int, n_threads: int | None = None) -> str:
+    """Pick how Xᵀ E is formed: "scatter" or "transpose".
+
+    * "scatter": rows scatter x_f e into per-thread (n, k) accumulators,
+      added at the end. Extra memory (threads - 1) n k beyond the gradient;
+      extra work: zeroing and adding those n k numbers per thread.
+    * "transpose": the error rows are stored in E (m, k), then a column
+      pass over Xᵀ (:func:`transpose`, held by the caller) gathers each
+      row of the gradient once. Extra memory: E plus the copy of X.
+
+    "transpose" is chosen when its extra memory (Xᵀ and E) is at most that
+    of one per-thread accumulator (n k): wide data, where n k dwarfs X.
+    There it is also faster, because it neither zeroes nor adds n k-sized
+    buffers and writes the gradient sequentially instead of scattering into
+    it at random. Measured (benchmarks/sparse_kernels.py, 2 shared cores):
+    200,000 x 2,000,000, 20 per row, k = 20, float32: 107 ms against 219
+    ms; on 100,000 x 100,000, 60 per row (X five times n k), both take the
+    same time and "scatter" needs no copy of X. Either way the memory stays
+    within the size of X + O(threads n k).
+    """
+    m, n = csr.shape
+    item = csr.dtype.itemsize
+    copy = csr.data.nbytes + csr.nnz * (4 if m <= _INT32_MAX else 8) + 8 * (n + 1)
+    return "transpose" if copy + m * n_classes * item <= n * n_classes * item else "scatter"
+
+
+def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
+                  alpha: float = 0.0, n_threads: int | None = None,
+                  P: np.ndarray | None = None, XT: CSR | None = None
+                  ) -> tuple[float, np.ndarray, np.ndarray | None]:
+    """Weighted mean cross-entropy + alpha/2 ||W||² and its gradient on CSR data.
+
+    Parameters
+    ----------
+    csr : CSR
+        From :func:`as_csr`.
+    y : ndarray (m,) of labels in 0..k-1, or (m, k) of target rows
+        Already validated.
+    sample_weight : ndarray (m,) or None
+    W : ndarray (n, k)
+    b : ndarray (k,) or None
+        None: no intercept (grad_b is None).
+    alpha : float
+    n_threads : int or None
+    P : ndarray (m, k) of csr's dtype, C-contiguous, or None
+        When given, receives softmax(X W + b) (for :func:`hessp`).
+    XT : CSR or None
+        ``transpose(csr)``: use the transpose scheme (see
+        :func:`gradient_scheme`); None: the scatter scheme.
+
+    Returns
+    -------
+    loss : float
+    grad_W : ndarray (n, k)
+    grad_b : ndarray (k,) or None
+
+    Raises
+    ------
+    ValueError
+        If the logits of a row are not finite (the row is named).
+
+    Memory beyond the result (n k): (threads - 1) n k (scatter) or m k
+    (transpose, plus the caller's XT).
+    """
+    m, n = csr.shape
+    dt = csr.dtype
+    W = np.ascontiguousarray(W, dtype=dt)
+    k = W.shape[1]
+    bias = np.zeros(k, dt) if b is None else np.ascontiguousarray(b, dtype=dt)
+    labels, targets, soft = _targets(y, m, k, dt)
+    sw, weighted, total = _weights(sample_weight, m, dt)
+    P_out = np.empty((0, k), dt) if P is None else P
+    scale = dt.type(1.0 / total)
+    with numba_threads(n_threads) as t:
+        n_chunks = _n_chunks(m, t)
+        gb = np.empty((n_chunks, k), dt)
+        loss = np.empty(n_chunks, np.float64)
+        bad_row = np.empty(n_chunks, np.int64)
+        scratch = np.empty((n_chunks, 2, k), dt)
+        if XT is not None:
+            E = np.empty((m, k), dt)
+            G0 = np.empty((0, k), dt)
+            Gp = np.empty((0, 0, k), dt)
+        else:
+            E = np.empty((0, k), dt)
+            G0 = np.empty((n, k), dt)
+            Gp = np.empty((n_chunks - 1, n, k), dt)
+        _sparse_loss_grad(csr.data, csr.indices, csr.indptr, labels, targets, sw, soft,
+                          weighted, scale, W, bias, P_out, E, G0, Gp, gb, loss, bad_row,
+                          scratch)
+        hits = bad_row[bad_row >= 0]
+        if hits.size:
+            raise ValueError(f"the logits X @ W + b are not finite at row {int(hits.min())}: "
+                             f"the features or weights are too large for {dt.name}")
+        wsq = np.zeros(max(1, min(n, t)), np.float64)
+        if XT is not None:
+            del G0, Gp
+            G0 = np.empty((n, k), dt)
+            _csc_gather(XT.data, XT.indices, XT.indptr, E, W, float(alpha), G0, wsq)
+        elif alpha or n_chunks > 1:
+            _finish_partials(G0, Gp, W, float(alpha), wsq)
+    value = float(loss.sum()) / total
+    if alpha:
+        value += 0.5 * alpha * float(wsq.sum())
+    grad_b = gb.sum(axis=0) if b is not None else None
+    return value, G0, grad_b
+
+
+def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
+          alpha: float = 0.0, n_threads: int | None = None, XT: CSR | None = None
+          ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Hessian of the objective at the weights that gave P, times (V, c).
+
+    Parameters
+    ----------
+    csr : CSR
+    P : ndarray (m, k)
+        Probabilities stored by :func:`loss_and_grad` (its ``P`` argument).
+    sample_weight : ndarray (m,) or None
+    V : ndarray (n, k)
+    c : ndarray (k,) or None
+        Intercept direction; None without an intercept (then Hc is None).
+    alpha : float
+        The L2 term alpha V is added to HV.
+    n_threads : int or None
+    XT : CSR or None
+        ``transpose(csr)`` for the transpose scheme, as in :func:`loss_and_grad`.
+
+    Returns
+    -------
+    HV : ndarray (n, k)
+        sum_i x_i s_iᵀ + alpha V, s_i = (w_i / sum w)(p_i * u_i - p_i (p_i . u_i)),
+        u_i = Vᵀ x_i + c.
+    Hc : ndarray (k,) or None
+        sum_i s_i.
+    """
+    m, n = csr.shape
+    dt = csr.dtype
+    V = np.ascontiguousarray(V, dtype=dt)
+    k = V.shape[1]
+    cv = np.zeros(k, dt) if c is None else np.ascontiguousarray(c, dtype=dt)
+    P = np.ascontiguousarray(P, dtype=dt)
+    sw, weighted, total = _weights(sample_weight, m, dt)
+    with numba_threads(n_threads) as t:
+        n_chunks = _n_chunks(m, t)
+        hc = np.empty((n_chunks, k), dt)
+        scratch = np.empty((n_chunks, k), dt)
+        if XT is not None:
+            S = np.empty((m, k), dt)
+            H0 = np.empty((0, k), dt)
+            Hp = np.empty((0, 0, k), dt)
+        else:
+            S = np.empty((0, k), dt)
+            H0 = np.empty((n, k), dt)
+            Hp = np.empty((n_chunks - 1, n, k), dt)
+        _sparse_hessp(csr.data, csr.indices, csr.indptr, P, sw, weighted, dt.type(1.0 / total),
+                      V, cv, S, H0, Hp, hc, scratch)
+        wsq = np.zeros(max(1, min(n, t)), np.float64)
+        if XT is not None:
+            H0 = np.empty((n, k), dt)
+            _csc_gather(XT.data, XT.indices, XT.indptr, S, V, float(alpha), H0, wsq)
+        elif alpha or n_chunks > 1:
+            _finish_partials(H0, Hp, V, float(alpha), wsq)
+    return H0, (hc.sum(axis=0) if c is not None else None)
+
+
+def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray,
+              order: Any, *, batch_size: int, eta0: float, alpha: float = 0.0,
+              fit_intercept: bool = True, momentum: float = 0.0, nesterov: bool = False,
+              VW: np.ndarray | None = None, Vb: np.ndarray | None = None,
+              learning_rate: str = "constant", power_t: float = 0.5, t0: int = 0
+              ) -> tuple[int, float]:
+    """One mini-batch SGD epoch over the rows ``order``, updating W, b (and VW, Vb) in place.
+
+    Parameters
+    ----------
+    csr : CSR
+    y, sample_weight
+        As in :func:`loss_and_grad`, validated by the caller.
+    W : ndarray (n, k), csr's dtype, C-contiguous
+        Updated in place.
+    b : ndarray (k,), csr's dtype
+        Updated in place when ``fit_intercept``.
+    order : array of int (m_epoch,)
+        Rows in visiting order (the caller's shuffle).
+    batch_size, eta0, alpha, momentum, nesterov, power_t
+        As in the dense SGD epoch; ``learning_rate`` "constant" or
+        "invscaling" (eta0 / (1 + t / steps_per_epoch) ** power_t, t the
+        number of updates so far, starting at ``t0``).
+    VW : ndarray (n, k) or None
+        Velocity, needed (and updated) only when momentum > 0.
+    Vb : ndarray (k,) or None
+        Intercept velocity (updated when fit_intercept).
+
+    Returns
+    -------
+    n_steps : int
+        Updates made, or -(updates + 1) if a row's logits became non-finite
+        (the caller restores its snapshot of W and b).
+    loss_sum : float
+        Sum of w_i * CE_i over the epoch's rows (divide by sum w for the mean);
+        NaN when the epoch diverged.
+
+    Cost: O(nnz of the batch * k) per update when momentum == 0 (L2 through
+    a scale factor, multiplied into W at the end of the epoch: one O(n k)
+    pass per epoch); O(n k) per update when momentum > 0.
+    """
+    m, n = csr.shape
+    dt = csr.dtype
+    if W.dtype != dt or not W.flags.c_contiguous or not W.flags.writeable:
+        raise ValueError(f"W must be a writeable C-contiguous {dt.name} array (updated in place)")
+    k = W.shape[1]
+    if b.dtype != dt or b.shape != (k,):
+        raise ValueError(f"b must be a ({k},) {dt.name} array (updated in place)")
+    labels, targets, soft = _targets(y, m, k, dt)
+    sw, weighted, total = _weights(sample_weight, m, dt)
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    if order.size and (order.min() < 0 or order.max() >= m):
+        # O(len(order)), against the epoch's O(nnz k): cheap insurance
+        # against an out-of-bounds read in the kernel.
+        raise ValueError(f"order must hold row indices in [0, {m})")
+    batch_size = int(max(1, min(batch_size, max(1, order.shape[0]))))
+    steps_per_epoch = max(1, -(-m // batch_size))
+    schedule = SCHEDULE_INVSCALING if learning_rate == "invscaling" else SCHEDULE_CONSTANT
+    if momentum:
+        if VW is None:
+            raise ValueError("momentum > 0 needs the velocity VW")
+    else:
+        VW = np.empty((0, k), dt)
+    Vb = np.zeros(k, dt) if Vb is None else Vb
+    wscale = np.ones(1, np.float64)
+    loss_out = np.full(1, np.nan)
+    steps = _sparse_sgd_epoch(
+        csr.data, csr.indices, csr.indptr, labels, targets, sw, soft, weighted, order,
+        batch_size, m / total, W, wscale, b, bool(fit_intercept), float(alpha), VW, Vb,
+        float(momentum), bool(nesterov), float(eta0), schedule, float(power_t), int(t0),
+        steps_per_epoch, np.empty((batch_size, k), dt), np.empty(k, dt), np.empty(k, dt),
+        loss_out)
+    if wscale[0] != 1.0:
+        W *= dt.type(wscale[0])
+    return int(steps), float(loss_out[0])
+
+
+def logits(csr: CSR, W: Any, b: Any = None, out: np.ndarray | None = None,
+           n_threads: int | None = None) -> np.ndarray:
+    """X W + b into ``out`` (m, k) (allocated when None; csr's dtype, C-contiguous)."""
+    m, n = csr.shape
+    dt = csr.dtype
+    W = np.ascontiguousarray(W, dtype=dt)
+    k = W.shape[1]
+    bias = np.zeros(k, dt) if b is None else np.ascontiguousarray(b, dtype=dt)
+    if out is None:
+        out = np.empty((m, k), dt)
+    with numba_threads(n_threads) as t:
+        _sparse_logits(csr.data, csr.indices, csr.indptr, W, bias, out, _n_chunks(m, t))
+    return out
+
+
+def predict_labels(csr: CSR, W: Any, b: Any = None, n_threads: int | None = None) -> np.ndarray:
+    """argmax_j (X W + b)_ij for every row (int64, ties to the lowest j), no (m, k) array."""
+    m, n = csr.shape
+    dt = csr.dtype
+    W = np.ascontiguousarray(W, dtype=dt)
+    k = W.shape[1]
+    bias = np.zeros(k, dt) if b is None else np.ascontiguousarray(b, dtype=dt)
+    out = np.empty(m, np.int64)
+    with numba_threads(n_threads) as t:
+        _sparse_predict(csr.data, csr.indices, csr.indptr, W, bias, out,
+                        np.empty((_n_chunks(m, t), k), dt))
+    return out
