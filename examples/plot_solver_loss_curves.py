@@ -16,7 +16,6 @@ import time
 import warnings
 
 import matplotlib.pyplot as plt
-import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from fastsoftmax import SoftmaxRegression, plot

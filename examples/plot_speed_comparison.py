@@ -41,8 +41,9 @@ for m, n, k in shapes:
         y = rng.integers(0, k, m)
         W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
         b = np.zeros(k, dtype)
-        t_ref, t_fs = interleaved([lambda: reference.loss_and_grad(X, y, W, b),
-                                   lambda: fs.loss_and_grad(X, y, W, b)],
+        args = (X, y, W, b)
+        t_ref, t_fs = interleaved([lambda a=args: reference.loss_and_grad(*a),
+                                   lambda a=args: fs.loss_and_grad(*a)],
                                   rounds=5, settle=0.05)
         rows.append((f"({m}, {n}, {k})\n{np.dtype(dtype).name}", t_ref, t_fs))
 
@@ -66,7 +67,7 @@ ax1.set_title("loss_and_grad, medians measured at build time")
 ratios = [r[1] / r[2] for r in rows]
 ax2.bar(x, ratios, color="tab:green")
 ax2.axhline(1, color="black", linewidth=0.8)
-for xi, r in zip(x, ratios):
+for xi, r in zip(x, ratios, strict=True):
     ax2.text(xi, r, f"{r:.1f}x", ha="center", va="bottom")
 ax2.set_ylabel("speed-up over NumPy")
 ax2.set_xticks(x, labels)
@@ -86,7 +87,7 @@ Z = 3 * rng.standard_normal((100_000, 20))
 times = interleaved([lambda: reference.softmax(Z), lambda: scipy_softmax(Z, axis=1),
                      lambda: fs.softmax(Z)], rounds=5, settle=0.05)
 names = ["NumPy reference", "scipy.special", "fastsoftmax"]
-for name, t in zip(names, times):
+for name, t in zip(names, times, strict=True):
     print(f"{name:>16}: {t * 1e3:6.2f} ms")
 
 fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")

@@ -35,7 +35,7 @@ Xs = (X - X.mean(axis=0)) / X.std(axis=0)
 W = np.zeros((2, 3))
 b = np.zeros(3)
 losses = []
-for it in range(300):
+for _ in range(300):
     loss, grad_W, grad_b = fastsoftmax.loss_and_grad(Xs, y, W, b)
     losses.append(loss)
     W -= 1.0 * grad_W
@@ -78,7 +78,7 @@ plot.decision_regions(model, X, y, ax=ax)
 means = np.array([[2.0, 2.0], [8.0, 3.0], [3.0, 6.0], [2.0, 2.0]])
 t = np.linspace(0, 1, 200)
 path = np.concatenate([(1 - t)[:, None] * a + t[:, None] * c
-                       for a, c in zip(means[:-1], means[1:])])
+                       for a, c in zip(means[:-1], means[1:], strict=True)])
 proba = model.predict_proba(path)
 
 fig, ax = plt.subplots(figsize=(6.4, 3.5), layout="constrained")
