@@ -1,24 +1,41 @@
 # Two commands for a fresh machine with only Python 3.10+:
 #   make demo   set up .venv, install fastsoftmax, run the demo
-#   make test   set up .venv, install fastsoftmax with test tools, run all tests
+#   make test   set up .venv, install fastsoftmax with test tools, run all tests,
+#               build the docs and check the wheel (what CI runs)
+# and, on their own:
+#   make docs        the Sphinx site in docs/_build/html, gallery run afresh
+#   make wheel-test  build the sdist and the wheel into dist/, install the wheel
+#                    in a throw-away venv and use it from outside the checkout
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test pytest docs wheel-test bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,plot]"
+	$(BIN)/python -m pip install --quiet -e ".[test,plot,docs,release]"
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/fastsoftmax demo
 
-test: $(STAMP)
+test: pytest docs wheel-test
+
+pytest: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Warnings are errors (-W), every cross-reference must resolve (-n), and the
+# gallery's examples run every time (their previous output is removed).
+docs: $(STAMP)
+	rm -rf docs/_build docs/_generated docs/auto_examples docs/api/generated \
+		docs/sg_execution_times.rst
+	$(BIN)/sphinx-build -W --keep-going -n -b html docs docs/_build/html
+
+wheel-test: $(STAMP)
+	PYTHON=$(BIN)/python .ci/wheel-test
 
 bench: $(STAMP)
 	FASTSOFTMAX_BENCH_FULL=1 $(BIN)/python -m pytest benchmarks --benchmark-enable \
@@ -27,9 +44,11 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet ruff mypy
-	$(BIN)/ruff check fastsoftmax tests benchmarks
+	$(BIN)/ruff check fastsoftmax tests benchmarks examples docs
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .benchmarks \
+		docs/_build docs/_generated docs/auto_examples docs/api/generated \
+		docs/sg_execution_times.rst
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
