@@ -228,7 +228,7 @@ def test_predict_missing_output_folder_fails_before_reading(capsys, tmp_path, mo
     def must_not_run(*args, **kwargs):
         raise AssertionError("the model was loaded before the output folder was checked")
 
-    monkeypatch.setattr(cli, "_load_model", must_not_run)
+    monkeypatch.setattr(cli._io, "load_model", must_not_run)
     code, out, err = run(capsys, "predict", tmp_path / "m.npz", tmp_path / "d.csv",
                          "-o", tmp_path / "no" / "p.csv")
     assert code == 1 and out == ""
@@ -266,7 +266,7 @@ def test_target_option_needs_csv(capsys, tmp_path, data):
         code, out, err = run(capsys, "train", tmp_path / name, "--target", "species",
                              "-o", tmp_path / "m.npz")
         assert code == 1, err
-        assert_one_line_error(err, "--target", "CSV input only", name)
+        assert_one_line_error(err, "--target", "CSV, Parquet and Feather input only", name)
     assert not (tmp_path / "m.npz").exists()
 
 
