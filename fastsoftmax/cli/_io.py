@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ._common import CLIError, block_rows, one_line
+from ._common import CLIError, one_line
 from ._tables import ArrowSource, CSVSource, TableSource, is_gzip
 
 CLI_KEYS = ("scaler_mean", "scaler_scale", "feature_names", "target_name",
@@ -202,25 +202,28 @@ def read_rows(source: TableSource, features: list[str], target: str | None, dtyp
               transform: Transform | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Every row of ``source`` into one array, block by block.
 
-    The array is allocated for the number of rows estimated after the first
-    block and grown by half when the estimate falls short; what it holds
-    beyond the last row is never written, so never resident.
+    The first block becomes the array (a file read in one block, such as a
+    Parquet file of one row group, is never copied). At the second, an
+    array is allocated for the number of rows estimated then, and grown by
+    half whenever the estimate falls short; what it holds beyond the last
+    row is never written, so never resident.
     """
     buf: np.ndarray | None = None
     m = 0
     labels = []
-    for chunk in source.chunks(block_rows(len(features)), features, target):
+    for chunk in source.chunks(source.whole_read_rows(len(features)), features, target):
         assert chunk.X is not None
         block = chunk.X if transform is None else transform(chunk.X, chunk.start)
         end = m + block.shape[0]
-        if buf is None or end > buf.shape[0]:
-            capacity = max(end, source.estimate_rows(end),
-                           0 if buf is None else buf.shape[0] * 3 // 2)
-            grown = np.empty((capacity, block.shape[1]), dtype=dtype)
-            if buf is not None:
+        if buf is None:
+            buf = np.ascontiguousarray(block, dtype=dtype)
+        else:
+            if end > buf.shape[0]:
+                capacity = max(end, source.estimate_rows(end), buf.shape[0] * 3 // 2)
+                grown = np.empty((capacity, block.shape[1]), dtype=dtype)
                 grown[:m] = buf[:m]
-            buf = grown
-        buf[m:end] = block
+                buf = grown
+            buf[m:end] = block
         m = end
         if chunk.y is not None:
             labels.append(chunk.y)

@@ -21,13 +21,13 @@ import gzip
 import itertools
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
 
-from ._common import PARQUET_EXTRA, CLIError, one_line
+from ._common import PARQUET_EXTRA, CLIError, block_rows, one_line
 
 __all__ = ["ArrowSource", "CSVSource", "Chunk", "TableSource", "is_gzip"]
 
@@ -66,6 +66,10 @@ class TableSource:
     def estimate_rows(self, done: int) -> int:
         """Rows the whole file probably holds, having read ``done`` of them."""
         return done
+
+    def whole_read_rows(self, n_features: int) -> int:
+        """Rows per chunk when the whole file is read into one array."""
+        return block_rows(n_features)
 
     def _check_names(self) -> None:
         from collections import Counter
@@ -305,14 +309,28 @@ class ArrowSource(TableSource):
     def estimate_rows(self, done: int) -> int:
         return max(done, self.total or 0)
 
-    def _batches(self, rows: int, columns: list[str]) -> Iterator[Any]:
+    def whole_read_rows(self, n_features: int) -> int:
+        return max(self.total or 0, 1)  # whole row groups: no slicing, no copy
+
+    def _units(self) -> Iterator[tuple[int, Callable[[str], Any]]]:
+        """(rows, column reader) of each row group (Parquet) or record batch (Feather).
+
+        A Parquet row group is read one column at a time: pyarrow's batch
+        reader would decode every column of the group at once and hold
+        them beside the float64 copy (about 5 x the data at the peak).
+        """
         if self.kind == "Parquet":
-            yield from self._file.iter_batches(batch_size=rows, columns=columns)
+            for g in range(self._file.num_row_groups):
+
+                def column(name: str, g: int = g) -> Any:
+                    return self._file.read_row_group(g, columns=[name],
+                                                     use_threads=False).column(0)
+
+                yield self._file.metadata.row_group(g).num_rows, column
             return
         for i in range(self._file.num_record_batches):
-            batch = self._file.get_batch(i).select(columns)
-            for offset in range(0, batch.num_rows, rows):
-                yield batch.slice(offset, rows)
+            batch = self._file.get_batch(i)  # memory-mapped: its columns are views
+            yield batch.num_rows, batch.column
 
     def _check_types(self, features: list[str], target: str | None) -> None:
         types = self._pa.types
@@ -332,31 +350,29 @@ class ArrowSource(TableSource):
     def chunks(self, rows: int, features: list[str] | None,
                target: str | None) -> Iterator[Chunk]:
         self._check_types(features or [], target)
-        columns = list(features or []) + ([] if target is None else [target])
         start = self._done = 0
-        batches = self._batches(rows, columns)
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except (self._pa.ArrowException, OSError) as exc:
-                raise CLIError(f"{self.path}: not a readable {self.kind} file "
-                               f"({one_line(str(exc))})") from None
-            X = None if features is None else self._features(batch, features, start)
-            y = None if target is None else self._labels(batch.column(target), target, start)
-            self._done = start + batch.num_rows
-            yield Chunk(start, X, y)
-            start = self._done
+        try:
+            for n, column in self._units():
+                X = None if features is None else self._features(column, features, n, start)
+                y = None if target is None else self._labels(column(target), target, start)
+                for offset in range(0, n, rows):
+                    self._done = start + min(n, offset + rows)
+                    yield Chunk(start + offset, None if X is None else X[offset:offset + rows],
+                                None if y is None else y[offset:offset + rows])
+                start += n
+        except (self._pa.ArrowException, OSError) as exc:
+            raise CLIError(f"{self.path}: not a readable {self.kind} file "
+                           f"({one_line(str(exc))})") from None
 
     def _first_null(self, column: Any) -> int:
         return int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
 
-    def _features(self, batch: Any, features: list[str], start: int) -> np.ndarray:
+    def _features(self, column_of: Callable[[str], Any], features: list[str], n: int,
+                  start: int) -> np.ndarray:
         pa = self._pa
-        X = np.empty((batch.num_rows, len(features)))
+        X = np.empty((n, len(features)))
         for j, name in enumerate(features):
-            column = batch.column(name)
+            column = column_of(name)
             if column.null_count:
                 raise CLIError(f"{self.path}: row {start + self._first_null(column) + 1}, "
                                f"column {name!r}: missing value")
