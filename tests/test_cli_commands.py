@@ -202,3 +202,29 @@ def test_option_defaults_are_the_estimators():
             assert f"default: {defaults['solver']}" in options[param].help
         else:
             assert options[param].default == defaults[param], param
+
+
+def test_adaptive_step_over_a_stream(capsys, tmp_path, frame, monkeypatch):
+    """partial_fit keeps its step; the command divides eta0 by 5 when chunks stop improving."""
+    path = table_file(tmp_path, frame, "csv")
+    etas = []
+    original = SoftmaxRegression.partial_fit
+
+    def spy(self, X, y, classes=None, sample_weight=None):
+        etas.append(self.eta0)
+        return original(self, X, y, classes=classes, sample_weight=sample_weight)
+
+    monkeypatch.setattr(SoftmaxRegression, "partial_fit", spy)
+    args = ["train", path, "-o", tmp_path / "m.npz", "--chunksize", "20", "--epochs", "3",
+            "--standardize", "--random-state", "0", "--eta0", "0.5"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    cuts = int(re.search(r"step divided by 5 (\d+) times \(adaptive\)", out).group(1))
+    assert cuts >= 1 and len(etas) == 90
+    assert etas[0] == 0.5 and sorted(set(etas), reverse=True) == pytest.approx(
+        [0.5 / 5**i for i in range(cuts + 1)])
+    assert etas == sorted(etas, reverse=True)  # only ever divided
+    assert SoftmaxRegression.load(tmp_path / "m.npz").eta0 == 0.5  # the option, as given
+    etas.clear()
+    code, out, err = run(capsys, *args, "--learning-rate", "constant")
+    assert code == 0 and "divided" not in out and set(etas) == {0.5}

@@ -114,8 +114,9 @@ def _add_train_options(train: argparse.ArgumentParser) -> None:
                        help="sgd: rows per mini-batch")
     train.add_argument(option["learning_rate"], choices=("adaptive", "constant", "invscaling"),
                        default=default["learning_rate"],
-                       help="sgd/bgd: step-size schedule (with --chunksize, adaptive keeps "
-                            "its step, as constant does)")
+                       help="sgd/bgd: step-size schedule (with --chunksize, adaptive "
+                            "divides the step by 5 when --n-iter-no-change chunks in a row "
+                            "do not lower the loss)")
     train.add_argument(option["eta0"], type=float, default=default["eta0"],
                        help="sgd/bgd: initial step size")
     train.add_argument(option["momentum"], type=float, default=default["momentum"],
