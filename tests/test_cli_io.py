@@ -60,6 +60,10 @@ def test_csv_values_parsed_exactly_and_labels_typed(tmp_path):
     table = _io.read(str(write(tmp_path, "d.csv", text)), "auto", need_target=True)
     np.testing.assert_array_equal(table.X[:, 0], values)  # as Python's float() reads them
     assert table.y.dtype == np.int64 and table.y.tolist() == [i % 3 for i in range(500)]
+    # A byte-order mark (Excel writes one) is not part of the first name.
+    table = _io.read(str(write(tmp_path, "bom.csv", "\ufeffx,y\n1,a\n2,b\n")), "auto",
+                     need_target=True)
+    assert table.feature_names == ["x"] and table.X.tolist() == [[1.0], [2.0]]
     # Labels that are not all integers stay the text they are.
     table = _io.read(str(write(tmp_path, "e.csv", "x,y\n1,1.0\n2,2\n3, NA \n")), "auto",
                      need_target=True)

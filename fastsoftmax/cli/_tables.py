@@ -122,8 +122,8 @@ class CSVSource(TableSource):
 
     def _text(self) -> IO[str]:
         if self._gzip:
-            return gzip.open(self.path, "rt", newline="", encoding="utf-8")
-        return open(self.path, newline="", encoding="utf-8")
+            return gzip.open(self.path, "rt", newline="", encoding="utf-8-sig")
+        return open(self.path, newline="", encoding="utf-8-sig")
 
     def _header(self) -> list[str]:
         with self._errors(), self._text() as fh:
