@@ -159,8 +159,8 @@ def _train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "last column)")
     _add_data_args(train, "read and train ROWS rows at a time with sgd (partial_fit), "
                           "memory bounded by the chunk, not the file")
-    train.add_argument("--epochs", type=_positive, default=None, metavar="E",
-                       help="--chunksize: passes over the file (default: 1)")
+    train.add_argument("--epochs", type=_positive, default=1, metavar="E",
+                       help="--chunksize: passes over the file")
     train.add_argument("--classes", default=None, metavar="A,B,...",
                        help="--chunksize: every class, comma-separated, instead of a first "
                             "pass over the label column")
@@ -238,9 +238,10 @@ def _check_combinations(args: argparse.Namespace) -> None:
         return
     fail = args.parser.error
     if args.chunksize is None:
-        for name in ("epochs", "classes"):
-            if getattr(args, name) is not None:
-                fail(f"--{name} applies to --chunksize training only")
+        if args.epochs != 1:
+            fail("--epochs applies to --chunksize training only (see --max-iter)")
+        if args.classes is not None:
+            fail("--classes applies to --chunksize training only")
         return
     if getattr(args, "solver", "sgd") != "sgd":
         fail(f"--chunksize trains with sgd (partial_fit); --solver {args.solver} needs the "
@@ -250,8 +251,6 @@ def _check_combinations(args: argparse.Namespace) -> None:
              "run predict on it")
     if args.early_stopping:
         fail("--early-stopping cannot be used with --chunksize")
-    if args.epochs is None:
-        args.epochs = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
