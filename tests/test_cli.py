@@ -14,38 +14,16 @@ os.environ["MPLBACKEND"] = "Agg"
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from _cli_helpers import SPECIES, assert_one_line_error, run, three_species  # noqa: E402
 from sklearn.datasets import dump_svmlight_file  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from fastsoftmax import SoftmaxRegression, cli  # noqa: E402
 
-SPECIES = np.array(["setosa", "versicolor", "virginica"])
-
-
-def run(capsys, *argv):
-    """cli.main in-process: (exit status, stdout, stderr)."""
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(err, *needles):
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("fastsoftmax: error: "), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], (needle, err)
-
 
 @pytest.fixture(scope="module")
 def data():
-    rng = np.random.default_rng(0)
-    codes = np.repeat([0, 1, 2], 80)
-    centres = np.array([[0.0, 0.0, 0.0], [4.0, 0.0, 1.0], [0.0, 4.0, -1.0]])
-    # Well separated classes, features on very different scales.
-    X = (centres[codes] + rng.normal(size=(240, 3))) * [1.0, 10.0, 0.1] + [0.0, 50.0, -3.0]
-    return X, codes
+    return three_species()
 
 
 @pytest.fixture
@@ -228,7 +206,7 @@ def test_predict_missing_output_folder_fails_before_reading(capsys, tmp_path, mo
     def must_not_run(*args, **kwargs):
         raise AssertionError("the model was loaded before the output folder was checked")
 
-    monkeypatch.setattr(cli, "_load_model", must_not_run)
+    monkeypatch.setattr(cli._io, "load_model", must_not_run)
     code, out, err = run(capsys, "predict", tmp_path / "m.npz", tmp_path / "d.csv",
                          "-o", tmp_path / "no" / "p.csv")
     assert code == 1 and out == ""
@@ -266,7 +244,7 @@ def test_target_option_needs_csv(capsys, tmp_path, data):
         code, out, err = run(capsys, "train", tmp_path / name, "--target", "species",
                              "-o", tmp_path / "m.npz")
         assert code == 1, err
-        assert_one_line_error(err, "--target", "CSV input only", name)
+        assert_one_line_error(err, "--target", "CSV, Parquet and Feather input only", name)
     assert not (tmp_path / "m.npz").exists()
 
 

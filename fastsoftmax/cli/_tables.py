@@ -1,0 +1,402 @@
+"""Files with named columns, read a chunk of rows at a time.
+
+CSV goes through pandas' C parser; Parquet and Feather (Arrow IPC) through
+pyarrow (``pip install fastsoftmax[parquet]``). Every source gives the same
+:class:`Chunk`: float64 features already checked (numbers, finite) and raw
+labels already checked (none empty), so that reading a whole file and
+streaming it share every check and every message.
+
+The C parser is fast because it never looks back. When a chunk holds
+something wrong (a value that is not a number, a row with too few or too
+many fields, an empty label), the CSV source reads the file once more with
+the standard library's ``csv`` module, up to that row only, to name the
+line and the column; nothing of that slow path runs on good data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import gzip
+import itertools
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+
+from ._common import PARQUET_EXTRA, CLIError, block_rows, one_line
+
+__all__ = ["ArrowSource", "CSVSource", "Chunk", "TableSource", "is_gzip"]
+
+
+@dataclass
+class Chunk:
+    """Rows ``start`` (0-based, counting data rows) to ``start + len`` of a table."""
+
+    start: int
+    X: np.ndarray | None  # (rows, features) float64, every value finite
+    y: np.ndarray | None  # (rows,) labels as stored, none missing or empty
+
+
+class TableSource:
+    """A file of named columns (see the subclasses)."""
+
+    path: str
+    kind: str  # "CSV", "Parquet" or "Feather", for messages
+    unit: str  # what position() counts: "B" (bytes) or "rows"
+    columns: list[str]
+    total: int | None  # the file's size in ``unit``
+
+    def chunks(self, rows: int, features: list[str] | None,
+               target: str | None) -> Iterator[Chunk]:
+        """Chunks of at most ``rows`` rows; ``features=None`` reads the labels only."""
+        raise NotImplementedError
+
+    def position(self) -> int:
+        """How far the current pass has read, in ``unit``."""
+        raise NotImplementedError
+
+    def where(self, row: int) -> str:
+        """Name data row ``row`` (0-based) as a user finds it: ``line 7`` or ``row 6``."""
+        return f"row {row + 1}"
+
+    def estimate_rows(self, done: int) -> int:
+        """Rows the whole file probably holds, having read ``done`` of them."""
+        return done
+
+    def whole_read_rows(self, n_features: int) -> int:
+        """Rows per chunk when the whole file is read into one array."""
+        return block_rows(n_features)
+
+    def _check_names(self) -> None:
+        from collections import Counter
+
+        twice = sorted(name for name, n in Counter(self.columns).items() if n > 1)
+        if twice:
+            raise CLIError(f"{self.path}: duplicate column names {twice}")
+
+
+def is_gzip(path: str) -> bool:
+    """Whether the file starts with gzip's magic number."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _blank(fields: list[str]) -> bool:
+    # The lines pandas' C parser skips: empty, or nothing but spaces.
+    return not fields or (len(fields) == 1 and not fields[0].strip())
+
+
+class CSVSource(TableSource):
+    """A CSV file with a header row, gzip-compressed or not, in UTF-8."""
+
+    kind = "CSV"
+    unit = "B"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._size = os.path.getsize(path)
+        self.total = self._size
+        self._gzip = is_gzip(path)
+        self._raw: IO[bytes] | None = None
+        self.columns = self._header()
+        self._check_names()
+
+    # -------------------------------------------------------- the slow reader
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except UnicodeDecodeError as exc:
+            raise CLIError(f"{self.path}: not a UTF-8 text CSV file ({exc.reason})") from None
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise CLIError(f"{self.path}: not a readable gzip file ({exc})") from None
+        except csv.Error as exc:
+            raise CLIError(f"{self.path}: unreadable CSV ({exc})") from None
+
+    def _text(self) -> IO[str]:
+        if self._gzip:
+            return gzip.open(self.path, "rt", newline="", encoding="utf-8-sig")
+        return open(self.path, newline="", encoding="utf-8-sig")
+
+    def _header(self) -> list[str]:
+        with self._errors(), self._text() as fh:
+            for fields in csv.reader(fh):
+                if not _blank(fields):
+                    return [name.strip() for name in fields]
+        raise CLIError(f"{self.path}: empty file (a CSV needs a header row)")
+
+    def _records(self, skip: int = 0) -> Iterator[tuple[int, list[str]]]:
+        """(line number, fields) of every data record from the ``skip``-th (0-based) on."""
+        with self._errors(), self._text() as fh:
+            reader = csv.reader(fh)
+            records = (fields for fields in reader if not _blank(fields))
+            next(records, None)  # the header
+            for fields in itertools.islice(records, skip, None):
+                yield reader.line_num, fields
+
+    def _ragged(self, fields: list[str], line: int) -> CLIError | None:
+        if len(fields) == len(self.columns):
+            return None
+        return CLIError(f"{self.path}: line {line} has {len(fields)} fields, "
+                        f"the header has {len(self.columns)}")
+
+    def _problem(self, row: int, name: str, *, target: bool = False) -> CLIError:
+        """Return the error for data row ``row``, column ``name``: its field count, else value."""
+        line, fields = next(self._records(row), (0, []))
+        ragged = self._ragged(fields, line)
+        if ragged is not None:
+            return ragged
+        text = fields[self.columns.index(name)]
+        if target:
+            return CLIError(f"{self.path}: line {line}: empty target {name!r}")
+        try:
+            float(text)
+        except ValueError:
+            return CLIError(f"{self.path}: line {line}, column {name!r}: {text!r} is not a number")
+        return CLIError(f"{self.path}: line {line}, column {name!r}: {text!r} is not a "
+                        "finite number")
+
+    def _first_ragged(self, start: int, exc: Exception) -> CLIError:
+        for line, fields in self._records(start):
+            ragged = self._ragged(fields, line)
+            if ragged is not None:
+                return ragged
+        return CLIError(f"{self.path}: unreadable CSV ({one_line(str(exc))})")
+
+    def where(self, row: int) -> str:
+        line, _ = next(self._records(row), (0, []))
+        return f"line {line}"
+
+    # -------------------------------------------------------- the fast reader
+    @contextlib.contextmanager
+    def _binary(self) -> Iterator[IO[bytes]]:
+        with open(self.path, "rb") as raw:
+            self._raw = raw
+            try:
+                if self._gzip:
+                    with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                        yield unzipped  # type: ignore[misc]
+                else:
+                    yield raw
+            finally:
+                self._raw = None
+
+    def position(self) -> int:
+        return self._size if self._raw is None else self._raw.tell()
+
+    def estimate_rows(self, done: int) -> int:
+        # Bytes per row so far (compressed bytes for gzip, like the total),
+        # with 10 % to spare: the rest of a generous buffer is never touched,
+        # so it takes address space, not memory.
+        position = self.position()
+        if done == 0 or position <= 0:
+            return done
+        return int(self._size / (position / done) * 1.1) + 1024
+
+    def chunks(self, rows: int, features: list[str] | None,
+               target: str | None) -> Iterator[Chunk]:
+        import pandas as pd
+
+        options: dict[str, Any] = dict(
+            chunksize=rows, header=0, names=self.columns, index_col=False, engine="c",
+            encoding="utf-8",
+            # No NA markers: "NA" or "" is not a number to us, and a label
+            # stays the text it is.
+            na_filter=False,
+            dtype=None if target is None else {target: str})
+        if features is None:
+            options["usecols"] = [target]
+        start = 0
+        with self._errors(), self._binary() as fh, pd.read_csv(fh, **options) as reader:
+            while True:
+                try:
+                    frame = next(reader)
+                except StopIteration:
+                    return
+                except pd.errors.ParserError as exc:  # more fields than the header
+                    raise self._first_ragged(start, exc) from None
+                X = None if features is None else self._features(frame, features, start)
+                y = None if target is None else self._labels(frame[target], target, start)
+                yield Chunk(start, X, y)
+                start += len(frame)
+
+    def _features(self, frame: Any, features: list[str], start: int) -> np.ndarray:
+        X = np.empty((len(frame), len(features)))
+        for j, name in enumerate(features):
+            column = frame[name]
+            kind = column.dtype.kind
+            if kind in "iuf":
+                X[:, j] = column.to_numpy()
+            elif kind == "b":  # True/False: not numbers
+                raise self._problem(start, name)
+            else:  # text the C parser did not take: Python's float() decides
+                values = column.to_numpy(dtype=object)
+                try:
+                    X[:, j] = values.astype(np.float64)
+                except (ValueError, TypeError):
+                    raise self._problem(start + _first_not_float(values), name) from None
+        finite = np.isfinite(X)
+        if not finite.all():
+            i, j = np.argwhere(~finite)[0]
+            raise self._problem(start + int(i), features[j])
+        return X
+
+    def _labels(self, column: Any, name: str, start: int) -> np.ndarray:
+        y = column.str.strip().to_numpy(dtype=object)
+        empty = np.flatnonzero(y == "")
+        if empty.size:  # an empty field, or a short row that stopped before it
+            raise self._problem(start + int(empty[0]), name, target=True)
+        return y.astype(str)
+
+
+def _first_not_float(values: np.ndarray) -> int:
+    for i, value in enumerate(values):
+        try:
+            float(value)
+        except (ValueError, TypeError):
+            return i
+    return 0
+
+
+def _pyarrow(path: str, kind: str) -> Any:
+    try:
+        import pyarrow
+        import pyarrow.compute
+        import pyarrow.ipc
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise CLIError(f"{path}: reading {kind} needs pyarrow: {PARQUET_EXTRA}") from None
+    return pyarrow
+
+
+class ArrowSource(TableSource):
+    """A Parquet file, or a Feather v2 / Arrow IPC file, read through pyarrow."""
+
+    unit = "rows"
+
+    def __init__(self, path: str, kind: str) -> None:
+        self.path = path
+        self.kind = "Parquet" if kind == "parquet" else "Feather"
+        pa = self._pa = _pyarrow(path, self.kind)
+        self._done = 0
+        try:
+            if kind == "parquet":
+                self._file = pa.parquet.ParquetFile(path)
+                schema = self._file.schema_arrow
+                self.total = self._file.metadata.num_rows
+            else:
+                self._file = pa.ipc.open_file(pa.memory_map(path))
+                schema = self._file.schema
+                count = getattr(self._file, "count_rows", None)  # missing from older pyarrow
+                self.total = None if count is None else count()
+        except (pa.ArrowException, ValueError) as exc:
+            raise CLIError(f"{path}: not a readable {self.kind} file "
+                           f"({one_line(str(exc))})") from None
+        self.columns = list(schema.names)
+        self._types = {field.name: field.type for field in schema}
+        self._check_names()
+
+    def position(self) -> int:
+        return self._done
+
+    def estimate_rows(self, done: int) -> int:
+        return max(done, self.total or 0)
+
+    def whole_read_rows(self, n_features: int) -> int:
+        return max(self.total or 0, 1)  # whole row groups: no slicing, no copy
+
+    def _units(self) -> Iterator[tuple[int, Callable[[str], Any]]]:
+        """(rows, column reader) of each row group (Parquet) or record batch (Feather).
+
+        A Parquet row group is read one column at a time: pyarrow's batch
+        reader would decode every column of the group at once and hold
+        them beside the float64 copy (about 5 x the data at the peak).
+        """
+        if self.kind == "Parquet":
+            for g in range(self._file.num_row_groups):
+
+                def column(name: str, g: int = g) -> Any:
+                    return self._file.read_row_group(g, columns=[name],
+                                                     use_threads=False).column(0)
+
+                yield self._file.metadata.row_group(g).num_rows, column
+            return
+        for i in range(self._file.num_record_batches):
+            batch = self._file.get_batch(i)  # memory-mapped: its columns are views
+            yield batch.num_rows, batch.column
+
+    def _check_types(self, features: list[str], target: str | None) -> None:
+        types = self._pa.types
+        for name in features:
+            t = self._types[name]
+            if not (types.is_integer(t) or types.is_floating(t) or types.is_decimal(t)):
+                raise CLIError(f"{self.path}: column {name!r} holds {t}, not numbers")
+        if target is not None:
+            t = self._types[target]
+            if types.is_dictionary(t):
+                t = t.value_type
+            if not (types.is_integer(t) or types.is_floating(t) or types.is_string(t)
+                    or types.is_large_string(t) or types.is_boolean(t)):
+                raise CLIError(f"{self.path}: target column {target!r} holds {t}, "
+                               "not labels (numbers or text)")
+
+    def chunks(self, rows: int, features: list[str] | None,
+               target: str | None) -> Iterator[Chunk]:
+        self._check_types(features or [], target)
+        start = self._done = 0
+        try:
+            for n, column in self._units():
+                X = None if features is None else self._features(column, features, n, start)
+                y = None if target is None else self._labels(column(target), target, start)
+                for offset in range(0, n, rows):
+                    self._done = start + min(n, offset + rows)
+                    yield Chunk(start + offset, None if X is None else X[offset:offset + rows],
+                                None if y is None else y[offset:offset + rows])
+                start += n
+        except (self._pa.ArrowException, OSError) as exc:
+            raise CLIError(f"{self.path}: not a readable {self.kind} file "
+                           f"({one_line(str(exc))})") from None
+
+    def _first_null(self, column: Any) -> int:
+        return int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+
+    def _features(self, column_of: Callable[[str], Any], features: list[str], n: int,
+                  start: int) -> np.ndarray:
+        pa = self._pa
+        X = np.empty((n, len(features)))
+        for j, name in enumerate(features):
+            column = column_of(name)
+            if column.null_count:
+                raise CLIError(f"{self.path}: row {start + self._first_null(column) + 1}, "
+                               f"column {name!r}: missing value")
+            if pa.types.is_decimal(column.type):
+                column = column.cast(pa.float64())
+            X[:, j] = column.to_numpy(zero_copy_only=False)
+        finite = np.isfinite(X)
+        if not finite.all():
+            i, j = np.argwhere(~finite)[0]
+            raise CLIError(f"{self.path}: row {start + int(i) + 1}, column {features[j]!r}: "
+                           f"{float(X[i, j])} is not a finite number")
+        return X
+
+    def _labels(self, column: Any, name: str, start: int) -> np.ndarray:
+        pa = self._pa
+        if column.null_count:
+            raise CLIError(f"{self.path}: row {start + self._first_null(column) + 1}: "
+                           f"missing target {name!r}")
+        if pa.types.is_dictionary(column.type):
+            column = column.dictionary_decode()
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            return column.to_numpy(zero_copy_only=False)
+        column = pa.compute.utf8_trim_whitespace(column)
+        empty = np.flatnonzero(pa.compute.equal(column, "").to_numpy(zero_copy_only=False))
+        if empty.size:
+            raise CLIError(f"{self.path}: row {start + int(empty[0]) + 1}: empty target {name!r}")
+        return column.to_numpy(zero_copy_only=False).astype(str)
