@@ -97,6 +97,8 @@ class SoftmaxObjective:
         if strategy not in ("rows", "gemm"):
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.strategy = strategy
+        # The kernels' "do not store the probabilities" argument (see _fused).
+        self._no_proba = np.empty((0, self.n_classes), dtype=X.dtype)
 
     def __call__(self, W, b, alpha=0.0):
         """Loss and gradients at (W, b).
@@ -123,17 +125,19 @@ class SoftmaxObjective:
                 g = np.empty((n_chunks, k, n), dtype=dt)
                 scratch = np.empty((n_chunks, 5, k), dtype=dt)
                 kernel = _loss_grad_rows_serial if serial else _loss_grad_rows
-                kernel(*args, Wt, bias, g, gb, loss, bad_row, scratch)
+                kernel(*args, Wt, bias, g, gb, loss, bad_row, scratch, self._no_proba)
             else:
                 R = _gemm_block_rows(n, dt.itemsize)
                 g = np.empty((n_chunks, n, k), dtype=dt)
                 scratch = np.empty((n_chunks, min(R, m) + 1, k), dtype=dt)
                 tmp = np.empty((n_chunks, n, k), dtype=dt)
                 if serial:
-                    _loss_grad_gemm_serial(*args, W, bias, g, gb, loss, bad_row, scratch, tmp)
+                    _loss_grad_gemm_serial(*args, W, bias, g, gb, loss, bad_row, scratch,
+                                           tmp, self._no_proba)
                 else:
                     with single_threaded_blas():
-                        _loss_grad_gemm(*args, W, bias, g, gb, loss, bad_row, scratch, tmp)
+                        _loss_grad_gemm(*args, W, bias, g, gb, loss, bad_row, scratch,
+                                        tmp, self._no_proba)
         hits = bad_row[bad_row >= 0]
         if hits.size:
             raise ValueError(
