@@ -38,15 +38,18 @@ from ._objective import SERIAL_FLOPS, _gemm_block_rows, choose_strategy
 from ._threads import numba_threads, single_threaded_blas
 
 # P is cached when its m k entries take at most this many bytes, or no more
-# than X itself. Measured (benchmarks/newton_study.py, 2-core AVX-512 host):
-# a cached product costs 0.55-0.75 of a recomputing one (the recompute adds
-# the X W product and m k exps to the X V and Sᵀ X products), while reading
-# P adds m k to the m n numbers of X that every product reads. Up to the
-# size of X the cache at most doubles what the fit already holds; the floor
-# lets small-n, large-k problems cache where it cannot matter to any
-# machine that runs them (256 MiB is 3.4 M rows of 10 float64
-# probabilities). Above both, e.g. 10^6 rows x 10^4 classes over 100
-# features (80 GB of P for 0.8 GB of X), the products recompute.
+# than X itself. Measured (benchmarks/newton_study.py --products, 2-core
+# AVX-512 host, k = 10): a cached product costs 0.46-0.74 of a recomputing
+# one (digits 1347 x 64: 0.18 / 0.37 ms; 4000 x 784: 1.8-2.3 / 2.7-3.2 ms;
+# 60000 x 784: 34-38 / 47-52 ms): the recompute adds the X W product and
+# m k exps to the X V and Sᵀ X products, while reading P adds m k numbers
+# to the m n of X that every product reads. Products are nearly all of a
+# Newton fit's time, so the cache is worth having wherever memory allows.
+# Up to the size of X it at most doubles what the fit already holds (k <=
+# n: always); the floor lets small-n, large-k problems cache where it
+# cannot matter to any machine that runs them (256 MiB is 3.4 M rows of 10
+# float64 probabilities). Above both, e.g. 10^6 rows x 10^4 classes over
+# 100 features (80 GB of P for 0.8 GB of X), the products recompute.
 PROBA_BUDGET = 256 << 20
 
 MODES = ("cached", "recompute")
@@ -178,12 +181,14 @@ class HessianProduct:
         """H (V, c) in coef layout: returns (HV (k, n), Hc (k,) or None).
 
         ``c`` is the intercept part of the direction (None: 0); Hc is None
-        when the model has no intercept.
+        when the model has no intercept (and then c must be None).
         """
         X = self.X
         m, n = X.shape
         k = self.n_classes
         dt = X.dtype
+        if c is not None and self.intercept is None:
+            raise ValueError("an intercept direction c for a model without intercept")
         V = np.ascontiguousarray(V, dtype=dt)
         cv = np.zeros(k, dtype=dt) if c is None else np.ascontiguousarray(c, dtype=dt)
         head = (X, self.P, self._sw, self._weighted, self._scale, self._w, self._b)
@@ -216,7 +221,11 @@ class HessianProduct:
         return HV, Hc
 
     def diagonal(self):
-        """Return the Hessian's diagonal: (d_coef (k, n), d_intercept (k,) or None)."""
+        """Return the Hessian's diagonal: (d_coef (k, n), d_intercept (k,) or None).
+
+        Computed on the first call and kept (the arrays returned are that
+        copy: do not modify them).
+        """
         if self._diag is not None:
             return self._diag
         X = self.X

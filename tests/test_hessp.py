@@ -355,6 +355,9 @@ def test_moves_keep_the_settings_and_reject_bad_arguments(rng):
         product(X, y, W, b, None, 0.0, strategy="blas")
     with pytest.raises(ValueError, match="mode"):
         product(X, y, W, b, None, 0.0, mode="lazy")
+    H0 = product(X, y, W, None, None, 0.0, strategy="rows")
+    with pytest.raises(ValueError, match="without intercept"):
+        H0.matvec(W.T, np.ones(3))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
