@@ -3,14 +3,14 @@
     J(coef, b) = Σ_i w_i CE_i / Σ w  +  α/2 ‖coef‖²
 
 :class:`Objective` evaluates J and its gradient on a
-:class:`~fastsoftmax._data.Dataset` with one fused kernel pass over X.
-Parameters are in scikit-learn's layout, ``coef`` (k, n) and ``intercept``
-(k,) or None, the layout of the estimator and of the small-k kernels; the
-GEMM kernels take W = coefᵀ, transposed here (O(n k), next to the m n k of
-the pass). Solvers build one objective per fit and call it every
-iteration: validation has already happened and per-chunk buffers are
-reused. Thread counts are not touched here: the caller runs inside
-:func:`fastsoftmax._threads.thread_policy`.
+:class:`~fastsoftmax._data.Dataset` with one fused kernel pass over X, and
+for Newton's method a :class:`Hessian` at a point: its products with
+directions and its diagonal, one pass over X each. Parameters are in
+scikit-learn's layout, ``coef`` (k, n) and ``intercept`` (k,) or None; the
+kernel launches live in the engines (:mod:`fastsoftmax._dense`). Solvers
+build one objective per fit and call it every iteration: validation has
+already happened and buffers are reused. Thread counts are not touched
+here: the caller runs inside :func:`fastsoftmax._threads.thread_policy`.
 """
 
 from __future__ import annotations
@@ -19,23 +19,7 @@ import numpy as np
 
 from . import _calibration
 from ._data import Dataset
-from ._kernels._fused import (
-    _loss_grad_gemm,
-    _loss_grad_gemm_serial,
-    _loss_grad_rows,
-    _loss_grad_rows_serial,
-)
-from ._launch import SERIAL_WORK, first_bad, n_chunks
-
-# Row-block size of the GEMM strategy: large enough to amortise adding each
-# block's Xᵀ E into the chunk's accumulator (n*k work per block), small
-# enough that the block of X stays in L2 between the two products.
-_L2_BYTES = 1 << 18
-
-
-def gemm_block_rows(n: int, itemsize: int) -> int:
-    """Rows per GEMM block for X with ``n`` features of ``itemsize`` bytes."""
-    return int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
+from ._dense import DenseEngine
 
 
 def l2_penalty(coef: np.ndarray, alpha: float) -> float:
@@ -67,7 +51,7 @@ def logits_error(row: int, dtype: np.dtype) -> ValueError:
 
 
 class Objective:
-    """J and its gradient on one :class:`~fastsoftmax._data.Dataset`.
+    """J, its gradient and its Hessian on one :class:`~fastsoftmax._data.Dataset`.
 
     Parameters
     ----------
@@ -76,11 +60,15 @@ class Objective:
         block carries the total of the whole data set, so that block
         results simply add up).
     strategy : {"rows", "gemm"} or None
-        Kernel strategy; None picks this host's best for the shape
+        Dense kernel strategy; None picks this host's best for the shape
         (:func:`fastsoftmax._calibration.strategy`).
+    mode : {"cached", "recompute"} or None
+        Whether Hessian products read the probabilities stored by the
+        gradient pass or recompute them; None decides by the memory budget
+        (:func:`fastsoftmax._dense.choose_mode`).
     """
 
-    def __init__(self, data: Dataset, strategy: str | None = None):
+    def __init__(self, data: Dataset, strategy: str | None = None, mode: str | None = None):
         self.data = data
         self.dtype = data.dtype
         self.n_features = data.n_features
@@ -89,31 +77,11 @@ class Objective:
         if strategy is None:
             strategy = _calibration.strategy(self.n_features, self.n_classes, self.dtype,
                                              work=data.n_rows * self.n_features * self.n_classes)
-        if strategy not in ("rows", "gemm"):
-            raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
+        self.engine = DenseEngine(data, strategy, mode)
         self.strategy = strategy
-        self._scale = self.dtype.type(1.0 / data.total_weight)
-        self._buffers: dict[int, tuple[np.ndarray, ...]] = {}
 
-    def _scratch(self, chunks: int) -> tuple[np.ndarray, ...]:
-        """Per-chunk OUT and SCRATCH arrays, made once per chunk count and reused."""
-        buf = self._buffers.get(chunks)
-        if buf is None:
-            m, n = self.data.X.shape
-            k, dt = self.n_classes, self.dtype
-            common = (np.empty((chunks, k), dtype=dt),          # gb
-                      np.empty(chunks, dtype=np.float64),       # loss
-                      np.empty(chunks, dtype=np.int64))         # bad_row
-            if self.strategy == "rows":
-                buf = (np.empty((chunks, k, n), dtype=dt), *common,
-                       np.empty((chunks, 5, k), dtype=dt))
-            else:
-                R = min(gemm_block_rows(n, dt.itemsize), m)
-                buf = (np.empty((chunks, n, k), dtype=dt), *common,
-                       np.empty((chunks, R + 1, k), dtype=dt),
-                       np.empty((chunks, n, k), dtype=dt))
-            self._buffers[chunks] = buf
-        return buf
+    def _bias(self, intercept: np.ndarray | None) -> np.ndarray:
+        return intercept if intercept is not None else np.zeros(self.n_classes, self.dtype)
 
     def loss_grad(self, coef: np.ndarray, intercept: np.ndarray | None,
                   alpha: float = 0.0) -> tuple[float, np.ndarray, np.ndarray | None]:
@@ -124,26 +92,65 @@ class Objective:
         grad_intercept None when intercept is None. Raises ValueError if the
         logits overflow to a non-finite value.
         """
-        data = self.data
-        m, n = data.X.shape
-        k, dt = self.n_classes, self.dtype
-        bias = intercept if intercept is not None else np.zeros(k, dtype=dt)
-        serial = m * n * k < SERIAL_WORK
-        chunks = 1 if serial else n_chunks(m)
-        g, gb, loss, bad_row, *scratch = self._scratch(chunks)
-        args = (data.X, *data.kernel_targets(), self._scale)
-        if self.strategy == "rows":
-            kernel = _loss_grad_rows_serial if serial else _loss_grad_rows
-            kernel(*args, coef, bias, g, gb, loss, bad_row, *scratch)
-        else:
-            kernel = _loss_grad_gemm_serial if serial else _loss_grad_gemm
-            kernel(*args, np.ascontiguousarray(coef.T), bias, g, gb, loss, bad_row, *scratch)
-        row = first_bad(bad_row)
-        if row >= 0:
-            raise logits_error(row, dt)
-        # Serial reduction of the per-chunk partial sums.
-        grad = g.sum(axis=0)
-        grad_coef = grad if self.strategy == "rows" else np.ascontiguousarray(grad.T)
-        value = penalize(float(loss.sum()) / self.total_weight, grad_coef, coef, alpha)
-        grad_intercept = gb.sum(axis=0) if intercept is not None else None
-        return value, grad_coef, grad_intercept
+        loss, g_coef, g_b = self.engine.gradient(coef, self._bias(intercept))
+        return (penalize(loss, g_coef, coef, alpha), g_coef,
+                g_b if intercept is not None else None)
+
+    def hessian(self, coef: np.ndarray, intercept: np.ndarray | None,
+                alpha: float = 0.0) -> Hessian:
+        """J, its gradient and the Hessian's products at (coef, intercept).
+
+        One gradient pass, which also keeps what the products need (the
+        probabilities P, when they fit the memory budget). Raises
+        ValueError if the logits overflow, as :meth:`loss_grad` does.
+        """
+        bias = self._bias(intercept)
+        P = self.engine.proba_buffer()
+        loss, g_coef, g_b = self.engine.gradient(coef, bias, P)
+        loss = penalize(loss, g_coef, coef, alpha)
+        return Hessian(self.engine, coef, bias, intercept is not None, alpha, P,
+                       loss, g_coef, g_b if intercept is not None else None)
+
+
+class Hessian:
+    """Loss, gradient, Hessian-vector products and diagonal at one point.
+
+    Made by :meth:`Objective.hessian`; ``loss``, ``grad_coef`` and
+    ``grad_intercept`` are J and its gradient there. Directions and results
+    are in coef layout, V (k, n), and c (k,) for the intercept (None: 0;
+    an intercept part is refused when the model has no intercept).
+    """
+
+    def __init__(self, engine, coef, bias, fit_intercept, alpha, P, loss, grad_coef,
+                 grad_intercept):
+        self._engine = engine
+        self._coef = coef
+        self._bias = bias
+        self._fit_intercept = fit_intercept
+        self._alpha = float(alpha)
+        self._P = P
+        self._diag: tuple[np.ndarray, np.ndarray | None] | None = None
+        self.loss = loss
+        self.grad_coef = grad_coef
+        self.grad_intercept = grad_intercept
+
+    def matvec(self, V: np.ndarray, c: np.ndarray | None = None,
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+        """H (V, c): returns (HV (k, n), Hc (k,) or None without intercept); one pass over X."""
+        dt = self._coef.dtype
+        if c is not None and not self._fit_intercept:
+            raise ValueError("an intercept direction c for a model without intercept")
+        V = np.ascontiguousarray(V, dtype=dt)
+        cv = np.zeros(V.shape[0], dt) if c is None else np.ascontiguousarray(c, dtype=dt)
+        HV, Hc = self._engine.hessp(self._coef, self._bias, self._P, V, cv)
+        if self._alpha:
+            HV += dt.type(self._alpha) * V
+        return HV, (Hc if self._fit_intercept else None)
+
+    def diagonal(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Return the diagonal (d_coef (k, n), d_intercept (k,) or None), computed once."""
+        if self._diag is None:
+            d, db = self._engine.diagonal(self._coef, self._bias, self._P)
+            d += d.dtype.type(self._alpha)
+            self._diag = (d, db if self._fit_intercept else None)
+        return self._diag

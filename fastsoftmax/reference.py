@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "one_hot", "sgd_epoch"]
+__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "hessp", "one_hot",
+           "sgd_epoch"]
 
 
 def _as_matrix(X):
@@ -84,6 +85,47 @@ def loss_and_grad(X, y, W, b=None, *, alpha=0.0, sample_weight=None):
     grad_W = np.asarray(X.T @ dZ) + X.dtype.type(alpha) * W
     grad_b = dZ.sum(axis=0) if b is not None else None
     return loss, grad_W, grad_b
+
+
+def hessp(X, y, W, b, V, c=None, *, alpha=0.0, sample_weight=None):
+    """Apply the Hessian of :func:`loss_and_grad`'s objective to (V, c).
+
+    The Hessian with respect to the logits of row i is
+    (s_i / Σs)(diag(p_i) - p_i p_iᵀ), whatever the targets, so ``y`` does
+    not enter (it is taken for symmetry with :func:`loss_and_grad`). For a
+    direction (V, c), V (n, k) and c (k,):
+
+        U = X V + c                     the direction's logits, m x k
+        S_i = (s_i/Σs)(p_i ⊙ u_i - p_i (p_i · u_i))
+        H (V, c) = (Xᵀ S + alpha V, column sums of S)
+
+    Returns (HV (n, k), Hc (k,)); Hc is None when b is None (no intercept:
+    c must then be None too). c None with an intercept is the direction
+    (V, 0). Computed in X's dtype.
+    """
+    del y  # the Hessian does not depend on the targets
+    X = _as_matrix(X)
+    dt = X.dtype
+    W = np.asarray(W, dtype=dt)
+    V = np.asarray(V, dtype=dt)
+    m = X.shape[0]
+    if b is None and c is not None:
+        raise ValueError("c given for a model without intercept")
+    s = np.ones(m, dtype=dt) if sample_weight is None else np.asarray(sample_weight, dt)
+    d = (s / dt.type(s.sum(dtype=np.float64)))[:, None]   # w_i / Σw, m x 1
+
+    Z = X @ W                                   # logits, m x k
+    if b is not None:
+        Z = Z + np.asarray(b, dtype=dt)
+    P = softmax(Z)                              # probabilities
+    U = X @ V                                   # the direction's logits
+    if c is not None:
+        U = U + np.asarray(c, dtype=dt)
+    PU = np.sum(P * U, axis=1, keepdims=True)   # p_i · u_i
+    S = d * (P * U - P * PU)                    # H_z applied to u_i, row by row
+    HV = X.T @ S + dt.type(alpha) * V
+    Hc = S.sum(axis=0) if b is not None else None
+    return HV, Hc
 
 
 def sgd_epoch(X, y, W, b, order, *, batch_size, eta, alpha=0.0, momentum=0.0,

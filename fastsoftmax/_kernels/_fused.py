@@ -28,6 +28,13 @@ single specialisation. Sample weights likewise (``weighted``).
 
 Status: ``bad_row[c]`` receives the first row of chunk c whose logits are
 not finite (X W overflowed), or -1.
+
+Probabilities: the last argument ``P`` is an (m, k) array that receives
+softmax(X W + b), for the Hessian-vector products of :mod:`._hessp` (the
+"cached" mode: a truncated-Newton step then reads X once per product
+instead of recomputing X W), or an empty (0, k) array when they are not
+wanted. Always a 2-D array of X's dtype, so storing or not is a run-time
+branch per block of rows, not a second compiled specialisation.
 """
 
 import numpy as np
@@ -100,6 +107,33 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
 
 
 @njit(inline="always", **JIT)
+def _store_proba(Zb, nrows, r0, P, sc):
+    """OUT P[r0:r0 + nrows] = softmax(Zb[:nrows]), Zb unchanged. SCRATCH sc (k,).
+
+    The same max, vector exp and sum as :func:`_row_error`, times 1 / sum
+    (as :mod:`._hessp` recomputes them). A row whose logits are not finite
+    is left as garbage (its sum can be 0 or NaN): the error pass that
+    follows reports it. A separate sweep rather than a store inside
+    :func:`_row_error`: that per-row branch made the plain gradient 5-7 %
+    slower on short rows (n = 64, measured), where this costs one test per
+    block of rows and, when storing, k more exps per row.
+    """
+    k = Zb.shape[1]
+    one = Zb.dtype.type(1)
+    for q in range(nrows):
+        z = Zb[q]
+        pr = P[r0 + q]
+        mx = z[0]
+        for j in range(k):
+            mx = max(mx, z[j])
+        s = _exp_shifted(z, mx, pr, sc)
+        if s > 0:
+            inv = one / s
+            for j in range(k):
+                pr[j] *= inv
+
+
+@njit(inline="always", **JIT)
 def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, sc):
     """:func:`_row_error` on the rows Zb[:nrows] (data rows r0...).
 
@@ -117,7 +151,7 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, sc):
 
 @njit(inline="always", **JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                gWt, gb, loss, bad_row, scratch):
+                gWt, gb, loss, bad_row, scratch, P):
     """Chunk c of the small-k strategy (the body of both rows kernels).
 
     Rows go four at a time through logits, softmax error and gradient, so
@@ -136,9 +170,12 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     sc = scratch[c, 4]
     acc = 0.0
     bad_row[c] = -1
+    store = P.shape[0] != 0
     i = start
     while i + 4 <= stop:
         _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z4)
+        if store:
+            _store_proba(z4, 4, i, P, sc)
         part, bad = _block_error(z4, 4, i, y, Y, sw, soft, weighted, scale, gbc, sc)
         if bad >= 0:
             bad_row[c] = i + bad
@@ -151,6 +188,8 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     while i < stop:
         z = z4[0]
         _logits1(X[i], Wt, b, z)
+        if store:
+            _store_proba(z4, 1, i, P, sc)
         part, ok = _row_error(z, i, y, Y, sw, soft, weighted, scale, gbc, sc)
         if not ok:
             bad_row[c] = i
@@ -163,21 +202,22 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
 
 @njit(**PJIT)
 def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch):
+                    gWt, gb, loss, bad_row, scratch, P):
     """Small-k strategy: rows four at a time, weights stored transposed.
 
     Wt is (k, n); gWt is (n_chunks, k, n) partial sums of Eᵀ X; gb
     (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 5, k): four
-    rows of logits/errors and the exp scratch row.
+    rows of logits/errors and the exp scratch row. OUT P: (m, k) receives
+    softmax(X W + b), or an empty (0, k) array: not stored.
     """
     for c in prange(gWt.shape[0]):
         _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch)
+                    gWt, gb, loss, bad_row, scratch, P)
 
 
 @njit(**JIT)
 def _loss_grad_rows_serial(X, y, Y, sw, soft, weighted, scale, Wt, b,
-                           gWt, gb, loss, bad_row, scratch):
+                           gWt, gb, loss, bad_row, scratch, P):
     """:func:`_loss_grad_rows` without a parallel region, for small problems.
 
     A Numba parallel launch costs tens of microseconds on an idle machine
@@ -188,12 +228,12 @@ def _loss_grad_rows_serial(X, y, Y, sw, soft, weighted, scale, Wt, b,
     """
     for c in range(gWt.shape[0]):
         _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch)
+                    gWt, gb, loss, bad_row, scratch, P)
 
 
 @njit(inline="always", **JIT)
 def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                gW, gb, loss, bad_row, scratch, tmp):
+                gW, gb, loss, bad_row, scratch, tmp, P):
     """Chunk c of the GEMM strategy (the body of both GEMM kernels)."""
     m, n = X.shape
     k = W.shape[1]
@@ -216,6 +256,8 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
         for q in range(rr):
             for j in range(k):
                 Zb[q, j] += b[j]
+        if P.shape[0] != 0:
+            _store_proba(Zb, rr, r0, P, scratch[c, R])
         part, bad = _block_error(Zb, rr, r0, y, Y, sw, soft, weighted,
                                  scale, gbc, scratch[c, R])
         if bad >= 0:
@@ -231,23 +273,24 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
 
 @njit(**PJIT)
 def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
-                    gW, gb, loss, bad_row, scratch, tmp):
+                    gW, gb, loss, bad_row, scratch, tmp, P):
     """Large-k strategy: BLAS GEMM on row blocks.
 
     W is (n, k); gW is (n_chunks, n, k) partial sums of Xᵀ E; scratch
     (n_chunks, R + 1, k) holds one row block's logits and errors, and the
     exp scratch row; tmp (n_chunks, n, k) receives each block's Xᵀ E before
-    it is added.
+    it is added. OUT P: (m, k) probabilities or an empty (0, k) array, as
+    in :func:`_loss_grad_rows`.
     """
     for c in prange(gW.shape[0]):
         _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                    gW, gb, loss, bad_row, scratch, tmp)
+                    gW, gb, loss, bad_row, scratch, tmp, P)
 
 
 @njit(**JIT)
 def _loss_grad_gemm_serial(X, y, Y, sw, soft, weighted, scale, W, b,
-                           gW, gb, loss, bad_row, scratch, tmp):
+                           gW, gb, loss, bad_row, scratch, tmp, P):
     """:func:`_loss_grad_gemm` without a parallel region (see the rows one)."""
     for c in range(gW.shape[0]):
         _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                    gW, gb, loss, bad_row, scratch, tmp)
+                    gW, gb, loss, bad_row, scratch, tmp, P)

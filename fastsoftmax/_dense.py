@@ -1,0 +1,191 @@
+"""Kernel launches for dense X: the gradient, Hessian products and diagonal.
+
+:class:`DenseEngine` runs the fused kernels of :mod:`._kernels._fused` and
+:mod:`._kernels._hessp` on one :class:`~fastsoftmax._data.Dataset` with a
+C-contiguous float X, in either strategy: "rows" (register-blocked tiles,
+weights in coef layout (k, n)) or "gemm" (BLAS on row blocks, W = coefᵀ,
+transposed here: O(n k) next to the pass's O(m n k)). Every launch sizes
+the chunk axis from the thread count in force and reduces the per-chunk
+partial sums serially; the L2 terms are the objective's (nothing here
+knows alpha). Per-chunk buffers are made once per chunk count and reused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernels._fused import (
+    _loss_grad_gemm,
+    _loss_grad_gemm_serial,
+    _loss_grad_rows,
+    _loss_grad_rows_serial,
+)
+from ._kernels._hessp import (
+    _hess_diag_gemm,
+    _hess_diag_gemm_chunk,
+    _hess_diag_rows,
+    _hess_diag_rows_chunk,
+    _hessp_gemm,
+    _hessp_gemm_chunk,
+    _hessp_rows,
+    _hessp_rows_chunk,
+)
+from ._launch import SERIAL_WORK, first_bad, n_chunks
+
+# Row-block size of the GEMM strategy: large enough to amortise adding each
+# block's Xᵀ E into the chunk's accumulator (n*k work per block), small
+# enough that the block of X stays in L2 between the two products.
+_L2_BYTES = 1 << 18
+
+# The probabilities P (m, k) are kept for Hessian products when they take
+# at most this many bytes, or no more than X itself: a product that reads
+# them costs about two thirds of one that recomputes them from X W (the
+# recompute adds the X W product and m k exps), and up to the size of X the
+# cache at most doubles what a fit already holds. Beyond both (say 10^6 rows
+# x 10^4 classes over 100 features: 80 GB of P for 0.8 GB of X) every
+# product recomputes P (BENCHMARKS.md, "Newton").
+PROBA_BUDGET = 256 << 20
+
+
+def gemm_block_rows(n: int, itemsize: int) -> int:
+    """Rows per GEMM block for X with ``n`` features of ``itemsize`` bytes."""
+    return int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
+
+
+def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> str:
+    """Return "cached" when P (m, k) fits ``budget`` bytes or is no larger than X."""
+    p_bytes = X.shape[0] * n_classes * X.dtype.itemsize
+    return "cached" if p_bytes <= max(budget, X.nbytes) else "recompute"
+
+
+class DenseEngine:
+    """The dense kernels on one data set, in one strategy ("rows" or "gemm")."""
+
+    def __init__(self, data, strategy: str, mode: str | None = None):
+        if strategy not in ("rows", "gemm"):
+            raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
+        self.data = data
+        self.strategy = strategy
+        X = data.X
+        m, n = X.shape
+        self.k = data.n_classes
+        self.dtype = X.dtype
+        self.mode = choose_mode(X, self.k) if mode is None else mode
+        if self.mode not in ("cached", "recompute"):
+            raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
+        self._scale = self.dtype.type(1.0 / data.total_weight)
+        self._serial = m * n * self.k < SERIAL_WORK
+        self._rows = min(gemm_block_rows(n, self.dtype.itemsize), m)
+        self._no_proba = np.empty((0, self.k), dtype=self.dtype)
+        self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
+
+    # ------------------------------------------------------------ helpers
+    def _chunks(self) -> int:
+        return 1 if self._serial else n_chunks(self.data.n_rows)
+
+    def _buffer(self, what: str, chunks: int, make) -> tuple[np.ndarray, ...]:
+        buf = self._buffers.get((what, chunks))
+        if buf is None:
+            buf = self._buffers[(what, chunks)] = make(chunks)
+        return buf
+
+    def _weights(self, coef: np.ndarray) -> np.ndarray:
+        """Return the kernels' weights: coef itself (rows) or W = coefᵀ (gemm)."""
+        return coef if self.strategy == "rows" else np.ascontiguousarray(coef.T)
+
+    def _to_coef(self, G: np.ndarray) -> np.ndarray:
+        """Sum the per-chunk parts and return them in coef layout (k, n)."""
+        g = G.sum(axis=0)
+        return g if self.strategy == "rows" else np.ascontiguousarray(g.T)
+
+    def _accumulators(self, chunks: int) -> tuple[np.ndarray, ...]:
+        n, k, dt = self.data.n_features, self.k, self.dtype
+        shape = (chunks, k, n) if self.strategy == "rows" else (chunks, n, k)
+        return np.empty(shape, dtype=dt), np.empty((chunks, k), dtype=dt)
+
+    def proba_buffer(self) -> np.ndarray:
+        """Where a gradient pass stores P for later products: (m, k), or (0, k) to recompute."""
+        if self.mode == "cached":
+            return np.empty((self.data.n_rows, self.k), dtype=self.dtype)
+        return self._no_proba
+
+    # ------------------------------------------------------------ launches
+    def gradient(self, coef, bias, P=None):
+        """(Σ w_i CE_i / Σw, gradient in coef layout, intercept gradient), storing P.
+
+        Raises ValueError naming the first row whose logits are not finite.
+        """
+        from ._objective import logits_error
+
+        data = self.data
+        dt = self.dtype
+        chunks = self._chunks()
+
+        def make(c):
+            g, gb = self._accumulators(c)
+            scratch = (np.empty((c, 5, self.k), dtype=dt),) if self.strategy == "rows" else (
+                np.empty((c, self._rows + 1, self.k), dtype=dt), self._accumulators(c)[0])
+            return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
+                    *scratch)
+
+        g, gb, loss, bad_row, *scratch = self._buffer("gradient", chunks, make)
+        P = self._no_proba if P is None else P
+        args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
+                g, gb, loss, bad_row, *scratch, P)
+        if self.strategy == "rows":
+            (_loss_grad_rows_serial if self._serial else _loss_grad_rows)(*args)
+        else:
+            (_loss_grad_gemm_serial if self._serial else _loss_grad_gemm)(*args)
+        row = first_bad(bad_row)
+        if row >= 0:
+            raise logits_error(row, dt)
+        return float(loss.sum()) / data.total_weight, self._to_coef(g), gb.sum(axis=0)
+
+    def hessp(self, coef, bias, P, V, cv):
+        """Return the data term of H (V, cv): (HV in coef layout, Hc)."""
+        dt = self.dtype
+        chunks = self._chunks()
+        if self.strategy == "rows":
+            def make(c):
+                return (*self._accumulators(c), np.empty((c, 9, self.k), dtype=dt))
+            G, gc, scratch = self._buffer("hessp", chunks, make)
+            args = (self.data.X, P, *self._weight_args(), coef, bias, V, cv, G, gc, scratch)
+            self._run(_hessp_rows_chunk, _hessp_rows, args)
+        else:
+            def make(c):
+                G, gc = self._accumulators(c)
+                return (G, gc, np.empty((c, 2 * self._rows + 1, self.k), dtype=dt),
+                        self._accumulators(c)[0])
+            G, gc, scratch, tmp = self._buffer("hessp", chunks, make)
+            args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
+                    np.ascontiguousarray(V.T), cv, G, gc, scratch, tmp)
+            self._run(_hessp_gemm_chunk, _hessp_gemm, args)
+        return self._to_coef(G), gc.sum(axis=0)
+
+    def diagonal(self, coef, bias, P):
+        """Return the data term of the Hessian's diagonal: (D in coef layout, d_intercept)."""
+        dt = self.dtype
+        n = self.data.n_features
+        chunks = self._chunks()
+        D, db = self._accumulators(chunks)
+        if self.strategy == "rows":
+            args = (self.data.X, P, *self._weight_args(), coef, bias, D, db,
+                    np.empty((chunks, 5, self.k), dtype=dt), np.empty((chunks, 4, n), dtype=dt))
+            self._run(_hess_diag_rows_chunk, _hess_diag_rows, args)
+        else:
+            args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias, D, db,
+                    np.empty((chunks, self._rows + 1, self.k), dtype=dt),
+                    np.empty((chunks, self._rows, n), dtype=dt), self._accumulators(chunks)[0])
+            self._run(_hess_diag_gemm_chunk, _hess_diag_gemm, args)
+        return self._to_coef(D), db.sum(axis=0)
+
+    def _run(self, chunk_fn, kernel, args) -> None:
+        """One chunk's function called directly (serial), or the parallel kernel."""
+        if self._serial:
+            chunk_fn(0, *args)
+        else:
+            kernel(*args)
+
+    def _weight_args(self):
+        data = self.data
+        return data.sample_weight, data.weighted, self._scale

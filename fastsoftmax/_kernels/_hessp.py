@@ -1,0 +1,372 @@
+"""Hessian-vector products and the Hessian's diagonal, fused over X.
+
+The Hessian of J(W, b) = sum_i w_i CE_i / sum(w) + alpha/2 ||W||² with
+respect to the logits z_i is d_i (diag(p_i) - p_i p_iᵀ), d_i = w_i / sum(w),
+whatever the targets (hard or soft). For a direction (V, c) the kernels
+compute, row by row,
+
+    u_i = V x_i + c                          (k logits of the direction)
+    s_i = d_i (p_i ⊙ u_i - p_i <p_i, u_i>)
+    H (V, c) = (sum_i s_i x_iᵀ, sum_i s_i)   (the caller adds alpha V)
+
+and the diagonal (sum_i d_i p_ij (1 - p_ij) x_if², sum_i d_i p_ij (1 - p_ij)).
+Both read each row of X once per call and build no (m, k) array.
+
+Probabilities: ``P`` is either the (m, k) matrix softmax(X W + b) stored by
+the gradient pass at this point (:mod:`._fused`, "cached": a product is
+then one forward and one backward sweep, U = X Vᵀ and Sᵀ X) or an empty
+(0, k) array ("recompute": the forward sweep also forms X W + b and its
+softmax, for when m k numbers are more than the memory budget). One
+compiled specialisation serves both. The logits at this point have been
+checked finite by that gradient pass, so the recomputed softmax skips the
+test.
+
+Two strategies, as the gradient has:
+
+* rows (small k): weights and direction in coef layout (k, n), 4 rows x 3
+  classes register tiles of :mod:`._micro`;
+* gemm (large k): W and V (n, k), row blocks through BLAS (which must run
+  single-threaded: the parallelism is over row chunks).
+
+Every accumulator has a leading chunk axis (n_chunks, ...); the caller sums
+the chunks serially and adds alpha V (alpha to the diagonal).
+
+Layout of the functions: ``_*_chunk`` is the whole work of one chunk of
+rows, a plain (not inlined) compiled function; the parallel kernel is a
+``prange`` over chunks that calls it. Called from Python with one chunk,
+the chunk function itself is the serial variant for small problems: no
+parallel region, and no second compiled kernel (the parallel kernel has
+already compiled it for the same argument types). Not inlining also keeps
+Numba's parfor passes off the unrolled tile code (see :mod:`._sgd`: an
+inlined tile body made one compile take minutes).
+
+Accumulation is in X's dtype, as in the gradient (the per-chunk G of a
+float32 problem is summed in float32 over m / n_chunks rows; the tests bound
+the error against the float64 reference).
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._common import _chunk, _exp_shifted, _zero1, _zero2
+from ._config import JIT, PJIT
+from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
+
+
+@njit(inline="always", **JIT)
+def _row_softmax(z, sc):
+    """INOUT z: finite logits -> softmax(z), in place. SCRATCH sc: k entries.
+
+    The same arithmetic as the probabilities the gradient pass stores
+    (max, the vector exp of :mod:`._common`, times 1 / sum; the sum is >= 1:
+    the largest term is exp(0)).
+    """
+    k = z.shape[0]
+    mx = z[0]
+    for j in range(k):
+        mx = max(mx, z[j])
+    inv = z.dtype.type(1) / _exp_shifted(z, mx, z, sc)
+    for j in range(k):
+        z[j] *= inv
+
+
+@njit(inline="always", **JIT)
+def _row_weight(i, sw, weighted, scale):
+    """d_i = scale * w_i (scale = 1 / sum(w)), or scale without weights."""
+    return scale * sw[i] if weighted else scale
+
+
+@njit(inline="always", **JIT)
+def _row_hvp(p, u, d, gc):
+    """INOUT u: u_i -> s_i = d (p ⊙ u - p <p, u>), also added to gc (OUT)."""
+    k = u.shape[0]
+    pu = u.dtype.type(0)
+    for j in range(k):
+        pu += p[j] * u[j]
+    for j in range(k):
+        s = d * p[j] * (u[j] - pu)
+        u[j] = s
+        gc[j] += s
+
+
+@njit(inline="always", **JIT)
+def _row_curvature(p, out, d, gc):
+    """OUT out: d p ⊙ (1 - p), also added to gc. ``out`` may be ``p``."""
+    one = out.dtype.type(1)
+    for j in range(out.shape[0]):
+        pj = p[j]
+        h = d * pj * (one - pj)
+        out[j] = h
+        gc[j] += h
+
+
+# ------------------------------------------------------------ rows strategy
+
+@njit(**JIT)
+def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
+    """Chunk c of the small-k Hessian-vector product (c < n_chunks = G.shape[0]).
+
+    IN    X (m, n); P (m, k) probabilities or (0, k): recompute them from
+          Wt (k, n) and b (k,); sw (m,) sample weights (or empty, with
+          weighted False); scale = 1 / sum(w); Vt (k, n) and cv (k,) the
+          direction (cv zeros when there is no intercept).
+    OUT   G[c] (k, n) = this chunk's sum_i s_i x_iᵀ; gc[c] (k,) = sum_i s_i.
+    SCRATCH scratch[c] (9, k): four rows of probabilities, four of u / s,
+          the exp's scratch row.
+
+    Four rows at a time: u = X Vᵀ + c by the 4 x 3 tile, s in place, and
+    the 4 x 3 accumulation tile while the rows are still in L1; with P not
+    cached the forward sweep runs the logit tile twice (W, then V) on the
+    same four rows, so X is still read from memory once.
+    """
+    m = X.shape[0]
+    start, stop = _chunk(m, G.shape[0], c)
+    Gc = G[c]
+    gcc = gc[c]
+    _zero2(Gc)
+    _zero1(gcc)
+    cached = P.shape[0] != 0
+    p4 = scratch[c, :4]
+    u4 = scratch[c, 4:8]
+    sc = scratch[c, 8]
+    i = start
+    while i + 4 <= stop:
+        if not cached:
+            _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p4)
+            for q in range(4):
+                _row_softmax(p4[q], sc)
+        _logits4(X, i, i + 1, i + 2, i + 3, Vt, cv, u4)
+        for q in range(4):
+            p = P[i + q] if cached else p4[q]
+            _row_hvp(p, u4[q], _row_weight(i + q, sw, weighted, scale), gcc)
+        _accumulate4(X, i, i + 1, i + 2, i + 3, u4, Gc)
+        i += 4
+    # The last (stop - start) mod 4 rows, one by one.
+    while i < stop:
+        x = X[i]
+        if cached:
+            p = P[i]
+        else:
+            p = p4[0]
+            _logits1(x, Wt, b, p)
+            _row_softmax(p, sc)
+        u = u4[0]
+        _logits1(x, Vt, cv, u)
+        _row_hvp(p, u, _row_weight(i, sw, weighted, scale), gcc)
+        _accumulate1(x, u, Gc)
+        i += 1
+
+
+@njit(**PJIT)
+def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
+    """Small-k Hessian-vector product, chunks of rows in parallel.
+
+    IN X, P, sw, weighted, scale, Wt, b, Vt, cv; OUT G (n_chunks, k, n),
+    gc (n_chunks, k); SCRATCH scratch (n_chunks, 9, k). See
+    :func:`_hessp_rows_chunk`, which is also the serial variant.
+    """
+    for c in prange(G.shape[0]):
+        _hessp_rows_chunk(np.int64(c), X, P, sw, weighted, scale, Wt, b, Vt, cv,
+                          G, gc, scratch)
+
+
+@njit(**JIT)
+def _hess_diag_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, D, db, scratch, xsq):
+    """Chunk c of the small-k Hessian diagonal (c < n_chunks = D.shape[0]).
+
+    IN    X, P (or (0, k): recompute from Wt, b), sw, weighted, scale as in
+          :func:`_hessp_rows_chunk`.
+    OUT   D[c] (k, n) = sum_i d_i p_ij (1 - p_ij) x_if²; db[c] (k,) = sum_i
+          d_i p_ij (1 - p_ij).
+    SCRATCH scratch[c] (5, k): four rows of curvatures, the exp's row;
+          xsq[c] (4, n): the four rows of X squared, for the accumulation
+          tile.
+
+    1 - p_ij loses relative precision where p_ij is near 1 (those entries
+    are tiny either way); the diagonal is meant for a preconditioner.
+    """
+    m, n = X.shape
+    start, stop = _chunk(m, D.shape[0], c)
+    Dc = D[c]
+    dbc = db[c]
+    _zero2(Dc)
+    _zero1(dbc)
+    cached = P.shape[0] != 0
+    h4 = scratch[c, :4]
+    sc = scratch[c, 4]
+    x4 = xsq[c]
+    i = start
+    while i + 4 <= stop:
+        if not cached:
+            _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, h4)
+        for q in range(4):
+            if cached:
+                p = P[i + q]
+            else:
+                p = h4[q]
+                _row_softmax(p, sc)
+            _row_curvature(p, h4[q], _row_weight(i + q, sw, weighted, scale), dbc)
+            xq = X[i + q]
+            sq = x4[q]
+            for f in range(n):
+                sq[f] = xq[f] * xq[f]
+        _accumulate4(x4, 0, 1, 2, 3, h4, Dc)
+        i += 4
+    while i < stop:
+        h = h4[0]
+        if cached:
+            p = P[i]
+        else:
+            p = h
+            _logits1(X[i], Wt, b, p)
+            _row_softmax(p, sc)
+        _row_curvature(p, h, _row_weight(i, sw, weighted, scale), dbc)
+        xq = X[i]
+        sq = x4[0]
+        for f in range(n):
+            sq[f] = xq[f] * xq[f]
+        _accumulate1(sq, h, Dc)
+        i += 1
+
+
+@njit(**PJIT)
+def _hess_diag_rows(X, P, sw, weighted, scale, Wt, b, D, db, scratch, xsq):
+    """Small-k Hessian diagonal, chunks of rows in parallel.
+
+    IN X, P, sw, weighted, scale, Wt, b; OUT D (n_chunks, k, n), db
+    (n_chunks, k); SCRATCH scratch (n_chunks, 5, k), xsq (n_chunks, 4, n).
+    See :func:`_hess_diag_rows_chunk`, which is also the serial variant.
+    """
+    for c in prange(D.shape[0]):
+        _hess_diag_rows_chunk(np.int64(c), X, P, sw, weighted, scale, Wt, b, D, db,
+                              scratch, xsq)
+
+
+# ------------------------------------------------------------ GEMM strategy
+
+@njit(inline="always", **JIT)
+def _block_proba(Xb, W, b, Pb, sc):
+    """OUT Pb (rr, k) = softmax(Xb W + b), one BLAS product and row softmaxes."""
+    np.dot(Xb, W, Pb)
+    for q in range(Pb.shape[0]):
+        z = Pb[q]
+        for j in range(z.shape[0]):
+            z[j] += b[j]
+        _row_softmax(z, sc)
+
+
+@njit(inline="always", **JIT)
+def _add_block(G, T):
+    """INOUT G (n, k) += T (explicit loops: no temporary)."""
+    for f in range(G.shape[0]):
+        g = G[f]
+        t = T[f]
+        for j in range(G.shape[1]):
+            g[j] += t[j]
+
+
+@njit(**JIT)
+def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch, tmp):
+    """Chunk c of the large-k Hessian-vector product (c < n_chunks = G.shape[0]).
+
+    IN    X (m, n); P (m, k) or (0, k): recompute from W (n, k) and b (k,);
+          sw, weighted, scale as in :func:`_hessp_rows_chunk`; V (n, k) and
+          cv (k,) the direction.
+    OUT   G[c] (n, k) = this chunk's sum_i x_i s_iᵀ; gc[c] (k,) = sum_i s_i.
+    SCRATCH scratch[c] (2 R + 1, k): a block of R rows of probabilities,
+          one of u / s, the exp's row; tmp[c] (n, k): one block's Xbᵀ S.
+
+    Per block of R rows (sized by the caller to keep the block of X in L2):
+    U = Xb V (+ Pb = softmax(Xb W + b) when not cached), S in place, Xbᵀ S.
+    """
+    m, n = X.shape
+    R = (scratch.shape[1] - 1) // 2
+    start, stop = _chunk(m, G.shape[0], c)
+    Gc = G[c]
+    gcc = gc[c]
+    _zero2(Gc)
+    _zero1(gcc)
+    T = tmp[c]
+    sc = scratch[c, 2 * R]
+    cached = P.shape[0] != 0
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        Xb = X[r0:r0 + rr]
+        if cached:
+            Pb = P[r0:r0 + rr]
+        else:
+            Pb = scratch[c, :rr]
+            _block_proba(Xb, W, b, Pb, sc)
+        Ub = scratch[c, R:R + rr]
+        np.dot(Xb, V, Ub)
+        for q in range(rr):
+            u = Ub[q]
+            for j in range(u.shape[0]):
+                u[j] += cv[j]
+            _row_hvp(Pb[q], u, _row_weight(r0 + q, sw, weighted, scale), gcc)
+        np.dot(Xb.T, Ub, T)
+        _add_block(Gc, T)
+
+
+@njit(**PJIT)
+def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch, tmp):
+    """Large-k Hessian-vector product, chunks of rows in parallel.
+
+    IN X, P, sw, weighted, scale, W, b, V, cv; OUT G (n_chunks, n, k), gc
+    (n_chunks, k); SCRATCH scratch (n_chunks, 2 R + 1, k), tmp (n_chunks,
+    n, k). See :func:`_hessp_gemm_chunk`, which is also the serial variant.
+    """
+    for c in prange(G.shape[0]):
+        _hessp_gemm_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
+                          G, gc, scratch, tmp)
+
+
+@njit(**JIT)
+def _hess_diag_gemm_chunk(c, X, P, sw, weighted, scale, W, b, D, db, scratch, xsq, tmp):
+    """Chunk c of the large-k Hessian diagonal (c < n_chunks = D.shape[0]).
+
+    IN    X, P (or (0, k): recompute from W (n, k), b), sw, weighted, scale.
+    OUT   D[c] (n, k) = sum_i x_if² d_i p_ij (1 - p_ij); db[c] (k,).
+    SCRATCH scratch[c] (R + 1, k): a block's curvatures, the exp's row;
+          xsq[c] (R, n): the block of X squared; tmp[c] (n, k).
+    """
+    m, n = X.shape
+    R = scratch.shape[1] - 1
+    start, stop = _chunk(m, D.shape[0], c)
+    Dc = D[c]
+    dbc = db[c]
+    _zero2(Dc)
+    _zero1(dbc)
+    T = tmp[c]
+    sc = scratch[c, R]
+    cached = P.shape[0] != 0
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        Xb = X[r0:r0 + rr]
+        Hb = scratch[c, :rr]
+        if not cached:
+            _block_proba(Xb, W, b, Hb, sc)
+        Sq = xsq[c, :rr]
+        for q in range(rr):
+            p = P[r0 + q] if cached else Hb[q]
+            _row_curvature(p, Hb[q], _row_weight(r0 + q, sw, weighted, scale), dbc)
+            xq = Xb[q]
+            sq = Sq[q]
+            for f in range(n):
+                sq[f] = xq[f] * xq[f]
+        np.dot(Sq.T, Hb, T)
+        _add_block(Dc, T)
+
+
+@njit(**PJIT)
+def _hess_diag_gemm(X, P, sw, weighted, scale, W, b, D, db, scratch, xsq, tmp):
+    """Large-k Hessian diagonal, chunks of rows in parallel.
+
+    IN X, P, sw, weighted, scale, W, b; OUT D (n_chunks, n, k), db
+    (n_chunks, k); SCRATCH scratch (n_chunks, R + 1, k), xsq (n_chunks, R,
+    n), tmp (n_chunks, n, k). See :func:`_hess_diag_gemm_chunk`, which is
+    also the serial variant.
+    """
+    for c in prange(D.shape[0]):
+        _hess_diag_gemm_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, D, db,
+                              scratch, xsq, tmp)
