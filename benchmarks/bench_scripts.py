@@ -27,11 +27,11 @@ def assert_table(rows, n_body):
 
 
 def test_end_to_end_script():
-    # 600 rows of 784 features: far too few for the comparison to mean
-    # anything (float32 may stop short of scikit-learn's loss, which the
-    # table then says); this only checks that the script runs through.
-    assert_table(run_script("benchmarks/end_to_end.py", "--m", "600", "--repeats", "1",
-                            "--contrast", "0.1"), 2)
+    # A tiny problem: only checks that the script runs through and prints a
+    # row per contender (scikit-learn-intelex adds one where installed).
+    rows = run_script("benchmarks/end_to_end.py", "--quick", "--rounds", "1")
+    assert_table(rows, len(rows) - 2)
+    assert len(rows) - 2 >= 7
 
 
 def test_hot_cold_script():

@@ -17,7 +17,7 @@ intercept unpenalised, float64. Data:
   overlapping classes (benchmarks/end_to_end.py's generator, contrast 0.1:
   ~80 % training accuracy).
 
-Variants (all on :class:`fastsoftmax._hessian.HessianProduct`, P cached
+Variants (all on :meth:`fastsoftmax._objective.Objective.hessian`, P cached
 unless said otherwise, 2 Numba threads, BLAS on one thread):
 
 * ``ls-armijo``: line-search Newton-CG as scikit-learn's ``_newton_cg``
@@ -71,7 +71,38 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from fastsoftmax import reference
-from fastsoftmax._hessian import HessianProduct
+from fastsoftmax._data import make_dataset
+from fastsoftmax._objective import Objective
+from fastsoftmax._threads import thread_policy
+
+_OBJECTIVES: dict = {}
+
+
+def HessianProduct(X, y, targets, sw, total, k, coef, b, alpha, *, n_threads=None,  # noqa: N802
+                   strategy=None, mode=None):
+    """The study's view of Objective.hessian: loss, gradient, matvec, diagonal at a point."""
+    key = (id(X), strategy, mode)
+    if key not in _OBJECTIVES:
+        _OBJECTIVES[key] = Objective(make_dataset(X, y, None, None, k), strategy=strategy,
+                                     mode=mode)
+    with thread_policy(n_threads):
+        return _Threaded(_OBJECTIVES[key].hessian(coef, b, alpha), n_threads)
+
+
+class _Threaded:
+    """A Hessian whose products run under the thread policy."""
+
+    def __init__(self, H, n_threads):
+        self.H, self.n_threads = H, n_threads
+        self.loss, self.grad_coef, self.grad_intercept = H.loss, H.grad_coef, H.grad_intercept
+
+    def matvec(self, V, c=None):
+        with thread_policy(self.n_threads):
+            return self.H.matvec(V, c)
+
+    def diagonal(self):
+        with thread_policy(self.n_threads):
+            return self.H.diagonal()
 
 N_THREADS = 2
 TOL = 1e-8
@@ -480,7 +511,7 @@ def products(name, rounds=15):
                 H = HessianProduct(X, y, None, None, float(m), k, coef, b, 1.0 / m,
                                    n_threads=N_THREADS, strategy=strategy, mode=mode)
                 cases[f"{strategy} {mode} matvec"] = lambda H=H: H.matvec(V, c)
-                cases[f"{strategy} {mode} diagonal"] = lambda H=H: (setattr(H, "_diag", None),
+                cases[f"{strategy} {mode} diagonal"] = lambda H=H: (setattr(H.H, "_diag", None),
                                                                     H.diagonal())
             cases[f"{strategy} gradient pass (stores P)"] = (
                 lambda s=strategy: HessianProduct(X, y, None, None, float(m), k, coef, b,

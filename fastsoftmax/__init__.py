@@ -7,12 +7,15 @@ softmax, log_softmax, logsumexp
 loss_and_grad
     Cross-entropy loss and gradient of softmax regression in one fused,
     multithreaded pass over the data.
+hessp
+    The objective's Hessian applied to a direction, in one fused pass.
 
 Estimator
 ---------
 SoftmaxRegression
-    scikit-learn-compatible classifier trained with L-BFGS, batch gradient
-    descent or mini-batch SGD (with ``partial_fit``) on the fused kernels.
+    scikit-learn-compatible classifier trained with truncated Newton (the
+    default), L-BFGS, batch gradient descent or mini-batch SGD (with
+    ``partial_fit``) on the fused kernels.
 
 ``fastsoftmax.reference`` holds the same functions in plain NumPy.
 
@@ -30,7 +33,7 @@ fastsoftmax.cli
 """
 
 from ._estimator import SoftmaxRegression
-from ._functions import log_softmax, logsumexp, loss_and_grad, softmax
+from ._functions import hessp, log_softmax, logsumexp, loss_and_grad, softmax
 from .exceptions import DivergenceWarning
 
 __version__ = "0.1.0"
@@ -40,6 +43,7 @@ __all__ = [
     "log_softmax",
     "logsumexp",
     "loss_and_grad",
+    "hessp",
     "SoftmaxRegression",
     "DivergenceWarning",
     "__version__",

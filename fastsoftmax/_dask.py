@@ -9,7 +9,9 @@ on the worker that holds it, by the same edge functions as in memory
   on every block (weights broadcast once per evaluation, one (k, n) partial
   gradient back per block, already normalised by the global weight total)
   and adds the one L2 penalty on the driver, so full-batch solvers give the
-  in-memory result to rounding;
+  in-memory result to rounding; for Newton, each block's Hessian at a point
+  stays on its worker (with the probabilities its products need) and a
+  product broadcasts the direction and gathers one (k, n) part per block;
 * :class:`DaskEpochRunner` runs :func:`~fastsoftmax._solvers.sgd.run_epoch`
   over the blocks in turn, the SGD state moving from worker to worker and
   the data never moving; divergence comes back as data.
@@ -136,6 +138,26 @@ def _block_loss_grad(block, weights, n_threads):
         return Objective(block).loss_grad(coef, intercept, 0.0)
 
 
+def _block_hessian(block, weights, n_threads):
+    coef, intercept = weights
+    with thread_policy(n_threads):
+        return Objective(block).hessian(coef, intercept, 0.0)
+
+
+def _hessian_gradient(H):
+    return H.loss, H.grad_coef, H.grad_intercept
+
+
+def _hessian_matvec(H, direction, n_threads):
+    with thread_policy(n_threads):
+        return H.matvec(*direction)
+
+
+def _hessian_diagonal(H, n_threads):
+    with thread_policy(n_threads):
+        return H.diagonal()
+
+
 def _block_epoch(block, carry, params, seed, steps_per_epoch, n_threads):
     """One SGD pass over one block; ``carry`` is (state, loss sum, updates, ok)."""
     state, loss_sum, steps, ok = carry
@@ -229,16 +251,76 @@ class DaskObjective:
         self.n_threads = n_threads
         self.total_weight = data.total_weight
 
-    def loss_grad(self, coef, intercept, alpha=0.0):
+    def _broadcast_each(self, task, blocks, payload, *args):
+        """Broadcast ``payload`` once and run ``task(block, payload, *args)`` on every block."""
         client = self.data.client
-        weights = client.scatter((coef, intercept), broadcast=True, hash=False)
-        parts = client.gather([client.submit(_block_loss_grad, bl, weights, self.n_threads,
-                                             pure=False) for bl in self.data.blocks])
+        shared = client.scatter(payload, broadcast=True, hash=False)
+        return client.gather([client.submit(task, bl, shared, *args, pure=False)
+                              for bl in blocks])
+
+    def _sum(self, parts, coef, intercept, alpha):
+        """(loss, grad_coef, grad_intercept) summed over blocks, with the L2 penalty."""
         grad_coef = np.sum([p[1] for p in parts], axis=0).astype(self.dtype)
         grad_intercept = (np.sum([p[2] for p in parts], axis=0).astype(self.dtype)
                           if intercept is not None else None)
         loss = penalize(float(sum(p[0] for p in parts)), grad_coef, coef, alpha)
         return loss, grad_coef, grad_intercept
+
+    def loss_grad(self, coef, intercept, alpha=0.0):
+        parts = self._broadcast_each(_block_loss_grad, self.data.blocks, (coef, intercept),
+                                     self.n_threads)
+        return self._sum(parts, coef, intercept, alpha)
+
+    def hessian(self, coef, intercept, alpha=0.0) -> DaskHessian:
+        client = self.data.client
+        weights = client.scatter((coef, intercept), broadcast=True, hash=False)
+        held = [client.submit(_block_hessian, bl, weights, self.n_threads, pure=False)
+                for bl in self.data.blocks]
+        parts = client.gather([client.submit(_hessian_gradient, h, pure=False) for h in held])
+        return DaskHessian(self, held, coef, intercept is not None, alpha,
+                           *self._sum(parts, coef, intercept, alpha))
+
+
+class DaskHessian:
+    """The Hessian at one point, its blocks held on the workers.
+
+    The interface of :class:`fastsoftmax._objective.Hessian`: ``loss``,
+    ``grad_coef``, ``grad_intercept``, ``matvec(V, c)``, ``diagonal()``.
+    """
+
+    def __init__(self, objective, held, coef, fit_intercept, alpha, loss, grad_coef,
+                 grad_intercept):
+        self._objective = objective
+        self._held = held
+        self._coef = coef
+        self._fit_intercept = fit_intercept
+        self._alpha = float(alpha)
+        self._diag = None
+        self.loss, self.grad_coef, self.grad_intercept = loss, grad_coef, grad_intercept
+
+    def _total(self, parts):
+        first = np.sum([p[0] for p in parts], axis=0).astype(self._coef.dtype)
+        second = (np.sum([p[1] for p in parts], axis=0).astype(self._coef.dtype)
+                  if self._fit_intercept else None)
+        return first, second
+
+    def matvec(self, V, c=None):
+        obj = self._objective
+        HV, Hc = self._total(obj._broadcast_each(_hessian_matvec, self._held, (V, c),
+                                                 obj.n_threads))
+        if self._alpha:
+            HV += HV.dtype.type(self._alpha) * V
+        return HV, Hc
+
+    def diagonal(self):
+        if self._diag is None:
+            client = self._objective.data.client
+            d, db = self._total(client.gather(
+                [client.submit(_hessian_diagonal, h, self._objective.n_threads, pure=False)
+                 for h in self._held]))
+            d += d.dtype.type(self._alpha)
+            self._diag = (d, db)
+        return self._diag
 
 
 class DaskEpochRunner:

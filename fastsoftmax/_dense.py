@@ -76,7 +76,7 @@ class DenseEngine:
         self._scale = self.dtype.type(1.0 / data.total_weight)
         self._serial = m * n * self.k < SERIAL_WORK
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize), m)
-        self._no_proba = np.empty((0, self.k), dtype=self.dtype)
+        self.no_proba = np.empty((0, self.k), dtype=self.dtype)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
 
     # ------------------------------------------------------------ helpers
@@ -107,7 +107,7 @@ class DenseEngine:
         """Where a gradient pass stores P for later products: (m, k), or (0, k) to recompute."""
         if self.mode == "cached":
             return np.empty((self.data.n_rows, self.k), dtype=self.dtype)
-        return self._no_proba
+        return self.no_proba
 
     # ------------------------------------------------------------ launches
     def gradient(self, coef, bias, P=None):
@@ -129,7 +129,7 @@ class DenseEngine:
                     *scratch)
 
         g, gb, loss, bad_row, *scratch = self._buffer("gradient", chunks, make)
-        P = self._no_proba if P is None else P
+        P = self.no_proba if P is None else P
         args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
                 g, gb, loss, bad_row, *scratch, P)
         if self.strategy == "rows":

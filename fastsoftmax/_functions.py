@@ -1,4 +1,4 @@
-"""Public functions: the softmax family and the fused loss and gradient."""
+"""Public functions: the softmax family, the fused loss and gradient, Hessian products."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ._objective import Objective
 from ._threads import check_n_threads, numba_threads, thread_policy
 from ._validation import as_float_array, check_alpha, check_finite, check_weights
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad"]
+__all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "hessp"]
 
 _STATUS_TEXT = {
     C.NAN: "contains NaN",
@@ -222,5 +222,74 @@ def loss_and_grad(
         overflow = exc
     else:
         return loss, np.ascontiguousarray(g_coef.T), g_b
+    check_finite(X_arr, "X")
+    raise overflow
+
+
+def hessp(
+    X: Any,
+    y: Any,
+    W: Any,
+    b: Any,
+    V: Any,
+    c: Any = None,
+    *,
+    alpha: float = 0.0,
+    sample_weight: Any = None,
+    n_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Hessian-vector product of :func:`loss_and_grad`'s objective, in one fused pass.
+
+    The Hessian of ``J`` at (W, b) applied to a direction (V, c): for each
+    row, ``u_i = x_i V + c`` and ``s_i = w_i / Σw (p_i ⊙ u_i - p_i <p_i, u_i>)``
+    with ``p_i = softmax(x_i W + b)``; then ``H (V, c) = (Xᵀ S + alpha V,
+    Σ_i s_i)``. The name is scipy.optimize's for this callable (``hessp``).
+    X is read once: the probabilities are recomputed in the same sweep as
+    ``X V``, and no (m, k) array is allocated. Newton's method
+    (``SoftmaxRegression(solver="newton")``) keeps the probabilities between
+    products instead.
+
+    Parameters
+    ----------
+    X, y, W, b, alpha, sample_weight, n_threads
+        As in :func:`loss_and_grad`; ``y`` is checked the same way, although
+        the Hessian does not depend on the targets.
+    V : array_like of shape (n, k)
+        The direction's weight part, in W's layout.
+    c : array_like of shape (k,), optional
+        The direction's intercept part; None means 0. Must be None when ``b``
+        is None (no intercept).
+
+    Returns
+    -------
+    HV : ndarray of shape (n, k)
+    Hc : ndarray of shape (k,) or None
+        None when ``b`` is None.
+
+    Raises
+    ------
+    ValueError
+        On everything :func:`loss_and_grad` rejects, on a V or c of the
+        wrong shape or not finite, and on an intercept direction without an
+        intercept.
+    """
+    n_threads = check_n_threads(n_threads)
+    alpha = check_alpha(alpha)
+    X_arr = as_float_array(X, "X", ndim=(2,))
+    W_arr, b_arr = check_weights(W, b, X_arr.shape[1], X_arr.dtype)
+    V_arr, c_arr = check_weights(V, c, X_arr.shape[1], X_arr.dtype, names=("V", "c"))
+    if V_arr.shape != W_arr.shape:
+        raise ValueError(f"V must have W's shape {W_arr.shape}, got {V_arr.shape}")
+    if c_arr is not None and b_arr is None:
+        raise ValueError("c (an intercept direction) was given but b is None (no intercept)")
+    data = loss_data(X_arr, y, W_arr.shape[1], sample_weight)
+    try:
+        with thread_policy(n_threads):
+            HV, Hc = Objective(data).hessp(np.ascontiguousarray(W_arr.T), b_arr,
+                                           np.ascontiguousarray(V_arr.T), c_arr, alpha)
+    except ValueError as exc:  # as in loss_and_grad: name a NaN or inf of X first
+        overflow = exc
+    else:
+        return np.ascontiguousarray(HV.T), Hc
     check_finite(X_arr, "X")
     raise overflow

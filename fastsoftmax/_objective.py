@@ -112,6 +112,26 @@ class Objective:
                        loss, g_coef, g_b if intercept is not None else None)
 
 
+    def hessp(self, coef: np.ndarray, intercept: np.ndarray | None, V: np.ndarray,
+              c: np.ndarray | None, alpha: float = 0.0) -> tuple[np.ndarray, np.ndarray | None]:
+        """One Hessian-vector product at (coef, intercept), in one pass over X.
+
+        The probabilities are recomputed inside the pass (no gradient pass
+        first): the public :func:`fastsoftmax.hessp`. Raises ValueError if
+        the logits at the point overflow.
+        """
+        dt = self.dtype
+        cv = np.zeros(self.n_classes, dt) if c is None else c
+        HV, Hc = self.engine.hessp(coef, self._bias(intercept), self.engine.no_proba, V, cv)
+        if not (np.isfinite(HV).all() and np.isfinite(Hc).all()):
+            self.engine.gradient(coef, self._bias(intercept))  # names the row that overflowed
+            raise ValueError(f"the Hessian-vector product overflows {dt.name}: the "
+                             "direction is too large (scale it down)")
+        if alpha:
+            HV += dt.type(alpha) * V
+        return HV, (Hc if intercept is not None else None)
+
+
 class Hessian:
     """Loss, gradient, Hessian-vector products and diagonal at one point.
 

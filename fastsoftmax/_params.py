@@ -16,7 +16,8 @@ import numpy as np
 
 from ._threads import check_n_threads
 
-SOLVERS = ("lbfgs", "sgd", "bgd")
+# "auto" is resolved per data set by fastsoftmax._solvers.choose_solver.
+SOLVERS = ("auto", "newton", "lbfgs", "sgd", "bgd")
 LEARNING_RATES = ("adaptive", "constant", "invscaling")
 _FLAGS = ("fit_intercept", "nesterov", "early_stopping", "shuffle", "warm_start")
 

@@ -206,25 +206,30 @@ def _check_finite_small(a: np.ndarray, name: str) -> None:
         check_finite(a, name)
 
 
-def check_weights(W: Any, b: Any, n_features: int,
-                  dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-    """Public-layout weights W (n, k) and intercept b (k,) or None, in ``dtype``, finite."""
-    W_arr = as_float_array(W, "W", ndim=(2,), dtype=dtype)
+def check_weights(W: Any, b: Any, n_features: int, dtype: np.dtype,
+                  names: tuple[str, str] = ("W", "b")) -> tuple[np.ndarray, np.ndarray | None]:
+    """Public-layout weights W (n, k) and intercept b (k,) or None, in ``dtype``, finite.
+
+    ``names`` words the errors for another pair of the same shapes (a
+    direction V, c).
+    """
+    nw, nb = names
+    W_arr = as_float_array(W, nw, ndim=(2,), dtype=dtype)
     if W_arr.shape[0] != n_features:
         raise ValueError(
-            f"W has {W_arr.shape[0]} rows but X has {n_features} features; "
-            "W must be (n_features, n_classes)"
+            f"{nw} has {W_arr.shape[0]} rows but X has {n_features} features; "
+            f"{nw} must be (n_features, n_classes)"
         )
     k = W_arr.shape[1]
     if k == 0:
-        raise ValueError("W has 0 columns: at least one class is needed")
-    _check_finite_small(W_arr, "W")
+        raise ValueError(f"{nw} has 0 columns: at least one class is needed")
+    _check_finite_small(W_arr, nw)
     b_arr = None
     if b is not None:
-        b_arr = as_float_array(b, "b", ndim=(1,), dtype=dtype)
+        b_arr = as_float_array(b, nb, ndim=(1,), dtype=dtype)
         if b_arr.shape[0] != k:
-            raise ValueError(f"b has {b_arr.shape[0]} entries but W has {k} columns")
-        _check_finite_small(b_arr, "b")
+            raise ValueError(f"{nb} has {b_arr.shape[0]} entries but {nw} has {k} columns")
+        _check_finite_small(b_arr, nb)
     return W_arr, b_arr
 
 

@@ -307,7 +307,7 @@ def test_progress_bar_with_verbose(capsys, data):
     X, codes = data
     SoftmaxRegression(verbose=1, max_iter=500).fit(X, codes)
     out, err = capsys.readouterr()
-    assert "lbfgs" in err and "loss=" in err and "/200" not in err and "/500" in err
+    assert "newton" in err and "loss=" in err and "/200" not in err and "/500" in err
     assert out == ""
     with pytest.warns(ConvergenceWarning):
         SoftmaxRegression("sgd", verbose=2, max_iter=3, random_state=0).fit(

@@ -1,5 +1,5 @@
 """Both fused-kernel strategies ("rows", "gemm") and both launch modes
-(serial below SERIAL_FLOPS, parallel above) against the float64 reference,
+(serial below _launch.SERIAL_WORK, parallel above) against the float64 reference,
 whatever strategy the shape rule would pick.
 
 Tolerances are those of tests/test_loss_and_grad.py.
@@ -20,7 +20,7 @@ from _helpers import (
 )
 
 import fastsoftmax as fs
-from fastsoftmax import _objective
+from fastsoftmax import _dense
 
 
 def _objective_for(X, y, sw, k, strategy, soft):
@@ -36,7 +36,7 @@ def _objective_for(X, y, sw, k, strategy, soft):
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
 def test_strategy_and_mode_match_reference(strategy, mode, k, dt, variant, rng, monkeypatch):
-    monkeypatch.setattr(_objective, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     soft = variant in ("soft", "all")
     weights = variant in ("weights", "all")
     alpha = 0.3 if variant in ("alpha", "all") else 0.0
@@ -62,7 +62,7 @@ def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
 def test_nonfinite_x_is_caught_by_the_kernel(strategy, mode, bad, monkeypatch):
     """loss_and_grad does not pre-scan X: every strategy must see a NaN/inf
     of X in the logits, even with all-zero weights (x * 0 is NaN)."""
-    monkeypatch.setattr(_objective, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     rng = np.random.default_rng(1)
     X = rng.standard_normal((50, 45))
     X[37, 11] = bad

@@ -10,9 +10,15 @@ FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 # Kernels are cached on disk (Numba writes next to the module, or to the
 # user-wide cache directory when the package is installed read-only), so only
 # the first process on a machine pays the compile time.
-JIT = {"nogil": True, "cache": True, "fastmath": FASTMATH}
+#
+# NumPy's error model: a float division by zero gives inf or NaN, as in
+# NumPy, instead of Python's ZeroDivisionError. The kernels detect
+# non-finite values themselves and report them with the row; an exception
+# from inside a compiled loop could not name it (and the check it needs on
+# every division keeps LLVM from vectorising the loops around it).
+JIT = {"nogil": True, "cache": True, "fastmath": FASTMATH, "error_model": "numpy"}
 PJIT = {**JIT, "parallel": True}
 
 # Validation scans get no fast-math at all: under "reassoc" LLVM may rewrite
 # the arithmetic a NaN/inf test relies on (x - x folded to 0 was observed).
-PJIT_STRICT = {"nogil": True, "cache": True, "parallel": True}
+PJIT_STRICT = {"nogil": True, "cache": True, "parallel": True, "error_model": "numpy"}

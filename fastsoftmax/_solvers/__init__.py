@@ -7,6 +7,7 @@ epoch runner), starting weights and the checked estimator parameters
 :class:`~fastsoftmax._solvers._common.FitResult`. The estimator calls it
 for in-memory and for Dask input alike.
 
+* :mod:`.newton` -- truncated Newton on fused Hessian-vector products.
 * :mod:`.lbfgs` -- scipy's L-BFGS-B on the fused loss and gradient.
 * :mod:`.bgd` -- full-batch gradient descent with momentum.
 * :mod:`.sgd` -- mini-batch SGD: its state, epochs and outer loop.
@@ -22,9 +23,25 @@ from .._threads import thread_policy
 from ._common import Callback, FitResult
 from .bgd import bgd
 from .lbfgs import lbfgs
+from .newton import newton
 from .sgd import SGDState, sgd
 
-__all__ = ["FitResult", "SGDState", "solve"]
+__all__ = ["FitResult", "SGDState", "choose_solver", "solve"]
+
+
+def choose_solver(data: Any) -> str:
+    """Return the solver "auto" stands for: truncated Newton, for every full-batch fit.
+
+    Measured side by side (BENCHMARKS.md, "time to the optimum"), Newton
+    reached the optimum first on every data set of the benchmark, in
+    float32 and float64, from 64 to 784 features and 7 to 10 classes:
+    its few iterations (10-20) beat L-BFGS's hundreds on ill-conditioned
+    pixel data and tie on well-conditioned data. ``data`` is what
+    :func:`solve` receives (in memory or on Dask); the rule does not need
+    to look at it today.
+    """
+    del data
+    return "newton"
 
 
 def solve(params: Any, data: Any, coef0: np.ndarray, intercept0: np.ndarray | None, *,
@@ -40,6 +57,8 @@ def solve(params: Any, data: Any, coef0: np.ndarray, intercept0: np.ndarray | No
     with thread_policy(params.n_threads):
         held_out = None if validation is None else validation.objective(params.n_threads)
         solver = "sgd" if epochs is not None else params.solver
+        if solver == "auto":
+            solver = choose_solver(data)
         if solver == "sgd":
             if state is None:
                 state = SGDState.start(coef0, intercept0)
@@ -48,6 +67,8 @@ def solve(params: Any, data: Any, coef0: np.ndarray, intercept0: np.ndarray | No
         common = dict(max_iter=params.max_iter, tol=params.tol, validation=held_out,
                       n_iter_no_change=params.n_iter_no_change, callback=callback)
         objective = data.objective(params.n_threads)
+        if solver == "newton":
+            return newton(objective, coef0, intercept0, params.alpha, **common)
         if solver == "lbfgs":
             return lbfgs(objective, coef0, intercept0, params.alpha, **common)
         if solver == "bgd":

@@ -1,7 +1,7 @@
 """Truncated Newton: conjugate gradients on fused Hessian-vector products.
 
-Each outer iteration solves H d = -g approximately by (preconditioned)
-conjugate gradients, where every product H v is one fused pass over X
+Each outer iteration solves H d = -g approximately by conjugate gradients,
+where every product H v is one fused pass over X
 (:mod:`fastsoftmax._kernels._hessp`), then takes an Armijo backtracking
 step along d. The objective's ``hessian(coef, intercept, alpha)`` evaluates
 the loss and gradient at a point *and* keeps what the products there need
@@ -16,6 +16,11 @@ below ``tol`` (as lbfgs does), when a step cannot decrease the loss any
 more (float32 data reaches its rounding floor), or after ``max_iter``
 iterations. The parameters are float64 vectors here whatever the data's
 dtype; every evaluation runs in the data's dtype.
+
+Measured choices (BENCHMARKS.md, "Newton"): a line search rather than a
+trust region (TRON's), because the unit step is accepted almost every time
+and both need the same number of products; no Jacobi preconditioner,
+because on pixel data it took more products, not fewer.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ BACKTRACK = 0.5
 MAX_BACKTRACKS = 40
 # CG steps per Newton iteration at most (scikit-learn's maxinner).
 MAX_CG = 200
+# A Newton step whose predicted decrease is below this many float64 epsilons
+# of the loss cannot lower it: the loss is at its rounding floor.
+DECREASE_FLOOR = 4 * np.finfo(np.float64).eps
+# Curvature along a unit direction below this counts as none.
+CURVATURE_FLOOR = 16 * np.finfo(np.float64).eps
 
 
 class _Packing:
@@ -55,36 +65,39 @@ class _Packing:
         return coef, (x[self.size:].astype(self.dtype) if self.fit_b else None)
 
 
-def _conjugate_gradient(hessp, g: np.ndarray, precond: np.ndarray | None,
-                        tol: float) -> tuple[np.ndarray, int]:
+def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, int]:
     """Approximately solve H d = -g; return (d, products used).
 
     Stops when |r|_1 <= tol, after MAX_CG steps, or at (numerically)
     non-positive curvature: the Hessian of this objective is positive
     semi-definite, and with alpha = 0 a direction along its null space
-    (a constant added to every class) has zero curvature.
+    (a constant added to every class) has zero curvature. Each product is
+    taken along the unit direction p / |p| and scaled back, so that badly
+    scaled features (|x| ~ 1e150: gradients that large, curvatures of
+    their square) do not overflow the product.
     """
     d = np.zeros_like(g)
     r = -g.copy()  # residual of H d = -g at d = 0
-    z = r if precond is None else r / precond
-    p = z.copy()
-    rz = float(r @ z)
-    eps = 16 * np.finfo(np.float64).eps
+    p = r.copy()
+    rr = float(r @ r)
     for i in range(MAX_CG):
         if np.abs(r).sum() <= tol:
             return d, i
-        Hp = hessp(p)
-        curv = float(p @ Hp)
-        if curv <= eps * float(p @ p):
-            # First step: fall back to the (preconditioned) steepest descent.
+        norm = np.sqrt(float(p @ p))
+        unit = p / norm
+        with np.errstate(over="ignore", invalid="ignore"):
+            Hu = hessp(unit)
+            curv = float(unit @ Hu)  # curvature along the unit direction
+        if not (np.isfinite(curv) and curv > CURVATURE_FLOOR):
+            # No usable curvature: on the first step fall back to steepest
+            # descent (the line search scales it), later keep what CG has.
             return (p if i == 0 else d), i + 1
-        step = rz / curv
+        step = rr / norm / norm / curv
         d += step * p
-        r -= step * Hp
-        z = r if precond is None else r / precond
-        rz_new = float(r @ z)
-        p = z + (rz_new / rz) * p
-        rz = rz_new
+        r -= (step * norm) * Hu
+        rr_new = float(r @ r)
+        p = r + (rr_new / rr) * p
+        rr = rr_new
     return d, MAX_CG
 
 
@@ -110,18 +123,20 @@ def newton(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alp
             converged = True
             break
         g1 = np.abs(g).sum()
-        precond = packing.pack(*H.diagonal())
 
         def hessp(v, H=H):
             return packing.pack(*H.matvec(*packing.unpack(v)))
 
-        d, _ = _conjugate_gradient(hessp, g, precond, min(0.5, np.sqrt(g1)) * g1)
+        d, _ = _conjugate_gradient(hessp, g, min(0.5, np.sqrt(g1)) * g1)
         slope = float(g @ d)
-        accepted = (_line_search(objective, packing, x, d, H.loss, slope, alpha)
-                    if slope < 0 else None)
+        # The step's predicted decrease (-slope / 2 for a Newton step) below
+        # the rounding of the loss itself: no step can lower it any more
+        # (float32 data reaches this floor before the gradient test).
+        if not slope < -DECREASE_FLOOR * abs(H.loss):
+            converged = True
+            break
+        accepted = _line_search(objective, packing, x, d, H.loss, slope, alpha)
         if accepted is None:
-            # No step decreases the loss at this precision (float32 data
-            # reaches its rounding floor before the gradient test).
             converged = True
             break
         x, H = accepted

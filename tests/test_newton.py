@@ -1,0 +1,99 @@
+"""solver="newton" (the default through "auto"): truncated Newton on fused
+Hessian-vector products. Optimality against scikit-learn, dtypes, weights,
+warm start, warnings, divergence safety, early stopping."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits, load_wine
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+
+from fastsoftmax import SoftmaxRegression, loss_and_grad
+
+
+def standardised(loader):
+    X, y = loader(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+def objective(est, X, y, alpha, sample_weight=None):
+    return loss_and_grad(X.astype(np.float64), y, est.coef_.T.astype(np.float64),
+                         est.intercept_.astype(np.float64), alpha=alpha,
+                         sample_weight=sample_weight)[0]
+
+
+@pytest.mark.parametrize("loader", [load_digits, load_wine], ids=["digits", "wine"])
+def test_reaches_scikit_learns_optimum(loader):
+    X, y = standardised(loader)
+    alpha = 1.0 / len(y)
+    sk = LogisticRegression(C=1.0, tol=1e-12, max_iter=10_000, solver="newton-cg").fit(X, y)
+    J_sk = loss_and_grad(X, y, sk.coef_.T.copy(), sk.intercept_.copy(), alpha=alpha)[0]
+    est = SoftmaxRegression("newton", alpha=alpha, tol=1e-10, max_iter=100).fit(X, y)
+    assert abs(objective(est, X, y, alpha) - J_sk) <= 1e-8 * J_sk
+    assert est.n_iter_ <= 30  # Newton's handful of iterations, not L-BFGS's hundreds
+    np.testing.assert_array_equal(est.predict(X), sk.predict(X))
+    # the loss curve: one entry per iteration, decreasing, ending at the optimum
+    curve = np.asarray(est.loss_curve_)
+    assert len(curve) == est.n_iter_ and np.all(np.diff(curve) <= 0)
+    assert curve[-1] == pytest.approx(objective(est, X, y, alpha), rel=1e-12)
+
+
+def test_auto_is_newton():
+    X, y = standardised(load_wine)
+    a = SoftmaxRegression(tol=1e-8).fit(X, y)
+    b = SoftmaxRegression("newton", tol=1e-8).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.solver == "auto"  # the parameter is left as given (scikit-learn's rule)
+
+
+def test_float32_trains_in_float32_to_its_precision():
+    X, y = standardised(load_digits)
+    alpha = 1.0 / len(y)
+    est64 = SoftmaxRegression("newton", alpha=alpha, tol=1e-10).fit(X, y)
+    est32 = SoftmaxRegression("newton", alpha=alpha, tol=1e-10).fit(X.astype(np.float32), y)
+    assert est32.coef_.dtype == np.float32 and est32.intercept_.dtype == np.float32
+    J64, J32 = objective(est64, X, y, alpha), objective(est32, X, y, alpha)
+    # float32 stops at its rounding floor (no step lowers the loss), without a warning
+    assert abs(J32 - J64) <= 1e-6 * J64
+
+
+def test_weights_no_intercept_and_lbfgs_agree():
+    X, y = standardised(load_wine)
+    sw = np.random.default_rng(0).uniform(0.2, 3.0, len(y))
+    params = dict(alpha=0.01, tol=1e-10, max_iter=1000, fit_intercept=False,
+                  class_weight={0: 2.0, 2: 0.5})
+    newton = SoftmaxRegression("newton", **params).fit(X, y, sample_weight=sw)
+    lbfgs = SoftmaxRegression("lbfgs", **params).fit(X, y, sample_weight=sw)
+    assert np.all(newton.intercept_ == 0)
+    np.testing.assert_allclose(newton.coef_, lbfgs.coef_, rtol=1e-5, atol=1e-7)
+
+
+def test_warm_start_continues_from_the_solution():
+    X, y = standardised(load_digits)
+    est = SoftmaxRegression("newton", tol=1e-8, warm_start=True).fit(X, y)
+    first = est.n_iter_
+    est.fit(X, y)
+    assert first > 3 and est.n_iter_ <= 1
+
+
+def test_iteration_limit_warns_and_keeps_a_finite_model():
+    X, y = standardised(load_digits)
+    with pytest.warns(ConvergenceWarning, match="newton did not converge in max_iter=2"):
+        est = SoftmaxRegression("newton", tol=1e-12, max_iter=2).fit(X, y)
+    assert est.n_iter_ == 2 and np.all(np.isfinite(est.coef_))
+
+
+def test_huge_features_never_give_non_finite_weights():
+    """A full Newton step from a point of tiny curvature overflows the logits:
+    the line search backs off instead of accepting non-finite weights."""
+    X, y = standardised(load_wine)
+    X = X * 1e150
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = SoftmaxRegression("newton", alpha=0.0, max_iter=20).fit(X, y)
+    assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
+    assert np.all(np.isfinite(est.loss_curve_))
+    assert est.score(X, y) > 0.9
