@@ -135,13 +135,13 @@ def _finish_block(block, class_weight, total, mean):
 def _block_loss_grad(block, weights, n_threads):
     coef, intercept = weights
     with thread_policy(n_threads):
-        return Objective(block).loss_grad(coef, intercept, 0.0)
+        return Objective(block, warm=True).loss_grad(coef, intercept, 0.0)
 
 
 def _block_hessian(block, weights, n_threads):
     coef, intercept = weights
     with thread_policy(n_threads):
-        return Objective(block).hessian(coef, intercept, 0.0)
+        return Objective(block, warm=True).hessian(coef, intercept, 0.0)
 
 
 def _hessian_gradient(H):
@@ -151,11 +151,6 @@ def _hessian_gradient(H):
 def _hessian_matvec(H, direction, n_threads):
     with thread_policy(n_threads):
         return H.matvec(*direction)
-
-
-def _hessian_diagonal(H, n_threads):
-    with thread_policy(n_threads):
-        return H.diagonal()
 
 
 def _block_epoch(block, carry, params, seed, steps_per_epoch, n_threads):
@@ -285,7 +280,7 @@ class DaskHessian:
     """The Hessian at one point, its blocks held on the workers.
 
     The interface of :class:`fastsoftmax._objective.Hessian`: ``loss``,
-    ``grad_coef``, ``grad_intercept``, ``matvec(V, c)``, ``diagonal()``.
+    ``grad_coef``, ``grad_intercept`` and ``matvec(V, c)``.
     """
 
     def __init__(self, objective, held, coef, fit_intercept, alpha, loss, grad_coef,
@@ -295,7 +290,6 @@ class DaskHessian:
         self._coef = coef
         self._fit_intercept = fit_intercept
         self._alpha = float(alpha)
-        self._diag = None
         self.loss, self.grad_coef, self.grad_intercept = loss, grad_coef, grad_intercept
 
     def _total(self, parts):
@@ -311,16 +305,6 @@ class DaskHessian:
         if self._alpha:
             HV += HV.dtype.type(self._alpha) * V
         return HV, Hc
-
-    def diagonal(self):
-        if self._diag is None:
-            client = self._objective.data.client
-            d, db = self._total(client.gather(
-                [client.submit(_hessian_diagonal, h, self._objective.n_threads, pure=False)
-                 for h in self._held]))
-            d += d.dtype.type(self._alpha)
-            self._diag = (d, db)
-        return self._diag
 
 
 class DaskEpochRunner:

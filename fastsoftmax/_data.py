@@ -114,14 +114,14 @@ class Dataset:
                                    mean_weight=float(mean_weight))
 
     def objective(self, n_threads: int | None = None):
-        """Return the fused objective over this data (:class:`fastsoftmax._objective.Objective`).
+        """Return the fused objective a solver evaluates on this data (:mod:`._objective`).
 
         ``n_threads`` is accepted for the Dask layer's sake (its workers are
         told); in memory the caller's thread policy is in force.
         """
         from ._objective import Objective
 
-        return Objective(self)
+        return Objective(self, warm=True)
 
     def sgd_runner(self, n_threads: int | None = None):
         """Return a runner of SGD epochs over this data (``_solvers.sgd.EpochRunner``)."""

@@ -1,4 +1,4 @@
-"""Kernel launches for dense X: the gradient, Hessian products and diagonal.
+"""Kernel launches for dense X: the gradient and Hessian-vector products.
 
 :class:`DenseEngine` runs the fused kernels of :mod:`._kernels._fused` and
 :mod:`._kernels._hessp` on one :class:`~fastsoftmax._data.Dataset` with a
@@ -20,17 +20,8 @@ from ._kernels._fused import (
     _loss_grad_rows,
     _loss_grad_rows_serial,
 )
-from ._kernels._hessp import (
-    _hess_diag_gemm,
-    _hess_diag_gemm_chunk,
-    _hess_diag_rows,
-    _hess_diag_rows_chunk,
-    _hessp_gemm,
-    _hessp_gemm_chunk,
-    _hessp_rows,
-    _hessp_rows_chunk,
-)
-from ._launch import SERIAL_WORK, first_bad, n_chunks
+from ._kernels._hessp import _hessp_gemm, _hessp_gemm_chunk, _hessp_rows, _hessp_rows_chunk
+from ._launch import SERIAL_WORK, SERIAL_WORK_WARM, first_bad, n_chunks
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small
@@ -59,9 +50,13 @@ def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> st
 
 
 class DenseEngine:
-    """The dense kernels on one data set, in one strategy ("rows" or "gemm")."""
+    """The dense kernels on one data set, in one strategy ("rows" or "gemm").
 
-    def __init__(self, data, strategy: str, mode: str | None = None):
+    ``warm``: the calls come in a solver's loop, back to back, so the
+    parallel kernels pay off from a smaller size (``_launch.SERIAL_WORK_WARM``).
+    """
+
+    def __init__(self, data, strategy: str, mode: str | None = None, warm: bool = False):
         if strategy not in ("rows", "gemm"):
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.data = data
@@ -74,7 +69,7 @@ class DenseEngine:
         if self.mode not in ("cached", "recompute"):
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
         self._scale = self.dtype.type(1.0 / data.total_weight)
-        self._serial = m * n * self.k < SERIAL_WORK
+        self._serial = m * n * self.k < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize), m)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
@@ -161,23 +156,6 @@ class DenseEngine:
                     np.ascontiguousarray(V.T), cv, G, gc, scratch, tmp)
             self._run(_hessp_gemm_chunk, _hessp_gemm, args)
         return self._to_coef(G), gc.sum(axis=0)
-
-    def diagonal(self, coef, bias, P):
-        """Return the data term of the Hessian's diagonal: (D in coef layout, d_intercept)."""
-        dt = self.dtype
-        n = self.data.n_features
-        chunks = self._chunks()
-        D, db = self._accumulators(chunks)
-        if self.strategy == "rows":
-            args = (self.data.X, P, *self._weight_args(), coef, bias, D, db,
-                    np.empty((chunks, 5, self.k), dtype=dt), np.empty((chunks, 4, n), dtype=dt))
-            self._run(_hess_diag_rows_chunk, _hess_diag_rows, args)
-        else:
-            args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias, D, db,
-                    np.empty((chunks, self._rows + 1, self.k), dtype=dt),
-                    np.empty((chunks, self._rows, n), dtype=dt), self._accumulators(chunks)[0])
-            self._run(_hess_diag_gemm_chunk, _hess_diag_gemm, args)
-        return self._to_coef(D), db.sum(axis=0)
 
     def _run(self, chunk_fn, kernel, args) -> None:
         """One chunk's function called directly (serial), or the parallel kernel."""

@@ -17,6 +17,11 @@ import numpy as np
 # another process is busy) costs more than the work itself at this size
 # (BENCHMARKS.md, "small problems").
 SERIAL_WORK = 1 << 24
+# The same inside a solver, whose kernel calls follow each other with the
+# workers still awake: a launch then costs tens of microseconds, and a call
+# of a few hundred thousand multiply-adds already gains from a second thread
+# (BENCHMARKS.md, "small problems").
+SERIAL_WORK_WARM = 1 << 18
 
 
 def n_chunks(m: int) -> int:

@@ -5,7 +5,7 @@
 :class:`Objective` evaluates J and its gradient on a
 :class:`~fastsoftmax._data.Dataset` with one fused kernel pass over X, and
 for Newton's method a :class:`Hessian` at a point: its products with
-directions and its diagonal, one pass over X each. Parameters are in
+directions, one pass over X each. Parameters are in
 scikit-learn's layout, ``coef`` (k, n) and ``intercept`` (k,) or None; the
 kernel launches live in the engines (:mod:`fastsoftmax._dense`). Solvers
 build one objective per fit and call it every iteration: validation has
@@ -66,9 +66,13 @@ class Objective:
         Whether Hessian products read the probabilities stored by the
         gradient pass or recompute them; None decides by the memory budget
         (:func:`fastsoftmax._dense.choose_mode`).
+    warm : bool
+        The objective serves a solver (many calls back to back): small
+        problems run the parallel kernels too.
     """
 
-    def __init__(self, data: Dataset, strategy: str | None = None, mode: str | None = None):
+    def __init__(self, data: Dataset, strategy: str | None = None, mode: str | None = None,
+                 warm: bool = False):
         self.data = data
         self.dtype = data.dtype
         self.n_features = data.n_features
@@ -77,7 +81,7 @@ class Objective:
         if strategy is None:
             strategy = _calibration.strategy(self.n_features, self.n_classes, self.dtype,
                                              work=data.n_rows * self.n_features * self.n_classes)
-        self.engine = DenseEngine(data, strategy, mode)
+        self.engine = DenseEngine(data, strategy, mode, warm)
         self.strategy = strategy
 
     def _bias(self, intercept: np.ndarray | None) -> np.ndarray:
@@ -133,7 +137,7 @@ class Objective:
 
 
 class Hessian:
-    """Loss, gradient, Hessian-vector products and diagonal at one point.
+    """Loss, gradient and Hessian-vector products at one point.
 
     Made by :meth:`Objective.hessian`; ``loss``, ``grad_coef`` and
     ``grad_intercept`` are J and its gradient there. Directions and results
@@ -149,7 +153,6 @@ class Hessian:
         self._fit_intercept = fit_intercept
         self._alpha = float(alpha)
         self._P = P
-        self._diag: tuple[np.ndarray, np.ndarray | None] | None = None
         self.loss = loss
         self.grad_coef = grad_coef
         self.grad_intercept = grad_intercept
@@ -166,11 +169,3 @@ class Hessian:
         if self._alpha:
             HV += dt.type(self._alpha) * V
         return HV, (Hc if self._fit_intercept else None)
-
-    def diagonal(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """Return the diagonal (d_coef (k, n), d_intercept (k,) or None), computed once."""
-        if self._diag is None:
-            d, db = self._engine.diagonal(self._coef, self._bias, self._P)
-            d += d.dtype.type(self._alpha)
-            self._diag = (d, db if self._fit_intercept else None)
-        return self._diag

@@ -48,7 +48,7 @@ def test_strategy_and_mode_match_reference(strategy, mode, k, dt, variant, rng, 
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("shape", [(2000, 60, 10), (2000, 20, 10), (3000, 50, 60)])
+@pytest.mark.parametrize("shape", [(2000, 160, 10), (2000, 20, 10), (3000, 50, 60)])
 def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
     m, n, k = shape
     X, y, W, b, _ = make_problem(rng, m, n, k, dt)

@@ -11,7 +11,7 @@ docstrings. Inputs are checked and coerced once, at the edge
 * :mod:`._rowwise` -- row-wise softmax, log-softmax and logsumexp.
 * :mod:`._micro` -- register-blocked logits and gradient-accumulation tiles.
 * :mod:`._fused` -- the fused loss-and-gradient pass over X (small-k and GEMM strategies).
-* :mod:`._hessp` -- Hessian-vector products and the Hessian diagonal, fused over X.
+* :mod:`._hessp` -- Hessian-vector products, fused over X.
 * :mod:`._sgd` -- one whole mini-batch SGD epoch per call, with momentum.
 * :mod:`._predict` -- arg-max prediction in row blocks, without the (m, k) logits.
 * :mod:`._sparse` -- the same for CSR data: loss/gradient, Hessian product, SGD epoch,

@@ -1,4 +1,4 @@
-"""Hessian-vector products and the Hessian's diagonal, fused over X.
+"""Hessian-vector products, fused over X.
 
 The Hessian of J(W, b) = sum_i w_i CE_i / sum(w) + alpha/2 ||W||² with
 respect to the logits z_i is d_i (diag(p_i) - p_i p_iᵀ), d_i = w_i / sum(w),
@@ -9,8 +9,7 @@ compute, row by row,
     s_i = d_i (p_i ⊙ u_i - p_i <p_i, u_i>)
     H (V, c) = (sum_i s_i x_iᵀ, sum_i s_i)   (the caller adds alpha V)
 
-and the diagonal (sum_i d_i p_ij (1 - p_ij) x_if², sum_i d_i p_ij (1 - p_ij)).
-Both read each row of X once per call and build no (m, k) array.
+reading each row of X once per call and building no (m, k) array.
 
 Probabilities: ``P`` is either the (m, k) matrix softmax(X W + b) stored by
 the gradient pass at this point (:mod:`._fused`, "cached": a product is
@@ -29,7 +28,7 @@ Two strategies, as the gradient has:
   single-threaded: the parallelism is over row chunks).
 
 Every accumulator has a leading chunk axis (n_chunks, ...); the caller sums
-the chunks serially and adds alpha V (alpha to the diagonal).
+the chunks serially and adds alpha V.
 
 Layout of the functions: ``_*_chunk`` is the whole work of one chunk of
 rows, a plain (not inlined) compiled function; the parallel kernel is a
@@ -88,19 +87,6 @@ def _row_hvp(p, u, d, gc):
         u[j] = s
         gc[j] += s
 
-
-@njit(inline="always", **JIT)
-def _row_curvature(p, out, d, gc):
-    """OUT out: d p ⊙ (1 - p), also added to gc. ``out`` may be ``p``."""
-    one = out.dtype.type(1)
-    for j in range(out.shape[0]):
-        pj = p[j]
-        h = d * pj * (one - pj)
-        out[j] = h
-        gc[j] += h
-
-
-# ------------------------------------------------------------ rows strategy
 
 @njit(**JIT)
 def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
@@ -169,80 +155,6 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
         _hessp_rows_chunk(np.int64(c), X, P, sw, weighted, scale, Wt, b, Vt, cv,
                           G, gc, scratch)
 
-
-@njit(**JIT)
-def _hess_diag_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, D, db, scratch, xsq):
-    """Chunk c of the small-k Hessian diagonal (c < n_chunks = D.shape[0]).
-
-    IN    X, P (or (0, k): recompute from Wt, b), sw, weighted, scale as in
-          :func:`_hessp_rows_chunk`.
-    OUT   D[c] (k, n) = sum_i d_i p_ij (1 - p_ij) x_if²; db[c] (k,) = sum_i
-          d_i p_ij (1 - p_ij).
-    SCRATCH scratch[c] (5, k): four rows of curvatures, the exp's row;
-          xsq[c] (4, n): the four rows of X squared, for the accumulation
-          tile.
-
-    1 - p_ij loses relative precision where p_ij is near 1 (those entries
-    are tiny either way); the diagonal is meant for a preconditioner.
-    """
-    m, n = X.shape
-    start, stop = _chunk(m, D.shape[0], c)
-    Dc = D[c]
-    dbc = db[c]
-    _zero2(Dc)
-    _zero1(dbc)
-    cached = P.shape[0] != 0
-    h4 = scratch[c, :4]
-    sc = scratch[c, 4]
-    x4 = xsq[c]
-    i = start
-    while i + 4 <= stop:
-        if not cached:
-            _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, h4)
-        for q in range(4):
-            if cached:
-                p = P[i + q]
-            else:
-                p = h4[q]
-                _row_softmax(p, sc)
-            _row_curvature(p, h4[q], _row_weight(i + q, sw, weighted, scale), dbc)
-            xq = X[i + q]
-            sq = x4[q]
-            for f in range(n):
-                sq[f] = xq[f] * xq[f]
-        _accumulate4(x4, 0, 1, 2, 3, h4, Dc)
-        i += 4
-    while i < stop:
-        h = h4[0]
-        if cached:
-            p = P[i]
-        else:
-            p = h
-            _logits1(X[i], Wt, b, p)
-            _row_softmax(p, sc)
-        _row_curvature(p, h, _row_weight(i, sw, weighted, scale), dbc)
-        xq = X[i]
-        sq = x4[0]
-        for f in range(n):
-            sq[f] = xq[f] * xq[f]
-        _accumulate1(sq, h, Dc)
-        i += 1
-
-
-@njit(**PJIT)
-def _hess_diag_rows(X, P, sw, weighted, scale, Wt, b, D, db, scratch, xsq):
-    """Small-k Hessian diagonal, chunks of rows in parallel.
-
-    IN X, P, sw, weighted, scale, Wt, b; OUT D (n_chunks, k, n), db
-    (n_chunks, k); SCRATCH scratch (n_chunks, 5, k), xsq (n_chunks, 4, n).
-    See :func:`_hess_diag_rows_chunk`, which is also the serial variant.
-    """
-    for c in prange(D.shape[0]):
-        _hess_diag_rows_chunk(np.int64(c), X, P, sw, weighted, scale, Wt, b, D, db,
-                              scratch, xsq)
-
-
-# ------------------------------------------------------------ GEMM strategy
 
 @njit(inline="always", **JIT)
 def _block_proba(Xb, W, b, Pb, sc):
@@ -319,54 +231,3 @@ def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch, tmp):
     for c in prange(G.shape[0]):
         _hessp_gemm_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
                           G, gc, scratch, tmp)
-
-
-@njit(**JIT)
-def _hess_diag_gemm_chunk(c, X, P, sw, weighted, scale, W, b, D, db, scratch, xsq, tmp):
-    """Chunk c of the large-k Hessian diagonal (c < n_chunks = D.shape[0]).
-
-    IN    X, P (or (0, k): recompute from W (n, k), b), sw, weighted, scale.
-    OUT   D[c] (n, k) = sum_i x_if² d_i p_ij (1 - p_ij); db[c] (k,).
-    SCRATCH scratch[c] (R + 1, k): a block's curvatures, the exp's row;
-          xsq[c] (R, n): the block of X squared; tmp[c] (n, k).
-    """
-    m, n = X.shape
-    R = scratch.shape[1] - 1
-    start, stop = _chunk(m, D.shape[0], c)
-    Dc = D[c]
-    dbc = db[c]
-    _zero2(Dc)
-    _zero1(dbc)
-    T = tmp[c]
-    sc = scratch[c, R]
-    cached = P.shape[0] != 0
-    for r0 in range(start, stop, R):
-        rr = min(R, stop - r0)
-        Xb = X[r0:r0 + rr]
-        Hb = scratch[c, :rr]
-        if not cached:
-            _block_proba(Xb, W, b, Hb, sc)
-        Sq = xsq[c, :rr]
-        for q in range(rr):
-            p = P[r0 + q] if cached else Hb[q]
-            _row_curvature(p, Hb[q], _row_weight(r0 + q, sw, weighted, scale), dbc)
-            xq = Xb[q]
-            sq = Sq[q]
-            for f in range(n):
-                sq[f] = xq[f] * xq[f]
-        np.dot(Sq.T, Hb, T)
-        _add_block(Dc, T)
-
-
-@njit(**PJIT)
-def _hess_diag_gemm(X, P, sw, weighted, scale, W, b, D, db, scratch, xsq, tmp):
-    """Large-k Hessian diagonal, chunks of rows in parallel.
-
-    IN X, P, sw, weighted, scale, W, b; OUT D (n_chunks, n, k), db
-    (n_chunks, k); SCRATCH scratch (n_chunks, R + 1, k), xsq (n_chunks, R,
-    n), tmp (n_chunks, n, k). See :func:`_hess_diag_gemm_chunk`, which is
-    also the serial variant.
-    """
-    for c in prange(D.shape[0]):
-        _hess_diag_gemm_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, D, db,
-                              scratch, xsq, tmp)
