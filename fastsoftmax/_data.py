@@ -38,7 +38,9 @@ class Dataset:
 
     Attributes
     ----------
-    X : ndarray of shape (m, n), C-contiguous float32 or float64, finite.
+    X : ndarray of shape (m, n), C-contiguous float32 or float64, finite;
+        or, for scipy.sparse input, a :class:`fastsoftmax._sparse.CSR` of
+        the same dtypes (never densified).
     labels : ndarray of shape (m,) int64 codes in 0..k-1, or empty when
         ``targets`` are given.
     targets : ndarray of shape (m, k) of X's dtype, rows probability
@@ -60,6 +62,11 @@ class Dataset:
     n_classes: int
     total_weight: float
     mean_weight: float
+
+    @property
+    def sparse(self) -> bool:
+        """X is a :class:`fastsoftmax._sparse.CSR` (scipy.sparse input)."""
+        return not isinstance(self.X, np.ndarray)
 
     @property
     def soft(self) -> bool:
@@ -87,7 +94,13 @@ class Dataset:
 
     def rows(self, index: np.ndarray) -> Dataset:
         """Return the problem on a subset of the rows, with its own weight total."""
-        return make_dataset(np.ascontiguousarray(self.X[index]),
+        if self.sparse:
+            from ._sparse import as_csr
+
+            X = as_csr(self.X.to_scipy()[index])
+        else:
+            X = np.ascontiguousarray(self.X[index])
+        return make_dataset(X,
                             None if self.soft else self.labels[index],
                             self.targets[index] if self.soft else None,
                             self.sample_weight[index] if self.weighted else None,
@@ -191,7 +204,7 @@ def training_data(X: Any, y: Any, sample_weight: Any, *, class_weight: Any,
     return make_dataset(X, codes, None, sw, k), classes
 
 
-def loss_data(X: np.ndarray, y: Any, n_classes: int, sample_weight: Any) -> Dataset:
+def loss_data(X: Any, y: Any, n_classes: int, sample_weight: Any) -> Dataset:
     """``loss_and_grad``'s edge: X already converted; y codes 0..k-1 or a target matrix.
 
     X's finiteness is not scanned here: the fused kernel tests every logit
@@ -218,6 +231,7 @@ def loss_data(X: np.ndarray, y: Any, n_classes: int, sample_weight: Any) -> Data
             )
         sw = None if sample_weight is None else check_sample_weight(sample_weight, m, X.dtype)
     except (TypeError, ValueError):
-        check_finite(X, "X")
+        if isinstance(X, np.ndarray):  # sparse values were checked by as_csr
+            check_finite(X, "X")
         raise
     return make_dataset(X, labels, targets, sw, k)

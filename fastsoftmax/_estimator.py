@@ -18,9 +18,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _dask, _persistence
+from . import _dask, _persistence, _sparse
 from ._data import training_data
 from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _predict_labels, _scores
+from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits, _rowwise
 from ._launch import first_bad, n_chunks
 from ._params import check_params
 from ._solvers import SGDState, choose_solver, solve
@@ -243,6 +244,11 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             self._sgd_state = result.state
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     def _record_features(self, X, n_features):
         """Record n_features_in_ and feature_names_in_ (scikit-learn's rules) from X."""
         if _dask.is_dask_collection(X):
@@ -403,10 +409,19 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         m = X.shape[0]
         out = np.empty((m, self.coef_.shape[0]), dtype=X.dtype)
         if m:
+            W = np.ascontiguousarray(self.coef_.T)
             with thread_policy(check_n_threads(self.n_threads)):
                 bad_row = np.empty(n_chunks(m), dtype=np.int64)
-                _scores(X, np.ascontiguousarray(self.coef_.T), self.intercept_, mode, out,
-                        bad_row)
+                if isinstance(X, np.ndarray):
+                    _scores(X, W, self.intercept_, mode, out, bad_row)
+                else:
+                    _sparse.logits(X, W, self.intercept_, out)
+                    bad_code = np.empty_like(bad_row)
+                    if mode == LOGITS:
+                        _check_logits(out, False, bad_row, bad_code)
+                    else:
+                        _rowwise(out, SOFTMAX if mode == PROBA else LOG_SOFTMAX, out,
+                                 bad_row, bad_code)
             row = first_bad(bad_row)
             if row >= 0:
                 raise self._overflow(row, X.dtype)
@@ -431,7 +446,8 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         X = self._prepared(X)
         with np.errstate(over="ignore", invalid="ignore"), \
                 thread_policy(check_n_threads(self.n_threads)):
-            d = X @ (self.coef_[1] - self.coef_[0])
+            d = (X if isinstance(X, np.ndarray) else X.to_scipy()) @ (
+                self.coef_[1] - self.coef_[0])
             d += self.intercept_[1] - self.intercept_[0]
             row = first_nonfinite_row(d)
         if row >= 0:
@@ -464,7 +480,11 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         X = self._prepared(X)
         m = X.shape[0]
         idx = np.empty(m, dtype=np.int64)
-        if m:
+        if m and not isinstance(X, np.ndarray):
+            with thread_policy(check_n_threads(self.n_threads)):
+                idx = _sparse.predict_labels(X, np.ascontiguousarray(self.coef_.T),
+                                             self.intercept_)
+        elif m:
             W = np.ascontiguousarray(self.coef_.T)
             with thread_policy(check_n_threads(self.n_threads)):
                 scratch = np.empty((n_chunks(m), min(256, m), W.shape[1]), dtype=W.dtype)

@@ -12,8 +12,9 @@ from ._kernels import _common as C
 from ._kernels import _rowwise as K
 from ._launch import n_chunks, status_arrays
 from ._objective import Objective
+from ._sparse import as_csr
 from ._threads import check_n_threads, numba_threads, thread_policy
-from ._validation import as_float_array, check_alpha, check_finite, check_weights
+from ._validation import as_float_array, check_alpha, check_finite, check_weights, is_sparse
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "hessp"]
 
@@ -151,6 +152,13 @@ def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floati
     return out[0] if Z.ndim == 1 else out
 
 
+def _objective_X(X: Any) -> Any:
+    """X for the objective's functions: a float array, or a CSR for scipy.sparse input."""
+    if is_sparse(X):
+        return as_csr(X)
+    return as_float_array(X, "X", ndim=(2,))
+
+
 def loss_and_grad(
     X: Any,
     y: Any,
@@ -169,9 +177,11 @@ def loss_and_grad(
 
     Parameters
     ----------
-    X : array_like of shape (m, n)
+    X : array_like or scipy.sparse matrix/array of shape (m, n)
         Data, finite. float32 stays float32 (the whole computation runs in
-        it); float64 stays float64; other numbers become float64.
+        it); float64 stays float64; other numbers become float64. Sparse X
+        runs the sparse kernels (CSR as it is; CSC, COO and the other
+        formats converted to CSR once) and is never densified.
     y : array_like of shape (m,) or (m, k)
         Integer class labels in 0..k-1, or a matrix whose rows are class
         probabilities (one-hot or soft labels; each row sums to 1).
@@ -204,7 +214,7 @@ def loss_and_grad(
     if _dask.is_dask_collection(X):
         return _dask.loss_and_grad(X, y, W, b, alpha=alpha, sample_weight=sample_weight,
                                    n_threads=n_threads)
-    X_arr = as_float_array(X, "X", ndim=(2,))
+    X_arr = _objective_X(X)
     W_arr, b_arr = check_weights(W, b, X_arr.shape[1], X_arr.dtype)
     # X is not scanned for NaN/inf before the kernel runs (that scan would
     # be a second full read of X): a NaN or inf anywhere in a row of X makes
@@ -222,7 +232,8 @@ def loss_and_grad(
         overflow = exc
     else:
         return loss, np.ascontiguousarray(g_coef.T), g_b
-    check_finite(X_arr, "X")
+    if isinstance(X_arr, np.ndarray):  # sparse values were checked by as_csr
+        check_finite(X_arr, "X")
     raise overflow
 
 
@@ -275,7 +286,7 @@ def hessp(
     """
     n_threads = check_n_threads(n_threads)
     alpha = check_alpha(alpha)
-    X_arr = as_float_array(X, "X", ndim=(2,))
+    X_arr = _objective_X(X)
     W_arr, b_arr = check_weights(W, b, X_arr.shape[1], X_arr.dtype)
     V_arr, c_arr = check_weights(V, c, X_arr.shape[1], X_arr.dtype, names=("V", "c"))
     if V_arr.shape != W_arr.shape:
@@ -291,5 +302,6 @@ def hessp(
         overflow = exc
     else:
         return np.ascontiguousarray(HV.T), Hc
-    check_finite(X_arr, "X")
+    if isinstance(X_arr, np.ndarray):  # sparse values were checked by as_csr
+        check_finite(X_arr, "X")
     raise overflow

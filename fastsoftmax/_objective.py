@@ -7,7 +7,8 @@
 for Newton's method a :class:`Hessian` at a point: its products with
 directions, one pass over X each. Parameters are in
 scikit-learn's layout, ``coef`` (k, n) and ``intercept`` (k,) or None; the
-kernel launches live in the engines (:mod:`fastsoftmax._dense`). Solvers
+kernel launches live in the engines (:mod:`fastsoftmax._dense`,
+:mod:`fastsoftmax._sparse_engine`). Solvers
 build one objective per fit and call it every iteration: validation has
 already happened and buffers are reused. Thread counts are not touched
 here: the caller runs inside :func:`fastsoftmax._threads.thread_policy`.
@@ -20,6 +21,7 @@ import numpy as np
 from . import _calibration
 from ._data import Dataset
 from ._dense import DenseEngine
+from ._sparse_engine import SparseEngine
 
 
 def l2_penalty(coef: np.ndarray, alpha: float) -> float:
@@ -61,7 +63,9 @@ class Objective:
         results simply add up).
     strategy : {"rows", "gemm"} or None
         Dense kernel strategy; None picks this host's best for the shape
-        (:func:`fastsoftmax._calibration.strategy`).
+        (:func:`fastsoftmax._calibration.strategy`). Sparse data (X a
+        :class:`fastsoftmax._sparse.CSR`) always runs the sparse kernels
+        (:mod:`fastsoftmax._sparse_engine`).
     mode : {"cached", "recompute"} or None
         Whether Hessian products read the probabilities stored by the
         gradient pass or recompute them; None decides by the memory budget
@@ -78,11 +82,15 @@ class Objective:
         self.n_features = data.n_features
         self.n_classes = data.n_classes
         self.total_weight = data.total_weight
-        if strategy is None:
-            strategy = _calibration.strategy(self.n_features, self.n_classes, self.dtype,
-                                             work=data.n_rows * self.n_features * self.n_classes)
-        self.engine = DenseEngine(data, strategy, mode, warm)
-        self.strategy = strategy
+        if data.sparse:
+            self.engine = SparseEngine(data)
+        else:
+            if strategy is None:
+                strategy = _calibration.strategy(
+                    self.n_features, self.n_classes, self.dtype,
+                    work=data.n_rows * self.n_features * self.n_classes)
+            self.engine = DenseEngine(data, strategy, mode, warm)
+        self.strategy = self.engine.strategy
 
     def _bias(self, intercept: np.ndarray | None) -> np.ndarray:
         return intercept if intercept is not None else np.zeros(self.n_classes, self.dtype)

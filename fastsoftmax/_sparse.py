@@ -93,7 +93,8 @@ def _n_chunks(m: int, n_threads: int) -> int:
     return max(1, min(m, n_threads))
 
 
-def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None = None) -> CSR:
+def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None = None,
+           offset: int = 0) -> CSR:
     """Check a scipy.sparse matrix or array and return it as a :class:`CSR`.
 
     Parameters
@@ -109,6 +110,8 @@ def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None 
         Name used in error messages.
     n_threads : int or None
         Threads for the validation scan.
+    offset : int
+        Added to the row named in errors (a Dask block's first row).
 
     Returns
     -------
@@ -170,7 +173,7 @@ def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None 
         if hits.size:
             c = hits[np.argmin(bad_row[hits])]
             problem = _PROBLEMS[int(bad_kind[c])].format(n=n)
-            raise ValueError(f"{name}: row {int(bad_row[c])} has {problem}")
+            raise ValueError(f"{name}: row {int(bad_row[c]) + offset} has {problem}")
     # One index width for the kernels. Validated first: a cast of an int64
     # index >= 2**31 to int32 would wrap into range.
     if indices.dtype != np.int32 and n <= _INT32_MAX:
@@ -186,12 +189,13 @@ def _targets(y: Any, m: int, k: int, dt: np.dtype) -> tuple[np.ndarray, np.ndarr
     return np.ascontiguousarray(y, dtype=np.int64), np.empty((0, k), dt), False
 
 
-def _weights(sample_weight: Any, m: int, dt: np.dtype) -> tuple[np.ndarray, bool, float]:
-    """(sw, weighted, sum of the weights as float64)."""
-    if sample_weight is None:
-        return np.empty(0, dt), False, float(m)
+def _weights(sample_weight: Any, m: int, dt: np.dtype,
+             total: float | None = None) -> tuple[np.ndarray, bool, float]:
+    """(sw, weighted, the loss's normaliser: ``total`` or the sum of the weights)."""
+    if sample_weight is None or len(sample_weight) == 0:
+        return np.empty(0, dt), False, float(m) if total is None else float(total)
     sw = np.ascontiguousarray(sample_weight, dtype=dt)
-    return sw, True, float(sw.sum(dtype=np.float64))
+    return sw, True, float(sw.sum(dtype=np.float64)) if total is None else float(total)
 
 
 def transpose(csr: CSR) -> CSR:
@@ -239,7 +243,8 @@ def gradient_scheme(csr: CSR, n_classes: int, n_threads: int | None = None) -> s
 
 def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
                   alpha: float = 0.0, n_threads: int | None = None,
-                  P: np.ndarray | None = None, XT: CSR | None = None
+                  P: np.ndarray | None = None, XT: CSR | None = None,
+                  total: float | None = None
                   ) -> tuple[float, np.ndarray, np.ndarray | None]:
     """Weighted mean cross-entropy + alpha/2 ||W||² and its gradient on CSR data.
 
@@ -260,6 +265,9 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
     XT : CSR or None
         ``transpose(csr)``: use the transpose scheme (see
         :func:`gradient_scheme`); None: the scatter scheme.
+    total : float or None
+        The loss's normaliser; None: the sum of the weights (m unweighted).
+        A Dask block passes the whole data set's.
 
     Returns
     -------
@@ -281,7 +289,7 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
     k = W.shape[1]
     bias = np.zeros(k, dt) if b is None else np.ascontiguousarray(b, dtype=dt)
     labels, targets, soft = _targets(y, m, k, dt)
-    sw, weighted, total = _weights(sample_weight, m, dt)
+    sw, weighted, total = _weights(sample_weight, m, dt, total)
     P_out = np.empty((0, k), dt) if P is None else P
     scale = dt.type(1.0 / total)
     with numba_threads(n_threads) as t:
@@ -303,8 +311,9 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
                           scratch)
         hits = bad_row[bad_row >= 0]
         if hits.size:
-            raise ValueError(f"the logits X @ W + b are not finite at row {int(hits.min())}: "
-                             f"the features or weights are too large for {dt.name}")
+            from ._objective import logits_error
+
+            raise logits_error(int(hits.min()), dt)
         wsq = np.zeros(max(1, min(n, t)), np.float64)
         if XT is not None:
             del G0, Gp
@@ -320,8 +329,8 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
 
 
 def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
-          alpha: float = 0.0, n_threads: int | None = None, XT: CSR | None = None
-          ) -> tuple[np.ndarray, np.ndarray | None]:
+          alpha: float = 0.0, n_threads: int | None = None, XT: CSR | None = None,
+          total: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Hessian of the objective at the weights that gave P, times (V, c).
 
     Parameters
@@ -338,6 +347,8 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     n_threads : int or None
     XT : CSR or None
         ``transpose(csr)`` for the transpose scheme, as in :func:`loss_and_grad`.
+    total : float or None
+        The loss's normaliser, as in :func:`loss_and_grad`.
 
     Returns
     -------
@@ -353,7 +364,7 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     k = V.shape[1]
     cv = np.zeros(k, dt) if c is None else np.ascontiguousarray(c, dtype=dt)
     P = np.ascontiguousarray(P, dtype=dt)
-    sw, weighted, total = _weights(sample_weight, m, dt)
+    sw, weighted, total = _weights(sample_weight, m, dt, total)
     with numba_threads(n_threads) as t:
         n_chunks = _n_chunks(m, t)
         hc = np.empty((n_chunks, k), dt)
@@ -381,7 +392,8 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
               order: Any, *, batch_size: int, eta0: float, alpha: float = 0.0,
               fit_intercept: bool = True, momentum: float = 0.0, nesterov: bool = False,
               VW: np.ndarray | None = None, Vb: np.ndarray | None = None,
-              learning_rate: str = "constant", power_t: float = 0.5, t0: int = 0
+              learning_rate: str = "constant", power_t: float = 0.5, t0: int = 0,
+              steps_per_epoch: int | None = None, mean_weight: float | None = None
               ) -> tuple[int, float]:
     """One mini-batch SGD epoch over the rows ``order``, updating W, b (and VW, Vb) in place.
 
@@ -400,6 +412,12 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
         As in the dense SGD epoch; ``learning_rate`` "constant" or
         "invscaling" (eta0 / (1 + t / steps_per_epoch) ** power_t, t the
         number of updates so far, starting at ``t0``).
+    steps_per_epoch : int or None
+        Mini-batches in an epoch of the whole data set (the schedule's
+        divisor); None: those of these rows.
+    mean_weight : float or None
+        Σ w / rows over the whole data set (each row's step is scaled by
+        w_i / mean_weight); None: over these rows.
     VW : ndarray (n, k) or None
         Velocity, needed (and updated) only when momentum > 0.
     Vb : ndarray (k,) or None
@@ -427,13 +445,15 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
         raise ValueError(f"b must be a ({k},) {dt.name} array (updated in place)")
     labels, targets, soft = _targets(y, m, k, dt)
     sw, weighted, total = _weights(sample_weight, m, dt)
+    inv_mean_weight = m / total if mean_weight is None else 1.0 / mean_weight
     order = np.ascontiguousarray(order, dtype=np.int64)
     if order.size and (order.min() < 0 or order.max() >= m):
         # O(len(order)), against the epoch's O(nnz k): cheap insurance
         # against an out-of-bounds read in the kernel.
         raise ValueError(f"order must hold row indices in [0, {m})")
     batch_size = int(max(1, min(batch_size, max(1, order.shape[0]))))
-    steps_per_epoch = max(1, -(-m // batch_size))
+    if steps_per_epoch is None:
+        steps_per_epoch = max(1, -(-m // batch_size))
     schedule = SCHEDULE_INVSCALING if learning_rate == "invscaling" else SCHEDULE_CONSTANT
     if momentum:
         if VW is None:
@@ -445,7 +465,7 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
     loss_out = np.full(1, np.nan)
     steps = _sparse_sgd_epoch(
         csr.data, csr.indices, csr.indptr, labels, targets, sw, soft, weighted, order,
-        batch_size, m / total, W, wscale, b, bool(fit_intercept), float(alpha), VW, Vb,
+        batch_size, inv_mean_weight, W, wscale, b, bool(fit_intercept), float(alpha), VW, Vb,
         float(momentum), bool(nesterov), float(eta0), schedule, float(power_t), int(t0),
         steps_per_epoch, np.empty((batch_size, k), dt), np.empty(k, dt), np.empty(k, dt),
         loss_out)

@@ -97,25 +97,57 @@ def _describe(v: float) -> str:
 
 
 def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
-            allow_empty: bool = False) -> np.ndarray:
+            allow_empty: bool = False) -> Any:
     """Training or prediction data: 2-D, at least one row and one feature, finite.
 
-    scikit-learn's ``check_array`` does the conversion, so the messages for
-    1-D, empty, complex and object input are the ones its users know; the
-    finiteness scan is ours (one parallel read, naming the row).
+    Dense input: scikit-learn's ``check_array`` does the conversion, so the
+    messages for 1-D, empty, complex and object input are the ones its
+    users know; the finiteness scan is ours (one parallel read, naming the
+    row). Returns a C-contiguous float32/float64 array.
+
+    scipy.sparse input (matrix or array, any format): returned as a
+    :class:`fastsoftmax._sparse.CSR` (CSC, COO and the others converted
+    once, an O(nnz) copy; never densified), checked for NaN/inf values,
+    out-of-range indices and malformed index arrays, naming the row.
+
     ``allow_empty`` accepts 0 rows (a Dask block may have none).
     """
+    if is_sparse(X):
+        return _check_sparse_X(X, dtype, offset, allow_empty)
     from sklearn.utils import check_array
 
-    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
-        raise TypeError(
-            "sparse input is not supported: convert X with X.toarray() (mind the memory)")
     X = check_array(X, dtype=[np.float64, np.float32] if dtype is None else dtype,
                     order="C", ensure_all_finite=False,
                     ensure_min_samples=0 if allow_empty else 1)
     X = np.ascontiguousarray(X)
     check_finite(X, "X", offset=offset)
     return X
+
+
+def is_sparse(X: Any) -> bool:
+    """X is a scipy.sparse matrix or array, or an already checked CSR."""
+    from ._sparse import CSR
+
+    if isinstance(X, CSR):
+        return True
+    import scipy.sparse
+
+    return scipy.sparse.issparse(X)
+
+
+def _check_sparse_X(X: Any, dtype: Any, offset: int, allow_empty: bool):
+    from ._sparse import as_csr
+
+    if getattr(X, "ndim", 2) != 2:
+        raise ValueError(f"X must be 2-D, got a sparse array of shape {X.shape}")
+    m, n = X.shape
+    if m == 0 and not allow_empty:
+        raise ValueError(f"Found array with 0 sample(s) (shape=({m}, {n})) while a "
+                         "minimum of 1 is required.")
+    if n == 0:
+        raise ValueError(f"Found array with 0 feature(s) (shape=({m}, {n})) while a "
+                         "minimum of 1 is required.")
+    return as_csr(X, dtype, offset=offset)
 
 
 def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING, _sgd_epoch, sgd_hyper
+from .. import _sparse
 from .._launch import n_chunks
 from .._objective import l2_penalty
 from ._common import (
@@ -99,6 +100,8 @@ def run_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
     whole data set (a Dask block is part of one), which the "invscaling"
     schedule divides the update count by.
     """
+    if data.sparse:
+        return _run_sparse_epoch(data, state, order, params, steps_per_epoch=steps_per_epoch)
     m, n = data.X.shape
     k = data.n_classes
     hyper = sgd_hyper(
@@ -118,6 +121,34 @@ def run_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
     steps = steps if ok else -steps - 1
     state.t += steps
     return EpochResult(float(loss_out[0]), steps, ok)
+
+
+def _run_sparse_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
+                      steps_per_epoch: int) -> EpochResult:
+    """:func:`run_epoch` on CSR data: the sparse epoch kernel, in W layout (n, k).
+
+    The state's coef (k, n) is transposed in and out once per epoch, O(n k)
+    next to the epoch's O(nnz k); with momentum 0 an update costs O(nnz of
+    the batch x k) (:func:`fastsoftmax._sparse.sgd_epoch`).
+    """
+    W = np.ascontiguousarray(state.coef.T)
+    VW = np.ascontiguousarray(state.velocity_coef.T) if params.momentum else None
+    steps, loss_sum = _sparse.sgd_epoch(
+        data.X, data.targets if data.soft else data.labels, data.sample_weight, W,
+        state.intercept, order, batch_size=min(params.batch_size, data.n_rows),
+        eta0=params.eta0 * state.eta_factor, alpha=params.alpha,
+        fit_intercept=state.fit_intercept, momentum=params.momentum,
+        nesterov=params.nesterov, VW=VW, Vb=state.velocity_intercept,
+        learning_rate="invscaling" if params.learning_rate == "invscaling" else "constant",
+        power_t=params.power_t, t0=state.t, steps_per_epoch=steps_per_epoch,
+        mean_weight=data.mean_weight)
+    state.coef[...] = W.T
+    if VW is not None:
+        state.velocity_coef[...] = VW.T
+    ok = steps >= 0
+    steps = steps if ok else -steps - 1
+    state.t += steps
+    return EpochResult(loss_sum if ok else float("nan"), steps, ok)
 
 
 def epoch_order(m: int, shuffle: bool, seed: int) -> np.ndarray:

@@ -1,0 +1,66 @@
+"""Kernel launches for CSR X: the engine the objective uses on sparse data.
+
+:class:`SparseEngine` has :class:`~fastsoftmax._dense.DenseEngine`'s
+interface (``gradient``, ``hessp``, ``proba_buffer``, ``no_proba``) over
+the launchers of :mod:`fastsoftmax._sparse`. Parameters come and go in
+coef layout (k, n); the sparse kernels work in W layout (n, k), so each
+call transposes the weights in and the gradient out: O(n k), next to the
+pass's O(nnz k). The gradient scheme ("scatter" or "transpose", see
+:func:`fastsoftmax._sparse.gradient_scheme`) is chosen once per engine;
+the transpose of X it may need is built once and kept.
+
+Hessian products always read the probabilities P (m, k) stored by the
+gradient pass: on sparse data P is small next to what the products cost
+otherwise (a recompute is a second gather pass over the nonzeros), and
+a Newton fit on 2 million features holds n k numbers per vector anyway.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _sparse
+
+
+class SparseEngine:
+    """The sparse kernels on one data set whose X is a :class:`fastsoftmax._sparse.CSR`."""
+
+    strategy = "sparse"
+    mode = "cached"
+
+    def __init__(self, data):
+        self.data = data
+        self.k = data.n_classes
+        self.dtype = data.dtype
+        csr = data.X
+        self._XT = (_sparse.transpose(csr)
+                    if _sparse.gradient_scheme(csr, self.k) == "transpose" else None)
+        self.no_proba = np.empty((0, self.k), dtype=self.dtype)
+
+    def _y(self):
+        return self.data.targets if self.data.soft else self.data.labels
+
+    def proba_buffer(self) -> np.ndarray:
+        """Where a gradient pass stores P (m, k) for later products."""
+        return np.empty((self.data.n_rows, self.k), dtype=self.dtype)
+
+    def gradient(self, coef, bias, P=None):
+        """(Σ w_i CE_i / Σw, gradient in coef layout, intercept gradient), storing P.
+
+        Raises ValueError naming the first row whose logits are not finite.
+        """
+        data = self.data
+        loss, G, gb = _sparse.loss_and_grad(
+            data.X, self._y(), data.sample_weight, np.ascontiguousarray(coef.T), bias,
+            P=P, XT=self._XT, total=data.total_weight)
+        return loss, np.ascontiguousarray(G.T), gb
+
+    def hessp(self, coef, bias, P, V, cv):
+        """Return the data term of H (V, cv): (HV in coef layout, Hc)."""
+        if P.shape[0] == 0:  # the one-pass public product: P from a gradient pass
+            P = self.proba_buffer()
+            self.gradient(coef, bias, P)
+        HV, Hc = _sparse.hessp(self.data.X, P, self.data.sample_weight,
+                               np.ascontiguousarray(V.T), cv, XT=self._XT,
+                               total=self.data.total_weight)
+        return np.ascontiguousarray(HV.T), Hc
