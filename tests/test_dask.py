@@ -326,3 +326,27 @@ def test_sgd_on_blocks_of_whole_batches_is_the_in_memory_sgd(client):
     assert len(on_cluster.loss_curve_) == len(in_memory.loss_curve_) == 4
     np.testing.assert_allclose(on_cluster.loss_curve_, in_memory.loss_curve_, rtol=1e-10)
     np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["newton", "lbfgs", "bgd"])
+def test_sparse_blocks_train_the_in_memory_model(client, solver):
+    """Row blocks that are scipy.sparse matrices: the full-batch solvers, and predict."""
+    from fastsoftmax.datasets import make_text_like
+
+    X, y = make_text_like(n_samples=1500, n_features=4000, n_classes=3, nnz_per_row=25,
+                          random_state=1)
+    dX = da.from_array(X, chunks=(500, X.shape[1]), asarray=False).persist()
+    dy = da.from_array(y, chunks=500).persist()
+    params = dict(solver=solver, alpha=ALPHA, tol=1e-8, max_iter=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        on_cluster = SoftmaxRegression(**params).fit(dX, dy)
+        in_memory = SoftmaxRegression(**params).fit(X, y)
+    assert on_cluster.n_iter_ == in_memory.n_iter_
+    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(on_cluster.predict(dX).compute(), in_memory.predict(X))
+    bad = X.copy()
+    bad.data[bad.indptr[1234]] = np.nan
+    with pytest.raises(ValueError, match="row 1234 has a NaN"):
+        SoftmaxRegression(**params).fit(da.from_array(bad, chunks=(500, X.shape[1]),
+                                                      asarray=False), dy)

@@ -139,11 +139,18 @@ def newton(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alp
         if accepted is None:
             converged = True
             break
+        previous = H.loss
         x, H = accepted
         steps += 1
         curve.append(float(H.loss))
         if callback is not None:
             callback(steps, curve[-1])
+        if not H.loss < previous:
+            # Armijo accepts an unchanged loss when the slope is at rounding
+            # level: the loss has stopped moving, which is the optimum in
+            # this precision.
+            converged = True
+            break
         if validation is not None and monitor.update(*packing.unpack(x), curve[-1]):
             converged = True
             break
