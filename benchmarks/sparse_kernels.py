@@ -13,8 +13,9 @@ grad     loss and gradient, k = 20, float32 and float64, on
          both schemes (per-chunk scatter; error rows + column pass over the
          transposed copy) on 1 and 2 threads, against the SciPy reference
          (X @ W, stable softmax, X.T @ E).
-memory   peak RSS of one loss_and_grad on 200,000 x 2,000,000 with 20 terms per
-         row, k = 20, in a fresh subprocess, minus the RSS before X was built.
+memory   peak RSS of one loss_and_grad, and of three iterations of a Newton and
+         of an L-BFGS fit, on 200,000 x 2,000,000 with 20 terms per row,
+         k = 20, in a fresh subprocess, minus the RSS before X was built.
 sgd      one SGD epoch (20,000 rows, 60 terms per row, k = 20, batches of 32)
          as n grows at fixed nnz: O(nnz k) per update without momentum,
          O(n k) with.
@@ -155,6 +156,13 @@ before = status("VmRSS")
 t = time.perf_counter()
 if which == "reference":
     loss, gW, gb = reference.loss_and_grad(X, y, W, b, alpha=1e-4)
+elif which.startswith("fit-"):
+    import warnings
+    from fastsoftmax import SoftmaxRegression
+    del W
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SoftmaxRegression(which[4:], alpha=1e-4, max_iter=3, n_threads=n_threads).fit(X, y)
 else:
     loss, gW, gb = _sparse.loss_and_grad(csr, y, None, W, b, 1e-4, n_threads=n_threads, XT=XT)
 seconds = time.perf_counter() - t
@@ -181,14 +189,16 @@ def bench_memory() -> None:
     m, n = 200_000, 2_000_000
     for dt in ("float32", "float64"):
         item = np.dtype(dt).itemsize
-        for which, T in (("scatter", 1), ("scatter", 2), ("transpose", 2), ("reference", 1)):
+        for which, T in (("scatter", 1), ("scatter", 2), ("transpose", 2), ("reference", 1),
+                         ("fit-newton", 2), ("fit-lbfgs", 2)):
             r = _memory_run(dt, which, T)
             if not r["reset"]:
                 print("| (VmHWM could not be reset: the peak includes building X) |")
             # scatter: result + (T - 1) parts, n k each; transpose: result n k + E m k.
             expected = {"scatter": T * n * K * item, "transpose": (n + m) * K * item}.get(which)
-            label = "SciPy reference" if which == "reference" else \
-                f"{which}, {T} thread{'s' if T > 1 else ''}"
+            label = ("SciPy reference" if which == "reference" else
+                     f"SoftmaxRegression('{which[4:]}', max_iter=3).fit" if which.startswith("fit")
+                     else f"{which}, {T} thread{'s' if T > 1 else ''}")
             print(f"| {dt} | {label} | {r['x_bytes'] * mb:.0f} | {r['w_bytes'] * mb:.0f} | "
                   f"{r['xt_bytes'] * mb:.0f} | {(r['peak'] - r['rss0']) * mb:.0f} | "
                   f"{(r['peak'] - r['rss0'] - r['x_bytes']) * mb:.0f} | "

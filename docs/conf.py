@@ -41,7 +41,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "pending", "auto_examples/*.ipynb", "auto_examples/*.py",
+exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py",
                     "auto_examples/*.zip", "auto_examples/*.md5", "auto_examples/*.codeobj.json",
                     "_generated"]
 templates_path = ["_templates"]

@@ -205,11 +205,13 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like, dask array or dask DataFrame of shape (m, n)
+        X : array-like, scipy.sparse matrix/array, dask array or dask DataFrame of shape (m, n)
             Training data; float32 trains in float32, anything else in
-            float64. Must be finite. A dask collection is trained on the
-            cluster (lbfgs/bgd data-parallel, sgd block by block; see the
-            class docstring).
+            float64. Must be finite. Sparse X runs the sparse kernels and is
+            never densified (CSR as it is, other formats converted once). A
+            dask collection (dense or sparse blocks) is trained on the
+            cluster (full-batch solvers data-parallel, sgd block by block;
+            see the class docstring).
         y : array-like of shape (m,)
             Class labels (any hashable, sortable labels); at least 2 classes.
         sample_weight : array-like of shape (m,), optional
@@ -321,7 +323,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (m, n)
+        X : array-like or scipy.sparse matrix/array of shape (m, n)
         y : array-like of shape (m,)
         classes : array-like, optional
             Every class that will ever appear; required on the first call
