@@ -24,7 +24,10 @@ Data sets: ``digits`` (scikit-learn's, standardised, 1,347 training rows);
 rows after a fixed shuffle, scaled to [0, 1]); ``mnist-like-f64`` and
 ``mnist-like-f32`` (60,000 x 784 x 10, overlapping noisy class prototypes);
 ``tall`` (200,000 x 54 x 7: 10 continuous and 44 binary features, as the
-covertype data). ``--quick`` runs a tiny problem (a smoke test).
+covertype data); ``news-like`` (sparse, the 20-newsgroups shape: 11,314 x
+130,107 TF-IDF rows with ~150 terms each, 20 classes, from
+``fastsoftmax.datasets.make_text_like``; scikit-learn's sag and saga join
+the contenders there). ``--quick`` runs a tiny problem (a smoke test).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import time
 import warnings
 
 import numpy as np
+import scipy.sparse
 from threadpoolctl import threadpool_limits
 
 from fastsoftmax import SoftmaxRegression, reference
@@ -84,13 +88,18 @@ def load(name: str):
         return X.astype(np.float32), y
     if name == "tall":
         return tall()
+    if name == "news-like":
+        from fastsoftmax.datasets import make_text_like
+
+        return make_text_like(11_314, 130_107, 20, 150, random_state=0)
     if name == "quick":
         return mnist_like(600, n=30, k=4, contrast=0.5)
     raise ValueError(f"unknown data set {name!r}")
 
 
 def objective(X, y, coef, intercept, alpha):
-    return reference.loss_and_grad(np.asarray(X, np.float64), y, coef.T.astype(np.float64),
+    X = X.astype(np.float64) if scipy.sparse.issparse(X) else np.asarray(X, np.float64)
+    return reference.loss_and_grad(X, y, coef.T.astype(np.float64),
                                    intercept.astype(np.float64), alpha=alpha)[0]
 
 
@@ -100,7 +109,7 @@ def objective(X, y, coef, intercept, alpha):
 CHOLESKY_MAX_PARAMS = 2000
 
 
-def contenders(quick: bool, n_params: int):
+def contenders(quick: bool, n_params: int, sparse: bool = False):
     """name -> fit(X, y, tol) returning (coef, intercept, iterations)."""
     from sklearn.linear_model import LogisticRegression
 
@@ -126,7 +135,9 @@ def contenders(quick: bool, n_params: int):
     if not quick:
         out["fastsoftmax newton"] = ours("newton")
         out["fastsoftmax lbfgs"] = ours("lbfgs")
-    for solver in ("lbfgs", "newton-cg", "newton-cholesky"):
+    # On sparse data scikit-learn's stochastic average gradient solvers
+    # are the ones its guide recommends for large problems.
+    for solver in ("lbfgs", "newton-cg", "newton-cholesky") + (("sag", "saga") if sparse else ()):
         if solver == "newton-cholesky" and n_params > CHOLESKY_MAX_PARAMS:
             continue
         out[f"sklearn {solver}"] = sk(solver, False)
@@ -160,9 +171,10 @@ def ladder(fit, X, y, alpha, stop_at=None):
 
 def run(name: str, rounds: int, gap: float, quick: bool) -> None:
     X, y = load(name)
-    X = np.ascontiguousarray(X)
+    sparse = scipy.sparse.issparse(X)
+    X = X if sparse else np.ascontiguousarray(X)
     alpha = 1.0 / X.shape[0]
-    fits = contenders(quick, (X.shape[1] + 1) * len(np.unique(y)))
+    fits = contenders(quick, (X.shape[1] + 1) * len(np.unique(y)), sparse)
     for fit in fits.values():  # warm-up: compilation, caches
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -206,7 +218,8 @@ def run(name: str, rounds: int, gap: float, quick: bool) -> None:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="digits,mnist5000,mnist-like-f64,mnist-like-f32,tall")
+    ap.add_argument("--data",
+                    default="digits,mnist5000,mnist-like-f64,mnist-like-f32,tall,news-like")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gap", type=float, default=1e-6)
     ap.add_argument("--quick", action="store_true", help="one tiny problem, few contenders")

@@ -14,12 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernels._fused import (
-    _loss_grad_gemm,
-    _loss_grad_gemm_serial,
-    _loss_grad_rows,
-    _loss_grad_rows_serial,
-)
+from ._kernels._fused import _gemm_chunk, _loss_grad_gemm, _loss_grad_rows, _rows_chunk
 from ._kernels._hessp import _hessp_gemm, _hessp_gemm_chunk, _hessp_rows, _hessp_rows_chunk
 from ._launch import SERIAL_WORK, SERIAL_WORK_WARM, first_bad, n_chunks
 
@@ -128,9 +123,9 @@ class DenseEngine:
         args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
                 g, gb, loss, bad_row, *scratch, P)
         if self.strategy == "rows":
-            (_loss_grad_rows_serial if self._serial else _loss_grad_rows)(*args)
+            self._run(_rows_chunk, _loss_grad_rows, args)
         else:
-            (_loss_grad_gemm_serial if self._serial else _loss_grad_gemm)(*args)
+            self._run(_gemm_chunk, _loss_grad_gemm, args)
         row = first_bad(bad_row)
         if row >= 0:
             raise logits_error(row, dt)

@@ -19,7 +19,14 @@ Two strategies share the per-row arithmetic (:func:`_block_error`):
 
 Both write per-chunk partial sums (a leading chunk axis on every
 accumulator: no shared array is written from inside ``prange``); the caller
-reduces them serially and adds the L2 penalty.
+reduces them serially and adds the L2 penalty. Each parallel kernel is a
+``prange`` over chunks calling one compiled chunk function
+(:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller also calls
+directly for problems too small for a parallel region: the body is compiled
+once, not once per variant, and the parallel region stays small (Numba's
+parallel lowering is the slow part of a cold compile). The chunk index is
+passed as int64, the type a direct call gives it, so that the chunk function
+has one specialisation (a ``prange`` index is unsigned).
 
 Targets: labels are either integer class indices ``y`` (m,) with ``soft``
 False, or a matrix of class probabilities ``Y`` (m, k) with ``soft`` True;
@@ -149,10 +156,11 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, sc):
     return loss, -1
 
 
-@njit(inline="always", **JIT)
+@njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 gWt, gb, loss, bad_row, scratch, P):
-    """Chunk c of the small-k strategy (the body of both rows kernels).
+    """Chunk c of the small-k strategy: the parallel kernel's body, called
+    directly (c = 0 of one chunk) for problems too small for a parallel region.
 
     Rows go four at a time through logits, softmax error and gradient, so
     each block of X (4 x n) is read from memory once and is still in L1 for
@@ -211,30 +219,14 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     softmax(X W + b), or an empty (0, k) array: not stored.
     """
     for c in prange(gWt.shape[0]):
-        _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
+        _rows_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wt, b,
                     gWt, gb, loss, bad_row, scratch, P)
 
 
 @njit(**JIT)
-def _loss_grad_rows_serial(X, y, Y, sw, soft, weighted, scale, Wt, b,
-                           gWt, gb, loss, bad_row, scratch, P):
-    """:func:`_loss_grad_rows` without a parallel region, for small problems.
-
-    A Numba parallel launch costs tens of microseconds on an idle machine
-    and far more when the other core is busy; below a few MFLOP that is
-    more than the work. A separate function (not the same one compiled
-    twice) because two dispatchers of one Python function share a name in
-    Numba's cache index.
-    """
-    for c in range(gWt.shape[0]):
-        _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch, P)
-
-
-@njit(inline="always", **JIT)
 def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
                 gW, gb, loss, bad_row, scratch, tmp, P):
-    """Chunk c of the GEMM strategy (the body of both GEMM kernels)."""
+    """Chunk c of the GEMM strategy (as :func:`_rows_chunk`)."""
     m, n = X.shape
     k = W.shape[1]
     n_chunks = gW.shape[0]
@@ -283,14 +275,5 @@ def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
     in :func:`_loss_grad_rows`.
     """
     for c in prange(gW.shape[0]):
-        _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                    gW, gb, loss, bad_row, scratch, tmp, P)
-
-
-@njit(**JIT)
-def _loss_grad_gemm_serial(X, y, Y, sw, soft, weighted, scale, W, b,
-                           gW, gb, loss, bad_row, scratch, tmp, P):
-    """:func:`_loss_grad_gemm` without a parallel region (see the rows one)."""
-    for c in range(gW.shape[0]):
-        _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
+        _gemm_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
                     gW, gb, loss, bad_row, scratch, tmp, P)
