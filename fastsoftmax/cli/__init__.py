@@ -34,7 +34,8 @@ reads the arrays it knows and ignores the rest):
     How svmlight feature indices were read at training.
 
 Modules: ``_io`` (formats, whole-file reads, model files, prediction
-output), ``_sparse_io`` (svmlight and sparse ``.npz``, sparse scaling), ``_tables`` (CSV, Parquet and Feather read a chunk at a time),
+output), ``_sparse_io`` (svmlight and sparse ``.npz``, sparse scaling),
+``_tables`` (CSV, Parquet and Feather read a chunk at a time),
 ``_commands`` (train, predict), ``_stream`` (train --chunksize),
 ``_demo``, ``_common`` (the error type, standardisation).
 """

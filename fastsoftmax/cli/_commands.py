@@ -169,7 +169,8 @@ def train(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     report_warnings(caught)
     print(f"trained {solver} on {X.shape[0]} rows x {X.shape[1]} features"
-          f"{_sparse_io.describe(X)}, {len(model.classes_)} classes ({dtype.name}) in {elapsed:.3g} s, "
+          f"{_sparse_io.describe(X)}, {len(model.classes_)} classes ({dtype.name}) "
+          f"in {elapsed:.3g} s, "
           f"{model.n_iter_} {'epochs' if solver == 'sgd' else 'iterations'}")
     print(f"training accuracy: {float(np.mean(model.predict(X) == y)):.4f}")
     if X_test is not None:

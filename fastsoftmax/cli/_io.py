@@ -242,7 +242,7 @@ def read_rows(source: TableSource, features: list[str], target: str | None, dtyp
 
 
 def _read_npz(path: str, *, need_target: bool) -> Table:
-    """A dense ``X`` or a scipy.sparse matrix (kept sparse), and the labels ``y``."""
+    """Read a dense ``X`` or a scipy.sparse matrix (kept sparse), and the labels ``y``."""
     try:
         with np.load(path, allow_pickle=False) as data:
             files = set(data.files)

@@ -69,8 +69,8 @@ def read_svmlight(path: str, *, n_features: int | None = None,
         zero_based = bool(X.nnz == 0 or X.indices.min() == 0)
     if not zero_based:
         if X.nnz and X.indices.min() == 0:
-            raise CLIError(f"{path}: feature index 0 in a file read as one-based (as the "
-                           "model was trained)")
+            # The model says one-based (or, not saying, svmlight's own rule).
+            raise CLIError(f"{path}: feature index 0 in a file read as one-based")
         # Column slicing of a CSR matrix copies the stored entries only.
         X = X[:, 1:] if X.shape[1] > 0 else X
     X = scipy.sparse.csr_matrix(X, dtype=np.float64)
@@ -91,12 +91,12 @@ def check_n_features(path: str, n_features: int, X: Any, zero_based: bool | None
 
 
 def has_sparse_arrays(files: set[str]) -> bool:
-    """The arrays of an ``.npz`` include those ``scipy.sparse.save_npz`` writes."""
+    """Tell whether an ``.npz`` holds the arrays ``scipy.sparse.save_npz`` writes."""
     return all(key in files for key in SPARSE_NPZ_KEYS)
 
 
 def read_sparse_npz(path: str) -> Any:
-    """The sparse matrix of a ``save_npz`` file as CSR (float32 kept, else float64)."""
+    """Read the matrix of a ``save_npz`` file as CSR (float32 kept, else float64)."""
     try:
         X = scipy.sparse.load_npz(path)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
