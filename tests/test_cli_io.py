@@ -307,9 +307,28 @@ def test_sparse_predict_input_checked_by_row(capsys, tmp_path):
     code, out, err = run(capsys, "predict", model, wide)
     assert_one_line_error(err, "wide.svm", f"{X.shape[1] + 1} features, but the model",
                           f"was trained on {X.shape[1]}")
+    code, out, err = run(capsys, "train", bad, "-o", tmp_path / "n.npz")
+    assert_one_line_error(err, "bad.svm", "row 3 has a NaN or infinite feature")
     code, out, err = run(capsys, "train", path, "-o", tmp_path / "n.npz", "--chunksize", 10)
     assert_one_line_error(err, "--chunksize reads CSV, Parquet and Feather", "is svmlight")
     assert not (tmp_path / "n.npz").exists()
+
+
+def test_centring_model_predicts_svmlight(capsys, tmp_path):
+    # A model whose scaler centres (trained on a table) still predicts a
+    # sparse file, which it must then densify, exactly as the table.
+    X, codes = sparse_species()
+    table = tmp_path / "d.csv"
+    pd.DataFrame(np.column_stack([X, codes])).to_csv(table, index=False)
+    model = tmp_path / "m.npz"
+    assert run(capsys, "train", table, "-o", model, "--standardize")[0] == 0
+    with np.load(model) as z:
+        assert z["scaler_mean"].any()
+    write_svmlight(tmp_path / "d.svm", X, codes)
+    outputs = [run(capsys, "predict", model, tmp_path / name, "--proba")
+               for name in ("d.svm", "d.csv")]
+    assert outputs[0][0] == outputs[1][0] == 0
+    assert outputs[0][1].splitlines()[1:] == outputs[1][1].splitlines()[1:]
 
 
 def test_sparse_scaler_matches_numpy():

@@ -137,6 +137,12 @@ def train(args: argparse.Namespace) -> int:
     sparse = _sparse_io.is_sparse(X)
     if n_features is not None:
         _sparse_io.check_n_features(args.data, n_features, X, table.zero_based)
+    if sparse:
+        # Here, before any split, the row is the file's (the estimator
+        # would name a row of the training part, counted from 0).
+        bad = _sparse_io.first_nonfinite_row(X)
+        if bad >= 0:
+            raise CLIError(f"{args.data}: row {bad + 1} has a NaN or infinite feature")
     if X.shape[0] < 2:
         raise CLIError(f"{args.data}: needs at least 2 rows, has {X.shape[0]}")
     X_test = y_test = None
