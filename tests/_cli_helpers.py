@@ -36,3 +36,33 @@ def three_species(m=240, seed=0, shuffle=False):
         order = rng.permutation(len(codes))
         X, codes = X[order], codes[order]
     return X, codes
+
+
+def sparse_species(m=240, seed=0):
+    """(X, codes): three_species with the small entries of each column made 0, two empty
+    columns appended (a sparse-looking table whose last columns no row mentions)."""
+    X, codes = three_species(m=m, seed=seed, shuffle=True)
+    X = np.where(np.abs(X - X.mean(axis=0)) > 0.3 * X.std(axis=0), X, 0.0)
+    return np.hstack([X, np.zeros((len(codes), 2))]), codes
+
+
+def write_svmlight(path, X, y, zero_based=False):
+    """svmlight text with every value as repr writes it (read back exactly, unlike
+    scikit-learn's dump with 16 digits); zero entries are left out."""
+    base = 0 if zero_based else 1
+    with open(path, "w") as fh:
+        for row, label in zip(X, y, strict=True):
+            entries = " ".join(f"{j + base}:{float(v)!r}" for j in np.flatnonzero(row)
+                               for v in [row[j]])
+            fh.write(f"{label} {entries}\n")
+    return path
+
+
+def write_csv(path, X, names=None):
+    """X as CSV under the header ``names`` (default f0, f1, ...), values as repr writes them."""
+    names = names or [f"f{j}" for j in range(X.shape[1])]
+    with open(path, "w") as fh:
+        fh.write(",".join(names) + "\n")
+        for row in X:
+            fh.write(",".join(repr(float(v)) for v in row) + "\n")
+    return path

@@ -1,5 +1,6 @@
 """train --chunksize (streaming with partial_fit), predict --chunksize, --classes, the
-progress bar of a streamed pass, and the option combinations that are usage errors."""
+progress bar of a streamed pass, the option combinations that are usage errors, and sparse
+files (svmlight) kept sparse through train and predict."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from _cli_helpers import SPECIES, assert_one_line_error, run, three_species
+import scipy.sparse
+from _cli_helpers import (
+    SPECIES,
+    assert_one_line_error,
+    run,
+    sparse_species,
+    three_species,
+    write_csv,
+    write_svmlight,
+)
 
 from fastsoftmax import SoftmaxRegression, cli
 from fastsoftmax.cli import _io
@@ -228,3 +238,97 @@ def test_adaptive_step_over_a_stream(capsys, tmp_path, frame, monkeypatch):
     etas.clear()
     code, out, err = run(capsys, *args, "--learning-rate", "constant")
     assert code == 0 and "divided" not in out and set(etas) == {0.5}
+
+
+# ------------------------------------------------------------ sparse files
+def _no_densifying(monkeypatch):
+    """Make every CSR/CSC densification fail, so that a sparse path that densifies shows."""
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a sparse matrix was densified")
+
+    for cls in (scipy.sparse.csr_matrix, scipy.sparse.csc_matrix):
+        monkeypatch.setattr(cls, "toarray", refuse)
+        monkeypatch.setattr(cls, "todense", refuse)
+
+
+def _read_proba(text):
+    lines = text.strip().splitlines()
+    return np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+
+
+def test_svmlight_stays_sparse_and_predicts_as_dense_csv(capsys, tmp_path, monkeypatch):
+    X, codes = sparse_species()
+    svm = write_svmlight(tmp_path / "d.svm", X, codes)
+    dense = write_csv(tmp_path / "d.csv", X)
+    model = tmp_path / "m.npz"
+    seen = []
+    for method in ("fit", "predict", "predict_proba"):
+        original = getattr(SoftmaxRegression, method)
+
+        def record(self, X, *args, _original=original, _name=method, **kwargs):
+            seen.append((_name, type(X)))
+            return _original(self, X, *args, **kwargs)
+
+        monkeypatch.setattr(SoftmaxRegression, method, record)
+    _no_densifying(monkeypatch)
+    code, out, err = run(capsys, "train", svm, "-o", model, "--n-features", X.shape[1],
+                         "--test-size", "0.25", "--random-state", "0")
+    assert code == 0, err
+    assert f"on 180 rows x {X.shape[1]} features, sparse, nnz=" in out
+    assert "test accuracy" in out
+    code, sparse_out, err = run(capsys, "predict", model, svm, "--proba")
+    assert code == 0, err
+    assert seen and all(issubclass(t, scipy.sparse.csr_matrix) for _, t in seen), seen
+    assert {name for name, _ in seen} == {"fit", "predict", "predict_proba"}
+    monkeypatch.undo()
+    code, dense_out, err = run(capsys, "predict", model, dense, "--proba")
+    assert code == 0, err
+    assert sparse_out.splitlines()[0] == dense_out.splitlines()[0] == "0,1,2"
+    np.testing.assert_allclose(_read_proba(sparse_out), _read_proba(dense_out),
+                               rtol=0, atol=1e-12)
+    labels = [run(capsys, "predict", model, path)[1] for path in (svm, dense)]
+    assert labels[0] == labels[1]
+
+
+def test_wide_svmlight_trains_without_densifying(capsys, tmp_path, monkeypatch):
+    # 200 x 2,000,000 would be 3.2 GB dense; its 2,000 entries are what is held.
+    n, rows = 2_000_000, 200
+    rng = np.random.default_rng(0)
+    path = tmp_path / "wide.svm"
+    with open(path, "w") as fh:
+        for i in range(rows):
+            columns = np.sort(rng.choice(n - 1000, size=10, replace=False)) + 1
+            columns[0] = 1 + i % 3  # one column that says the class
+            fh.write(f"{i % 3} " + " ".join(f"{c}:{rng.random() + 0.5:.3f}"
+                                            for c in np.unique(columns)) + "\n")
+    _no_densifying(monkeypatch)
+    model = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", path, "-o", model, "--n-features", n,
+                         "--max-iter", "5")
+    assert code == 0, err
+    assert f"x {n} features, sparse, nnz=" in out
+    assert SoftmaxRegression.load(model).n_features_in_ == n
+    code, out, err = run(capsys, "predict", model, path)
+    assert code == 0, err
+    assert len(out.splitlines()) == rows + 1
+
+
+def test_standardize_sparse_scales_without_centring(capsys, tmp_path):
+    X, codes = sparse_species()
+    svm = write_svmlight(tmp_path / "d.svm", X, codes)
+    model = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", svm, "-o", model, "--standardize",
+                         "--n-features", X.shape[1])
+    assert code == 0, err
+    assert "not centred" in out
+    with np.load(model) as z:
+        mean, scale = z["scaler_mean"], z["scaler_scale"]
+    expected = X.std(axis=0)
+    expected[expected == 0] = 1.0  # the two empty columns
+    np.testing.assert_array_equal(mean, 0.0)
+    np.testing.assert_allclose(scale, expected, rtol=1e-13)
+    code, out, err = run(capsys, "predict", model, svm, "--proba")
+    assert code == 0, err
+    fitted = SoftmaxRegression.load(model)
+    np.testing.assert_allclose(_read_proba(out), fitted.predict_proba(X / scale),
+                               rtol=0, atol=1e-12)

@@ -1,5 +1,6 @@
 """The command line's readers: CSV (pandas' C parser, gzip, string labels), Parquet and
-Feather, and a one-line error naming the line and column for every kind of bad input."""
+Feather, sparse files (svmlight, scipy.sparse .npz), and a one-line error naming the line
+and column for every kind of bad input."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from _cli_helpers import SPECIES, assert_one_line_error, run, three_species
+import scipy.sparse
+from _cli_helpers import (
+    SPECIES,
+    assert_one_line_error,
+    run,
+    sparse_species,
+    three_species,
+    write_svmlight,
+)
 
 from fastsoftmax import SoftmaxRegression
-from fastsoftmax.cli import _common, _io, _tables
+from fastsoftmax.cli import _common, _io, _sparse_io, _tables
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +235,114 @@ def test_missing_pyarrow_says_how_to_install(capsys, tmp_path, frame, monkeypatc
         code, out, err = run(capsys, *argv)
         assert code == 1
         assert_one_line_error(err, "needs pyarrow", "pip install fastsoftmax[parquet]")
+
+
+# ------------------------------------------------------------ sparse files
+def test_sparse_npz_round_trip(capsys, tmp_path):
+    X, codes = sparse_species()
+    Xs = scipy.sparse.csr_matrix(X)
+    np.savez(tmp_path / "d.npz", data=Xs.data, indices=Xs.indices, indptr=Xs.indptr,
+             shape=Xs.shape, format=Xs.format, y=codes)
+    # Prediction files as scipy writes them, in two formats (converted to CSR once).
+    scipy.sparse.save_npz(tmp_path / "p.npz", Xs[:50])
+    scipy.sparse.save_npz(tmp_path / "c.npz", scipy.sparse.csc_matrix(Xs[:50]))
+    table = _io.read(str(tmp_path / "d.npz"), "auto", need_target=True)
+    assert scipy.sparse.isspmatrix_csr(table.X) and table.X.nnz == Xs.nnz
+    assert table.y.tolist() == codes.tolist()
+    model = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", tmp_path / "d.npz", "-o", model)
+    assert code == 0, err
+    assert f"x {X.shape[1]} features, sparse, nnz={Xs.nnz}" in out
+    expected = SoftmaxRegression.load(model).predict(X[:50]).tolist()
+    for name in ("p.npz", "c.npz"):
+        code, out, err = run(capsys, "predict", model, tmp_path / name)
+        assert code == 0, err
+        assert [int(v) for v in out.splitlines()[1:]] == expected
+    # Labels missing for training, and a file that is neither dense nor sparse.
+    code, out, err = run(capsys, "train", tmp_path / "p.npz", "-o", tmp_path / "n.npz")
+    assert code == 1
+    assert_one_line_error(err, "p.npz", "no array named 'y'", "np.savez(path, data=X.data")
+    np.savez(tmp_path / "other.npz", values=np.zeros((3, 2)))
+    code, out, err = run(capsys, "predict", model, tmp_path / "other.npz")
+    assert code == 1
+    assert_one_line_error(err, "other.npz", "neither a dense array named 'X' nor a "
+                          "scipy.sparse matrix", "['values']")
+    assert not (tmp_path / "n.npz").exists()
+
+
+def test_n_features_for_trailing_empty_svmlight_columns(capsys, tmp_path):
+    X, codes = sparse_species()  # its last two columns are empty: the file never says so
+    path = write_svmlight(tmp_path / "d.svm", X, codes)
+    table = _io.read(str(path), "auto", need_target=True)
+    assert table.X.shape == (len(codes), X.shape[1] - 2) and table.zero_based is False
+    model = tmp_path / "m.npz"
+    code, out, err = run(capsys, "train", path, "-o", model, "--n-features", X.shape[1])
+    assert code == 0, err
+    assert SoftmaxRegression.load(model).n_features_in_ == X.shape[1]
+    code, out, err = run(capsys, "predict", model, path)  # read as wide as the model
+    assert code == 0, err
+    code, out, err = run(capsys, "train", path, "-o", tmp_path / "n.npz", "--n-features", 2)
+    assert code == 1
+    assert_one_line_error(err, "d.svm", "--n-features 2 is less than the 3 features",
+                          "largest feature index 3, one-based")
+    zero = write_svmlight(tmp_path / "z.svm", X, codes, zero_based=True)
+    code, out, err = run(capsys, "train", zero, "-o", tmp_path / "n.npz", "--n-features", 2)
+    assert_one_line_error(err, "z.svm", "largest feature index 2, zero-based")
+    code, out, err = run(capsys, "train", path, "-o", tmp_path / "n.npz",
+                         "--n-features", 5, "--format", "csv")
+    assert_one_line_error(err, "--n-features", "svmlight", "d.svm is csv")
+    assert not (tmp_path / "n.npz").exists()
+
+
+def test_sparse_predict_input_checked_by_row(capsys, tmp_path):
+    X, codes = sparse_species()
+    model = tmp_path / "m.npz"
+    path = write_svmlight(tmp_path / "d.svm", X, codes)
+    assert run(capsys, "train", path, "-o", model, "--n-features", X.shape[1])[0] == 0
+    bad = write(tmp_path, "bad.svm", "0 1:1.5\n1 2:2.5\n0 1:0.5 3:nan\n1 2:1\n")
+    code, out, err = run(capsys, "predict", model, bad)
+    assert code == 1 and out == ""
+    assert_one_line_error(err, "bad.svm", "row 3 has a NaN or infinite feature")
+    wide = write(tmp_path, "wide.svm", f"0 1:1.5 {X.shape[1] + 1}:2\n")
+    code, out, err = run(capsys, "predict", model, wide)
+    assert_one_line_error(err, "wide.svm", f"{X.shape[1] + 1} features, but the model",
+                          f"was trained on {X.shape[1]}")
+    code, out, err = run(capsys, "train", bad, "-o", tmp_path / "n.npz")
+    assert_one_line_error(err, "bad.svm", "row 3 has a NaN or infinite feature")
+    code, out, err = run(capsys, "train", path, "-o", tmp_path / "n.npz", "--chunksize", 10)
+    assert_one_line_error(err, "--chunksize reads CSV, Parquet and Feather", "is svmlight")
+    assert not (tmp_path / "n.npz").exists()
+
+
+def test_centring_model_predicts_svmlight(capsys, tmp_path):
+    # A model whose scaler centres (trained on a table) still predicts a
+    # sparse file, which it must then densify, exactly as the table.
+    X, codes = sparse_species()
+    table = tmp_path / "d.csv"
+    pd.DataFrame(np.column_stack([X, codes])).to_csv(table, index=False)
+    model = tmp_path / "m.npz"
+    assert run(capsys, "train", table, "-o", model, "--standardize")[0] == 0
+    with np.load(model) as z:
+        assert z["scaler_mean"].any()
+    write_svmlight(tmp_path / "d.svm", X, codes)
+    outputs = [run(capsys, "predict", model, tmp_path / name, "--proba")
+               for name in ("d.svm", "d.csv")]
+    assert outputs[0][0] == outputs[1][0] == 0
+    assert outputs[0][1].splitlines()[1:] == outputs[1][1].splitlines()[1:]
+
+
+def test_sparse_scaler_matches_numpy():
+    rng = np.random.default_rng(2)
+    X = np.where(rng.random((300, 6)) < 0.3, 1e6 + rng.standard_normal((300, 6)), 0.0)
+    X[:, 4] = 0.0  # empty
+    X[:, 5] = 0.25  # constant, every entry stored
+    mean, scale = _sparse_io.sparse_scaler(scipy.sparse.csr_matrix(X))
+    expected = X.std(axis=0)
+    expected[4:] = 1.0
+    np.testing.assert_array_equal(mean, 0.0)
+    np.testing.assert_allclose(scale, expected, rtol=1e-12)
+    scaled = _sparse_io.scale_rows(scipy.sparse.csr_matrix(X), scale)
+    np.testing.assert_array_equal(scaled.toarray(), X / scale)
 
 
 def test_format_detection():

@@ -8,17 +8,25 @@ naming the file, line, column or option at fault.
 Data: CSV with a header row (gzip-compressed or not; pandas' C parser),
 Parquet and Feather / Arrow IPC (pyarrow, ``pip install
 fastsoftmax[parquet]``), ``.npz`` with arrays ``X`` and ``y``, svmlight /
-libsvm text. ``train --chunksize ROWS`` streams a CSV, Parquet or Feather
-file through :meth:`SoftmaxRegression.partial_fit` without ever holding it
-whole (:mod:`fastsoftmax.cli._stream`); ``predict --chunksize ROWS``
-predicts and writes a chunk at a time.
+libsvm text, and ``.npz`` files of ``scipy.sparse.save_npz`` (labels for
+training in an extra array ``y``). svmlight and sparse ``.npz`` files stay
+sparse (CSR) from reading through training and prediction, never
+densified; ``train --n-features N`` gives an svmlight file whose last
+columns are empty its full width, and ``--standardize`` scales sparse data
+without centring it (:mod:`fastsoftmax.cli._sparse_io`). ``train
+--chunksize ROWS`` streams a CSV, Parquet or Feather file through
+:meth:`SoftmaxRegression.partial_fit` without ever holding it whole
+(:mod:`fastsoftmax.cli._stream`); ``predict --chunksize ROWS`` predicts
+and writes a chunk at a time. Sparse formats are read whole: they are
+small next to their dense equivalent.
 
 Model files are the ``.npz`` of :meth:`SoftmaxRegression.save` plus a few
 extra arrays that only the command line reads (``SoftmaxRegression.load``
 reads the arrays it knows and ignores the rest):
 
 ``scaler_mean``, ``scaler_scale``
-    ``--standardize``: predictions use ``(X - scaler_mean) / scaler_scale``.
+    ``--standardize``: predictions use ``(X - scaler_mean) / scaler_scale``;
+    ``scaler_mean`` is 0 for a model trained on sparse data.
 ``feature_names``, ``target_name``
     The table's column names at training: at prediction the columns are
     matched by name and the target column, if present, is ignored.
@@ -26,7 +34,8 @@ reads the arrays it knows and ignores the rest):
     How svmlight feature indices were read at training.
 
 Modules: ``_io`` (formats, whole-file reads, model files, prediction
-output), ``_tables`` (CSV, Parquet and Feather read a chunk at a time),
+output), ``_sparse_io`` (svmlight and sparse ``.npz``, sparse scaling),
+``_tables`` (CSV, Parquet and Feather read a chunk at a time),
 ``_commands`` (train, predict), ``_stream`` (train --chunksize),
 ``_demo``, ``_common`` (the error type, standardisation).
 """
@@ -146,7 +155,11 @@ def _train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "DATA: CSV with a header row, plain or gzip (.csv.gz); Parquet or Feather "
                     "(pip install fastsoftmax[parquet]); for these the target column is "
                     "--target, default the last, and labels may be strings. Also .npz with "
-                    "arrays X (rows x features) and y, or svmlight/libsvm text.\n\n"
+                    "arrays X (rows x features) and y, svmlight/libsvm text, or a "
+                    "scipy.sparse .npz with the labels as an extra array y, written with "
+                    "np.savez(path, data=X.data, indices=X.indices, indptr=X.indptr, "
+                    "shape=X.shape, format=X.format, y=y). svmlight and sparse .npz files "
+                    "stay sparse throughout (never densified).\n\n"
                     "--chunksize ROWS streams a CSV, Parquet or Feather file bigger than "
                     "memory: a first pass finds the classes (unless --classes lists them) "
                     "and the --standardize statistics, then --epochs passes train with sgd "
@@ -157,8 +170,8 @@ def _train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     train.add_argument("--target", metavar="COLUMN", default=None,
                        help="CSV, Parquet, Feather: name of the label column (default: the "
                             "last column)")
-    _add_data_args(train, "read and train ROWS rows at a time with sgd (partial_fit), "
-                          "memory bounded by the chunk, not the file")
+    _add_data_args(train, "CSV, Parquet, Feather: read and train ROWS rows at a time with "
+                          "sgd (partial_fit), memory bounded by the chunk, not the file")
     train.add_argument("--epochs", type=_positive, default=1, metavar="E",
                        help="--chunksize: passes over the file")
     train.add_argument("--classes", default=None, metavar="A,B,...",
@@ -169,7 +182,13 @@ def _train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "accuracy; stratified by class when possible")
     train.add_argument("--standardize", action="store_true",
                        help="scale each feature to mean 0 and variance 1 (statistics from the "
-                            "training rows, saved in the model and applied by predict)")
+                            "training rows, saved in the model and applied by predict); "
+                            "sparse data is scaled to variance 1 without centring, which "
+                            "would fill every empty entry")
+    train.add_argument("--n-features", type=_positive, default=None, metavar="N",
+                       help="svmlight/libsvm: the number of features, for a file whose last "
+                            "columns are empty in every row (default: the largest index "
+                            "seen); smaller than that is an error")
     _add_train_options(train)
     train.add_argument("--dtype", choices=("float32", "float64"), default="float64",
                        help="precision to train in (float32 halves memory traffic)")
@@ -216,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(header: the class names). DATA is in any format train reads; for CSV, "
                     "Parquet and Feather the columns are matched by name and the training "
                     "target column is ignored. Output to a file appears only once every row "
-                    "is predicted.")
+                    "is predicted. svmlight and sparse .npz files stay sparse; an "
+                    "svmlight file is read as wide as the model (trailing empty columns).")
     predict.add_argument("model", metavar="MODEL.npz", help="model file")
     predict.add_argument("data", metavar="DATA", help="data file")
     predict.add_argument("-o", "--output", default=None, metavar="OUT.csv",

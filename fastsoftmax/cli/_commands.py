@@ -1,4 +1,11 @@
-"""``fastsoftmax train`` and ``fastsoftmax predict``."""
+"""``fastsoftmax train`` and ``fastsoftmax predict``.
+
+Sparse files (svmlight/libsvm, sparse ``.npz``) are handed to the
+estimator as ``scipy.sparse`` CSR matrices from reading to predicting:
+``--test-size`` splits them as they are, ``--standardize`` scales their
+stored entries without centring (:mod:`fastsoftmax.cli._sparse_io`), and
+prediction checks, scales and casts them without densifying.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _io
+from . import _io, _sparse_io
 from ._common import (
     PARAM_OPTIONS,
     PROG,
@@ -75,6 +82,15 @@ def check_target_option(args: argparse.Namespace) -> str:
     return kind
 
 
+def check_n_features_option(args: argparse.Namespace, kind: str) -> int | None:
+    """``--n-features``, having checked that it applies to the format of ``args.data``."""
+    n_features: int | None = getattr(args, "n_features", None)
+    if n_features is not None and kind != "svmlight":
+        raise CLIError(f"--n-features sets the width of svmlight/libsvm files, and "
+                       f"{args.data} is {kind}: its columns say how many features it has")
+    return n_features
+
+
 # -------------------------------------------------------------------- train
 def _test_split(args: argparse.Namespace, X: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
     from sklearn.model_selection import train_test_split
@@ -95,11 +111,19 @@ def _test_split(args: argparse.Namespace, X: np.ndarray, y: np.ndarray) -> tuple
         return tuple(train_test_split(X, y, test_size=size, random_state=args.random_state))
 
 
+def _as_features(X: Any, dtype: np.dtype) -> Any:
+    """X as the estimator takes it best: C-contiguous in ``dtype``, or CSR in ``dtype``."""
+    if _sparse_io.is_sparse(X):
+        return _sparse_io.as_dtype(X, dtype)
+    return np.ascontiguousarray(X, dtype=dtype)
+
+
 def train(args: argparse.Namespace) -> int:
     """Read the whole file, fit, report, save."""
     # A typo in -o is reported at once, not after a long fit.
     _io.check_output_folder(args.output)
     kind = check_target_option(args)
+    n_features = check_n_features_option(args, kind)
     if args.chunksize is not None:
         from ._stream import train_in_chunks
 
@@ -107,21 +131,38 @@ def train(args: argparse.Namespace) -> int:
     dtype = np.dtype(args.dtype)
     # Standardised data is computed in float64 (in place) and cast afterwards.
     table = _io.read(args.data, kind, need_target=True, target=args.target,
-                     dtype=np.float64 if args.standardize else dtype)
+                     n_features=n_features, dtype=np.float64 if args.standardize else dtype)
     X, y = table.X, table.y
     assert y is not None
+    sparse = _sparse_io.is_sparse(X)
+    if n_features is not None:
+        _sparse_io.check_n_features(args.data, n_features, X, table.zero_based)
+    if sparse:
+        # Here, before any split, the row is the file's (the estimator
+        # would name a row of the training part, counted from 0).
+        bad = _sparse_io.first_nonfinite_row(X)
+        if bad >= 0:
+            raise CLIError(f"{args.data}: row {bad + 1} has a NaN or infinite feature")
     if X.shape[0] < 2:
         raise CLIError(f"{args.data}: needs at least 2 rows, has {X.shape[0]}")
     X_test = y_test = None
     if args.test_size is not None:
         X, X_test, y, y_test = _test_split(args, X, y)
     scaler = None
-    if args.standardize:
+    if args.standardize and sparse:
+        # Centring would store every empty entry: scale only, and save a
+        # zero mean so that predict does the same.
+        scaler = _sparse_io.sparse_scaler(X)
+        X = _sparse_io.scale_rows(X, scaler[1])
+        if X_test is not None:
+            X_test = _sparse_io.scale_rows(X_test, scaler[1])
+        print("--standardize on sparse data: features scaled to unit variance, not centred")
+    elif args.standardize:
         scaler = standardize(X)
         for part in (X, X_test):
             if part is not None:
                 scale_in_place(part, *scaler)
-    X = np.ascontiguousarray(X, dtype=dtype)
+    X = _as_features(X, dtype)
     model = estimator(args, verbose=1 if progress_wanted(args.progress) else 0)
     solver = model.solver
     start = time.perf_counter()
@@ -133,12 +174,13 @@ def train(args: argparse.Namespace) -> int:
             raise CLIError(option_error(exc)) from None
     elapsed = time.perf_counter() - start
     report_warnings(caught)
-    print(f"trained {solver} on {X.shape[0]} rows x {X.shape[1]} features, "
-          f"{len(model.classes_)} classes ({dtype.name}) in {elapsed:.3g} s, "
+    print(f"trained {solver} on {X.shape[0]} rows x {X.shape[1]} features"
+          f"{_sparse_io.describe(X)}, {len(model.classes_)} classes ({dtype.name}) "
+          f"in {elapsed:.3g} s, "
           f"{model.n_iter_} {'epochs' if solver == 'sgd' else 'iterations'}")
     print(f"training accuracy: {float(np.mean(model.predict(X) == y)):.4f}")
     if X_test is not None:
-        X_test = np.ascontiguousarray(X_test, dtype=dtype)
+        X_test = _as_features(X_test, dtype)
         test_acc = float(np.mean(model.predict(X_test) == y_test))
         print(f"test accuracy: {test_acc:.4f} ({X_test.shape[0]} held-out rows)")
     extras = model_extras(table.feature_names, table.target_name, scaler, table.zero_based)
@@ -156,10 +198,24 @@ def _preparation(model: Any, extras: dict[str, np.ndarray],
     scaler = ((extras["scaler_mean"], extras["scaler_scale"]) if "scaler_mean" in extras
               else None)
 
-    def prepare(X: np.ndarray, start: int) -> np.ndarray:
+    def prepare(X: Any, start: int) -> Any:
         if X.shape[1] != n:
             raise CLIError(f"{args.data}: {X.shape[1]} features, but the model {args.model} "
                            f"was trained on {n}")
+        if _sparse_io.is_sparse(X) and (scaler is None or not scaler[0].any()):
+            if scaler is not None:
+                X = _sparse_io.scale_rows(X, scaler[1])
+            X = _sparse_io.as_dtype(X, dtype)
+            bad = _sparse_io.first_nonfinite_row(X)
+            if bad >= 0:
+                raise CLIError(f"{args.data}: row {start + bad + 1} has a NaN or infinite "
+                               "feature")
+            return X
+        if _sparse_io.is_sparse(X):
+            # A model that centres (trained on dense data, or by an earlier
+            # version on svmlight) needs every entry: the one case where
+            # sparse input is made dense, as it always was before.
+            X = X.toarray()
         if scaler is not None:
             X = apply_scaler(X, *scaler)
         X = np.ascontiguousarray(X, dtype=dtype)

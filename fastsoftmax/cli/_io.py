@@ -1,8 +1,11 @@
 """Reading data files, reading and writing model files, writing predictions.
 
 Formats: CSV (plain or gzip), Parquet and Feather through
-:mod:`fastsoftmax.cli._tables`; ``.npz`` with arrays ``X`` and ``y``;
-svmlight/libsvm text through scikit-learn. Model files are
+:mod:`fastsoftmax.cli._tables`; ``.npz`` with a dense array ``X`` or a
+scipy.sparse matrix (``scipy.sparse.save_npz``'s arrays), labels ``y``;
+svmlight/libsvm text through scikit-learn. Sparse files stay sparse
+(:mod:`fastsoftmax.cli._sparse_io`): ``Table.X`` is then a
+``scipy.sparse.csr_matrix``, never densified. Model files are
 :func:`fastsoftmax._persistence.save`'s ``.npz`` plus the extra arrays
 named in :data:`CLI_KEYS` (see the package docstring).
 """
@@ -20,6 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from . import _sparse_io
 from ._common import CLIError, one_line
 from ._tables import ArrowSource, CSVSource, TableSource, is_gzip
 
@@ -40,9 +44,9 @@ Transform = Callable[[np.ndarray, int], np.ndarray]
 
 @dataclass
 class Table:
-    """Features, optional labels and where they came from."""
+    """Features (an array, or a CSR matrix for sparse files), optional labels, origin."""
 
-    X: np.ndarray
+    X: Any
     y: np.ndarray | None
     feature_names: list[str] | None = None
     target_name: str | None = None
@@ -171,11 +175,15 @@ def read(path: str, fmt: str, *, need_target: bool, target: str | None = None,
          feature_names: list[str] | None = None, model_target: str | None = None,
          n_features: int | None = None, zero_based: bool | None = None,
          dtype: Any = np.float64, transform: Transform | None = None) -> Table:
-    """Read a whole data file; X comes back C-contiguous in ``dtype``.
+    """Read a whole data file; X comes back C-contiguous in ``dtype``, or CSR.
 
-    ``transform`` is applied to the features as they are read (to a CSV,
-    Parquet or Feather file one block of rows at a time, so only the
-    result is ever held in full).
+    svmlight files and sparse ``.npz`` files give a ``scipy.sparse``
+    CSR matrix in ``dtype`` (never densified); for svmlight files
+    ``n_features`` is the least width (trailing empty columns) and
+    ``zero_based`` None decides from the file. ``transform`` is applied to
+    the features as they are read (to a CSV, Parquet or Feather file one
+    block of rows at a time, so only the result is ever held in full); it
+    receives the CSR matrix of a sparse file.
     """
     check_data_path(path)
     kind = detect_format(path, fmt)
@@ -194,7 +202,8 @@ def read(path: str, fmt: str, *, need_target: bool, target: str | None = None,
         table = _read_svmlight(path, need_target=need_target, n_features=n_features,
                                zero_based=zero_based)
     X = table.X if transform is None else transform(table.X, 0)
-    table.X = np.ascontiguousarray(X, dtype=dtype)
+    table.X = (_sparse_io.as_dtype(X, dtype) if _sparse_io.is_sparse(X)
+               else np.ascontiguousarray(X, dtype=dtype))
     return table
 
 
@@ -233,12 +242,16 @@ def read_rows(source: TableSource, features: list[str], target: str | None, dtyp
 
 
 def _read_npz(path: str, *, need_target: bool) -> Table:
+    """Read a dense ``X`` or a scipy.sparse matrix (kept sparse), and the labels ``y``."""
     try:
         with np.load(path, allow_pickle=False) as data:
             files = set(data.files)
-            if "X" not in files:
-                raise CLIError(f"{path}: no array named 'X' (found {sorted(files)})")
-            X = data["X"]
+            sparse = "X" not in files and _sparse_io.has_sparse_arrays(files)
+            if "X" not in files and not sparse:
+                raise CLIError(f"{path}: neither a dense array named 'X' nor a scipy.sparse "
+                               "matrix (arrays data, indices, indptr, shape, format, as "
+                               f"scipy.sparse.save_npz writes); found {sorted(files)}")
+            X = None if sparse else data["X"]
             y = data["y"] if "y" in files else None
     except CLIError:
         raise
@@ -246,37 +259,29 @@ def _read_npz(path: str, *, need_target: bool) -> Table:
         raise
     except Exception as exc:  # zipfile, pickle refusal, truncated files
         raise CLIError(f"{path}: not a readable .npz file ({exc})") from None
-    if X.ndim != 2:
-        raise CLIError(f"{path}: X must be 2-D (rows x features), got shape {X.shape}")
-    if X.dtype.kind not in "biuf":
-        raise CLIError(f"{path}: X must be numeric, got dtype {X.dtype}")
+    if X is None:
+        X = _sparse_io.read_sparse_npz(path)
+    else:
+        if X.ndim != 2:
+            raise CLIError(f"{path}: X must be 2-D (rows x features), got shape {X.shape}")
+        if X.dtype.kind not in "biuf":
+            raise CLIError(f"{path}: X must be numeric, got dtype {X.dtype}")
+        X = np.asarray(X)
     if need_target:
         if y is None:
-            raise CLIError(f"{path}: no array named 'y' with the labels")
+            how = (" (for a sparse X: np.savez(path, data=X.data, indices=X.indices, "
+                   "indptr=X.indptr, shape=X.shape, format=X.format, y=y))" if sparse else "")
+            raise CLIError(f"{path}: no array named 'y' with the labels{how}")
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise CLIError(f"{path}: y must have shape ({X.shape[0]},), got {y.shape}")
-    return Table(np.asarray(X), y)
+    return Table(X, y)
 
 
 def _read_svmlight(path: str, *, need_target: bool, n_features: int | None = None,
                    zero_based: bool | None = None) -> Table:
-    from sklearn.datasets import load_svmlight_file
-
-    try:
-        if zero_based is None:
-            # Decide once, as "auto" would, and remember it in the model so
-            # that a prediction file missing feature 0 is read the same way.
-            Xs, y = load_svmlight_file(path, zero_based=True)
-            zero_based = bool(Xs.nnz == 0 or Xs.indices.min() == 0)
-            if not zero_based:
-                Xs = Xs[:, 1:]
-        else:
-            Xs, y = load_svmlight_file(path, zero_based=zero_based, n_features=n_features)
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        raise
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"{path}: not a valid svmlight/libsvm file ({exc})") from None
-    X = np.asarray(Xs.toarray())
+    """svmlight/libsvm text as CSR; ``n_features`` widens it (see _sparse_io)."""
+    X, y, zero_based = _sparse_io.read_svmlight(path, n_features=n_features,
+                                                zero_based=zero_based)
     return Table(X, normalize_labels(y) if need_target else None, zero_based=zero_based)
 
 

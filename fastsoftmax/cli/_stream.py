@@ -18,6 +18,11 @@ The file is read ROWS rows at a time and never whole:
 
 What is held at any time: one chunk as pandas or pyarrow parsed it, its
 float64 copy and the model, whatever the file's size.
+
+Only CSV, Parquet and Feather are read in chunks. svmlight and sparse
+``.npz`` files are refused with a clear error rather than supported: they
+are read whole and kept sparse (:mod:`fastsoftmax.cli._sparse_io`), which
+costs memory for their stored entries only.
 """
 
 from __future__ import annotations
