@@ -1,4 +1,5 @@
-"""``fastsoftmax demo``: every solver on digits and the toy data, the kernel's speed-up, plots."""
+"""``fastsoftmax demo``: every solver on digits, the toy data and a sparse text-like
+problem, the kernel's speed-up, plots."""
 
 from __future__ import annotations
 
@@ -34,13 +35,14 @@ def _speedup(m: int, n: int, k: int, dtype: Any, repeats: int, seed: int,
     return fused, plain
 
 
-def _fit_solvers(X: np.ndarray, y: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
+def _fit_solvers(X: Any, y: np.ndarray, X_test: Any, y_test: np.ndarray,
                  quick: bool, verbose: int) -> dict[str, tuple[Any, float, float, str]]:
     from sklearn.exceptions import ConvergenceWarning
 
     from .. import SoftmaxRegression
 
     settings: dict[str, dict[str, Any]] = {
+        "newton": dict(max_iter=20 if quick else 100),
         "lbfgs": dict(max_iter=40 if quick else 200),
         "sgd": dict(max_iter=5 if quick else 30, batch_size=32, eta0=0.05),
         "bgd": dict(max_iter=40 if quick else 300, eta0=0.5),
@@ -109,6 +111,18 @@ def demo(args: argparse.Namespace) -> int:
     _print_results("toy data of the lecture notes: 3 Gaussian classes in 2-D, means (2,2), "
                    f"(8,3), (3,6); {Btr.shape[0]} training / {Bte.shape[0]} test rows", toy)
 
+    from ..datasets import make_text_like
+
+    Xs, ys = make_text_like(n_samples=1500 if quick else 6000, n_features=20_000, n_classes=5,
+                            nnz_per_row=60, random_state=0)
+    Str, Ste, str_, ste = train_test_split(Xs, ys, test_size=0.25, stratify=ys, random_state=0)
+    text = _fit_solvers(Str, str_, Ste, ste, quick, verbose)
+    print()
+    _print_results(f"sparse text-like data (TF-IDF, scipy.sparse CSR, never densified): "
+                   f"{Str.shape[0]} training / {Ste.shape[0]} test documents, "
+                   f"{Xs.shape[1]} terms, {Xs.nnz / Xs.shape[0]:.0f} per document, 5 classes",
+                   text)
+
     repeats = 3 if quick else 5
     problems = [("digits-sized", Xtr.shape[0], X.shape[1], 10, np.float64),
                 ("MNIST-shaped", 10_000 if quick else 60_000, 784, 10, np.float32)]
@@ -140,16 +154,17 @@ def demo(args: argparse.Namespace) -> int:
         for model, *_ in results.values():
             fig = plot.loss_curve(model, ax=None if fig is None else fig.axes[0])
         assert fig is not None
-        fig.axes[0].set_xlabel("iteration (lbfgs, bgd) / epoch (sgd)")
+        fig.axes[0].set_xlabel("iteration (newton, lbfgs, bgd) / epoch (sgd)")
         fig.axes[0].set_title(title)
         return fig
 
-    best = digits["lbfgs"][0]
+    best = digits["newton"][0]
     save(curves(digits, "digits: training loss"), "digits_loss_curves.png")
     save(plot.confusion_matrix(best, Xte, yte), "digits_confusion_matrix.png")
     save(plot.class_weights(best, (8, 8)), "digits_class_weights.png")
     save(plot.decision_regions(toy["lbfgs"][0], Xb, yb), "toy_decision_regions.png")
     save(curves(toy, "toy data: training loss"), "toy_loss_curves.png")
+    save(curves(text, "sparse text-like data: training loss"), "text_loss_curves.png")
     print(f"plots written to {args.out}{os.sep}: "
           + ", ".join(os.path.basename(p) for p in written))
     return 0
