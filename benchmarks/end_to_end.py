@@ -151,8 +151,12 @@ def contenders(quick: bool, n_params: int, sparse: bool = False):
     return out
 
 
-def ladder(fit, X, y, alpha, stop_at=None):
-    """Fit at each tolerance of LADDER; [(tol, seconds, iterations, objective)]."""
+def ladder(fit, X, y, alpha, stop_at=None, budget=None):
+    """Fit at each tolerance of LADDER; [(tol, seconds, iterations, objective)].
+
+    Stops early once a fit took more than ``budget`` seconds: a contender
+    that slow is reported at the tightest tolerance it reached.
+    """
     rows = []
     for tol in LADDER:
         with warnings.catch_warnings():
@@ -166,10 +170,12 @@ def ladder(fit, X, y, alpha, stop_at=None):
             break
         if len(rows) > 1 and rows[-2][3] - J <= 1e-13 * abs(J):
             break  # no progress left at tighter tolerances
+        if budget is not None and dt > budget:
+            break
     return rows
 
 
-def run(name: str, rounds: int, gap: float, quick: bool) -> None:
+def run(name: str, rounds: int, gap: float, quick: bool, budget: float | None = None) -> None:
     X, y = load(name)
     sparse = scipy.sparse.issparse(X)
     X = X if sparse else np.ascontiguousarray(X)
@@ -179,7 +185,11 @@ def run(name: str, rounds: int, gap: float, quick: bool) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit(X[:200], y[:200], 1e-2)
-    scans = {c: ladder(fit, X, y, alpha) for c, fit in fits.items()}
+    scans = {}
+    for c, fit in fits.items():
+        scans[c] = ladder(fit, X, y, alpha, budget=budget)
+        print(f"  scanned {c}: " + ", ".join(f"{tol:g}: {dt:.2f} s" for tol, dt, *_ in scans[c]),
+              flush=True)
     best = min(J for rows in scans.values() for *_, J in rows)
     chosen = {}
     for c, rows in scans.items():
@@ -223,9 +233,11 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gap", type=float, default=1e-6)
     ap.add_argument("--quick", action="store_true", help="one tiny problem, few contenders")
+    ap.add_argument("--budget", type=float, default=120.0,
+                    help="stop a contender's ladder after a fit slower than this (s)")
     args = ap.parse_args(argv)
     for name in (["quick"] if args.quick else args.data.split(",")):
-        run(name, args.rounds, args.gap, args.quick)
+        run(name, args.rounds, args.gap, args.quick, args.budget)
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     coef_ : ndarray of shape (n_classes, n_features)
-        Weights, Wᵀ in the notation of README.md ("The mathematics").
+        Weights, Wᵀ in the notation of docs/user_guide/mathematics.rst.
     intercept_ : ndarray of shape (n_classes,)
         Intercept (zeros when ``fit_intercept`` is False).
     classes_ : ndarray of shape (n_classes,)

@@ -19,9 +19,8 @@ times slower than the same fit with BLAS at one thread (BENCHMARKS.md,
 "threads"). Setting and restoring the limit costs microseconds, so it is
 done per call, never left behind.
 
-Numba's threading layer is not chosen here (changing it is a global side
-effect on the user's process); README "Threads" says which layer to prefer
-and why.
+Numba's threading layer is not chosen here: changing it is a global side
+effect on the user's process (docs/user_guide/functions.rst, "Threads").
 """
 
 from __future__ import annotations

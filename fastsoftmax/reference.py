@@ -1,7 +1,7 @@
 """Plain NumPy reference implementations.
 
 These follow the formulas of the lecture notes line by line (summarised in
-README.md, "The mathematics"): Z = X W + b, P = softmax(Z), E = P - Y,
+docs/user_guide/mathematics.rst): Z = X W + b, P = softmax(Z), E = P - Y,
 grad_W = Xᵀ E / m + alpha W. They allocate the full (m, k) matrices and are
 written to be obviously correct, not fast: they are the baseline that the
 fused kernels are tested and benchmarked against. Inputs are not validated

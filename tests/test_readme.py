@@ -78,3 +78,13 @@ def test_readme_blocks_run(capsys, tmp_path, monkeypatch):
     header = (tmp_path / "labels.csv").read_text().splitlines()[0]
     assert header == "label"
     assert (tmp_path / "toy_regions.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_readme_links_point_to_files():
+    """The README is the front page: every relative link must lead to a file."""
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#]+)\)", text)
+    local = [link for link in links if "://" not in link]
+    assert local, "expected links into the documentation"
+    missing = [link for link in local if not (README.parent / link).exists()]
+    assert missing == []
