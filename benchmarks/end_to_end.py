@@ -168,8 +168,8 @@ def ladder(fit, X, y, alpha, stop_at=None, budget=None):
         rows.append((tol, dt, its, J))
         if stop_at is not None and J <= stop_at:
             break
-        if len(rows) > 1 and rows[-2][3] - J <= 1e-13 * abs(J):
-            break  # no progress left at tighter tolerances
+        if len(rows) > 1 and rows[-2][3] - J <= 1e-13 * abs(J) and its > rows[-2][2]:
+            break  # more iterations made no progress: none left at tighter tolerances
         if budget is not None and dt > budget:
             break
     return rows

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--part", choices=("default", "scaling", "all"), default="all")
     ap.add_argument("--peers", action="store_true", help="scaling: add the peers")
-    ap.add_argument("--solvers", default="lbfgs,bgd,sgd",
+    ap.add_argument("--solvers", default="newton,lbfgs,bgd,sgd",
                     help="default part: comma-separated solvers")
     args = ap.parse_args(argv)
     if args.part in ("default", "all"):

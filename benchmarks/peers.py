@@ -1,0 +1,76 @@
+"""loss_and_grad against every peer on a grid of shapes, one process per job.
+
+    python benchmarks/peers.py [--rounds R] [--dtypes float32,float64]
+                               [--ks 2,10,100,1000] [--ns 20,100,784,3000]
+                               [--work 2e8] [--pause 0]
+
+For each (n, k) of the grid, m is chosen so that m n k is about ``--work``
+(clamped to 1,000 ... 300,000 rows): the size where the performance issue's
+target is "≥ 1.5x the fastest peer". Every contender (fastsoftmax, the NumPy
+reference, scikit-learn's LinearModelLoss, oneDAL through daal4py, torch
+eager, torch.compile, jax.jit; benchmarks/_contenders.py lists each one's
+thread pool) runs in its own fresh process at the full CPU count, in the
+default environment (no thread variable set), jobs interleaved over
+``--rounds`` rounds; each job warms up, then reports the median of a few
+back-to-back calls, or with ``--pause S`` of calls each after S seconds idle.
+A peer that is not installed is reported as absent. Prints one Markdown
+table: milliseconds per contender and the fastest peer's time over
+fastsoftmax's (above 1: fastsoftmax faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+from threads import PEERS, _median, default_env, interleave
+
+
+def rows_for(n: int, k: int, work: float) -> int:
+    return int(min(300_000, max(1_000, round(work / (n * k), -3))))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--ks", default="2,10,100,1000")
+    ap.add_argument("--ns", default="20,100,784,3000")
+    ap.add_argument("--work", type=float, default=2e8)
+    ap.add_argument("--pause", type=float, default=0.0)
+    args = ap.parse_args(argv)
+    cpus = len(os.sched_getaffinity(0))
+    env = default_env()
+    when = f"each call after {args.pause:g} s idle" if args.pause else "back to back"
+    print(f"loss_and_grad ms, {cpus} threads for every contender, default environment, "
+          f"medians of {args.rounds} interleaved processes ({when})")
+    print("| (m, n, k) | dtype | fastsoftmax | " + " | ".join(PEERS)
+          + " | fastest peer | fastest peer / fastsoftmax |")
+    print("|---|---|" + "---:|" * (len(PEERS) + 1) + "---|---:|")
+    for dtype in args.dtypes.split(","):
+        for k in map(int, args.ks.split(",")):
+            for n in map(int, args.ns.split(",")):
+                m = rows_for(n, k, args.work)
+                shape = {"task": "grad", "m": m, "n": n, "k": k, "dtype": dtype,
+                         "rounds": 5, "threads": cpus}
+                if args.pause:
+                    shape["pause"] = args.pause
+                jobs = [(dict(shape, contender=c), env) for c in ("fastsoftmax",) + PEERS]
+                try:
+                    res = interleave(jobs, args.rounds)
+                except RuntimeError as exc:
+                    print(f"| ({m}, {n}, {k}) | {dtype} | failed: {exc} |", flush=True)
+                    continue
+                ours = _median(res[0])
+                peer_t = [None if "skipped" in r[0] else _median(r) for r in res[1:]]
+                present = [(v, p) for v, p in zip(peer_t, PEERS) if v is not None]
+                best, name = min(present)
+                cells = " | ".join("absent" if v is None else f"{v * 1e3:.1f}" for v in peer_t)
+                print(f"| ({m}, {n}, {k}) | {dtype} | {ours * 1e3:.1f} | {cells} | {name} | "
+                      f"**{best / ours:.2f}** |", flush=True)
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
