@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numba
 import numpy as np
 import scipy.sparse
 
@@ -225,20 +226,20 @@ def gradient_scheme(csr: CSR, n_classes: int, n_threads: int | None = None) -> s
       pass over Xᵀ (:func:`transpose`, held by the caller) gathers each
       row of the gradient once. Extra memory: E plus the copy of X.
 
-    "transpose" is chosen when its extra memory (Xᵀ and E) is at most that
-    of one per-thread accumulator (n k): wide data, where n k dwarfs X.
-    There it is also faster, because it neither zeroes nor adds n k-sized
-    buffers and writes the gradient sequentially instead of scattering into
-    it at random. Measured (benchmarks/sparse_kernels.py, 2 shared cores):
-    200,000 x 2,000,000, 20 per row, k = 20, float32: 107 ms against 219
-    ms; on 100,000 x 100,000, 60 per row (X five times n k), both take the
-    same time and "scatter" needs no copy of X. Either way the memory stays
-    within the size of X + O(threads n k).
+    "transpose" is chosen when its extra memory (Xᵀ and E) is at most what
+    the scatter scheme's per-thread accumulators take (threads x n k): wide
+    data, where n k is comparable to X or larger. There it is also faster,
+    because it neither zeroes nor adds n k-sized buffers and writes the
+    gradient sequentially instead of scattering into it at random
+    (BENCHMARKS.md, "Sparse"); on narrower data (X many times n k) the
+    scatter scheme needs no copy of X and is as fast.
     """
     m, n = csr.shape
     item = csr.dtype.itemsize
     copy = csr.data.nbytes + csr.nnz * (4 if m <= _INT32_MAX else 8) + 8 * (n + 1)
-    return "transpose" if copy + m * n_classes * item <= n * n_classes * item else "scatter"
+    threads = numba.get_num_threads() if n_threads is None else n_threads
+    accumulators = max(1, threads) * n * n_classes * item
+    return "transpose" if copy + m * n_classes * item <= accumulators else "scatter"
 
 
 def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
