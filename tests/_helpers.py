@@ -58,6 +58,14 @@ def make_layout(a: np.ndarray, layout: str) -> np.ndarray:
 LAYOUTS = ("c", "readonly", "strided", "fortran")
 
 
+def toy_data(seed=0):
+    """The lecture notes' toy problem: three Gaussian classes, 500 points each."""
+    rng = np.random.default_rng(seed)
+    means = np.array([[2.0, 2.0], [8.0, 3.0], [3.0, 6.0]])
+    X = np.concatenate([rng.standard_normal((500, 2)) + mu for mu in means])
+    y = np.repeat(np.arange(3), 500)
+    return X, y
+
 
 def dataset(X, y, k, sample_weight=None):
     """A Dataset from labels (m,) or a target matrix (m, k), without the edge's checks."""

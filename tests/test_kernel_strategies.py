@@ -15,7 +15,6 @@ from _helpers import (
     assert_close,
     dtype_id,
     make_problem,
-    sgd_epoch,
     truth,
 )
 
@@ -71,28 +70,3 @@ def test_nonfinite_x_is_caught_by_the_kernel(strategy, mode, bad, monkeypatch):
         obj(np.zeros((45, 4)), np.zeros(4))
 
 
-@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("n_threads", [1, 2])
-def test_sgd_batches_split_across_threads_match_numpy_loop(dt, n_threads):
-    """Batches above PARALLEL_WORK (B n k) go through the prange path."""
-    from fastsoftmax import reference
-    from fastsoftmax._kernels._sgd import PARALLEL_WORK
-
-    rng = np.random.default_rng(3)
-    m, n, k, bs = 1100, 1024, 4, 512
-    assert bs * n * k >= PARALLEL_WORK
-    X = (rng.standard_normal((m, n)) / 16).astype(dt)
-    y = rng.integers(0, k, m)
-    W0 = (0.01 * rng.standard_normal((n, k))).astype(dt)
-    b0 = np.zeros(k, dt)
-    order = rng.permutation(m)
-    W_ref, b_ref = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order, batch_size=bs,
-                                       eta=0.1, alpha=0.01, momentum=0.9, nesterov=True)
-
-    W, b, _, ok = sgd_epoch(X, y, k, W0, b0, order, n_threads=n_threads, alpha=0.01,
-                            eta0=0.1, learning_rate="constant", momentum=0.9, nesterov=True,
-                            batch_size=bs)
-    assert ok
-    tol = dict(rtol=2e-4, atol=2e-5) if dt == np.float32 else dict(rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(W, W_ref, **tol)
-    np.testing.assert_allclose(b, b_ref, **tol)
