@@ -1,9 +1,19 @@
-"""Shared test helpers: internal objects driven in the public layout.
+"""Shared test helpers: the one place for plain functions and constants that
+more than one test module uses (fixtures live in conftest.py; the command
+line's helpers in _cli_helpers.py). Test modules import from here, never from
+each other or from conftest.
 
 The package's internals take coef in scikit-learn's layout (k, n); tests of
 the kernels compare with ``fastsoftmax.reference`` in the public layout
 W (n, k). These helpers build the internal objects from plain arrays and
 translate, so that each test reads like the formula it checks.
+
+* dtypes and layouts: FLOAT_DTYPES, dtype_id, make_layout, LAYOUTS
+* data: toy_data (the notes' toy problem), dataset, make_problem
+* internals in the public layout: PublicObjective (loss and gradient),
+  product (Hessian-vector products), sgd_params, sgd_epoch
+* loss-and-gradient checks: TOL, truth, assert_close
+* Hessian-product checks: HESSP_TOL, HESSP_VARIANTS, f64, ref_hessp64
 """
 
 from __future__ import annotations
