@@ -1,7 +1,7 @@
 """Shared test helpers: the one place for plain functions and constants that
 more than one test module uses (fixtures live in conftest.py; the command
-line's helpers in _cli_helpers.py). Test modules import from here, never from
-each other or from conftest.
+line's helpers in _cli_helpers.py). Test modules import from here, and never import
+each other or conftest.
 
 The package's internals take coef in scikit-learn's layout (k, n); tests of
 the kernels compare with ``fastsoftmax.reference`` in the public layout
