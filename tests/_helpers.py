@@ -1,9 +1,19 @@
-"""Shared test helpers: internal objects driven in the public layout.
+"""Shared test helpers: the one place for plain functions and constants that
+more than one test module uses (fixtures live in conftest.py; the command
+line's helpers in _cli_helpers.py). Test modules import from here, and never import
+each other or conftest.
 
 The package's internals take coef in scikit-learn's layout (k, n); tests of
 the kernels compare with ``fastsoftmax.reference`` in the public layout
 W (n, k). These helpers build the internal objects from plain arrays and
 translate, so that each test reads like the formula it checks.
+
+* dtypes and layouts: FLOAT_DTYPES, dtype_id, make_layout, LAYOUTS
+* data: toy_data (the notes' toy problem), dataset, make_problem
+* internals in the public layout: PublicObjective (loss and gradient),
+  product (Hessian-vector products), sgd_params, sgd_epoch
+* loss-and-gradient checks: TOL, truth, assert_close
+* Hessian-product checks: HESSP_TOL, HESSP_VARIANTS, f64, ref_hessp64
 """
 
 from __future__ import annotations
@@ -57,6 +67,14 @@ def make_layout(a: np.ndarray, layout: str) -> np.ndarray:
 
 LAYOUTS = ("c", "readonly", "strided", "fortran")
 
+
+def toy_data(seed=0):
+    """The lecture notes' toy problem: three Gaussian classes, 500 points each."""
+    rng = np.random.default_rng(seed)
+    means = np.array([[2.0, 2.0], [8.0, 3.0], [3.0, 6.0]])
+    X = np.concatenate([rng.standard_normal((500, 2)) + mu for mu in means])
+    y = np.repeat(np.arange(3), 500)
+    return X, y
 
 
 def dataset(X, y, k, sample_weight=None):
@@ -147,3 +165,52 @@ def assert_close(got, want, dt, *, grad_scale=None):
         assert gb is None
     else:
         np.testing.assert_allclose(gb, gb_r, rtol=0, atol=tol["grad"] * scale)
+
+
+# ------------------------------------------------- Hessian-vector product checks
+# Tolerances. The truth is ``reference.hessp`` in float64 on the same numbers.
+# Errors are measured against the magnitude of the terms summed, not of the
+# result (H V can be small through cancellation): for the products
+# ``M = |X|ᵀ |S| + alpha |V|`` with S the reference's per-row s_i (the column
+# sums of |S| for the intercept). float64 must agree to ``5e-14 * max M``,
+# float32 to ``5e-6 * max M`` (u_i is a dot product of n = 45 terms and each
+# chunk sums ~100 rows in the input dtype; worst seen over these shapes, 3
+# seeds: 8e-16 and 4.4e-7).
+HESSP_TOL = {np.dtype(np.float32): 5e-6, np.dtype(np.float64): 5e-14}
+HESSP_VARIANTS = ("plain", "weights", "soft", "no-b", "all")
+
+
+class product:  # noqa: N801 (reads as the function it stands for)
+    """Objective.hessian at (W, b), public layout in, run on ``n_threads`` threads."""
+
+    def __init__(self, X, y, W, b, sw, alpha, *, n_threads=None, strategy=None, mode=None):
+        self.objective = Objective(dataset(X, y, W.shape[1], sw), strategy=strategy, mode=mode)
+        self.strategy, self.mode = self.objective.strategy, self.objective.engine.mode
+        self.alpha, self.n_threads = alpha, n_threads
+        with thread_policy(n_threads):
+            self.H = self.objective.hessian(np.ascontiguousarray(W.T), b, alpha)
+        self.loss, self.grad_coef, self.grad_intercept = (
+            self.H.loss, self.H.grad_coef, self.H.grad_intercept)
+        self.P = self.H._P
+
+    def matvec(self, V, c=None):
+        with thread_policy(self.n_threads):
+            return self.H.matvec(V, c)
+
+
+def f64(a):
+    return None if a is None else np.asarray(a, dtype=np.float64)
+
+
+def ref_hessp64(X, y, W, b, V, c, alpha, sw):
+    """reference.hessp in float64, and the magnitudes of its summed terms."""
+    X, W, b, V, c, sw = map(f64, (X, W, b, V, c, sw))
+    HV, Hc = ref.hessp(X, y, W, b, V, c, alpha=alpha, sample_weight=sw)
+    # the per-row s_i again, for the magnitudes
+    m = X.shape[0]
+    d = (np.ones(m) if sw is None else sw) / (m if sw is None else sw.sum())
+    P = ref.softmax(X @ W + (0 if b is None else b))
+    U = X @ V + (0 if c is None else c)
+    S = d[:, None] * (P * U - P * np.sum(P * U, axis=1, keepdims=True))
+    mag = np.abs(X).T @ np.abs(S) + alpha * np.abs(V)
+    return HV, Hc, mag, np.abs(S).sum(axis=0)

@@ -1,12 +1,15 @@
-"""SoftmaxRegression: solvers against scikit-learn's optimum, the estimator
-contract, partial_fit, reproducibility, saving and loading."""
+"""SoftmaxRegression (fastsoftmax._estimator): solvers against scikit-learn's
+optimum, the estimator contract, partial_fit, reproducibility, stopping rules
+and errors, and what predict allocates. Saving and loading are in
+test_persistence.py, parameter checks in test_params.py, one solver's own
+behaviour in test_solvers_<solver>.py."""
 
-import pickle
 import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
+from _helpers import toy_data
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
@@ -32,15 +35,6 @@ def sklearn_optimum(digits):
     sk = LogisticRegression(C=C, tol=1e-10, max_iter=10_000).fit(X, y)
     loss = loss_and_grad(X, y, sk.coef_.T.copy(), sk.intercept_.copy(), alpha=alpha)[0]
     return sk, loss, alpha
-
-
-def toy_data(seed=0):
-    """The lecture notes' toy problem: three Gaussian classes, 500 points each."""
-    rng = np.random.default_rng(seed)
-    means = np.array([[2.0, 2.0], [8.0, 3.0], [3.0, 6.0]])
-    X = np.concatenate([rng.standard_normal((500, 2)) + mu for mu in means])
-    y = np.repeat(np.arange(3), 500)
-    return X, y
 
 
 def fitted_loss(est, X, y, alpha):
@@ -339,29 +333,6 @@ def test_invscaling_follows_eta0_over_1_plus_t_to_the_power_t(solver, power_t):
         assert np.abs(other.coef_ - est.coef_).max() > 1e-3
 
 
-def test_sgd_invscaling_decays_within_an_epoch_and_across_partial_fit():
-    """With two batches per epoch, update t uses eta0 / (1 + t / 2) ** power_t
-    (epochs seen, fractionally); partial_fit carries t from call to call."""
-    X, y = toy_data()
-    X = StandardScaler().fit_transform(X)[::10]
-    y = y[::10]
-    eta0, power_t, half = 0.5, 0.7, 75
-    est = SoftmaxRegression("sgd", learning_rate="invscaling", eta0=eta0, power_t=power_t,
-                            momentum=0.0, nesterov=False, alpha=0.0, batch_size=half,
-                            shuffle=False)
-    W, b = np.zeros((2, 3)), np.zeros(3)
-    t = 0
-    for _ in range(2):
-        est.partial_fit(X, y, classes=[0, 1, 2])
-        for start in (0, half):
-            rows = np.arange(start, start + half)
-            reference.sgd_epoch(X[rows], y[rows], W, b, np.arange(half), batch_size=half,
-                                eta=eta0 / (1 + t / 2) ** power_t)
-            t += 1
-    np.testing.assert_allclose(est.coef_, W.T, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(est.intercept_, b, rtol=1e-10, atol=1e-12)
-
-
 def _stopping_epoch(values, tol, patience):
     """The 1-based iteration at which the no-improvement rule fires."""
     best, count = np.inf, 0
@@ -390,28 +361,6 @@ def test_n_iter_no_change_controls_stopping(solver):
         assert est.n_iter_ == _stopping_epoch(watched, tol, patience)
         runs[patience] = est.n_iter_
     assert runs[10] >= runs[2] + 8
-
-
-def test_shuffle_false_makes_sgd_independent_of_random_state():
-    X, y = toy_data()
-    X = StandardScaler().fit_transform(X)
-
-    def coef(shuffle, seed):
-        est = SoftmaxRegression("sgd", shuffle=shuffle, random_state=seed, max_iter=3,
-                                batch_size=16)
-        with pytest.warns(ConvergenceWarning):
-            est.fit(X, y)
-        return est.coef_
-
-    np.testing.assert_array_equal(coef(False, 0), coef(False, 1))
-    assert not np.array_equal(coef(True, 0), coef(True, 1))
-    # shuffle=False visits the rows in order: the reference epoch agrees
-    est = SoftmaxRegression("sgd", shuffle=False, momentum=0.0, nesterov=False, alpha=0.0,
-                            learning_rate="constant", eta0=0.1, batch_size=16)
-    est.partial_fit(X, y, classes=[0, 1, 2])
-    W, b = np.zeros((2, 3)), np.zeros(3)
-    reference.sgd_epoch(X, y, W, b, np.arange(len(y)), batch_size=16, eta=0.1)
-    np.testing.assert_allclose(est.coef_, W.T, rtol=1e-9, atol=1e-12)
 
 
 def test_partial_fit_refuses_balanced_class_weight():
@@ -449,26 +398,6 @@ def test_warm_start_continues():
     assert warm.loss_curve_[0] < cold.loss_curve_[0]
 
 
-@pytest.mark.parametrize(
-    "params, message",
-    [
-        (dict(solver="adam"), "solver must be one of"),
-        (dict(alpha=-1), "alpha must be >= 0"),
-        (dict(eta0=0), "eta0 must be > 0"),
-        (dict(momentum=1.0), "momentum must be < 1"),
-        (dict(batch_size=0), "batch_size must be >= 1"),
-        (dict(learning_rate="optimal"), "learning_rate must be one of"),
-        (dict(validation_fraction=1.5), "validation_fraction must be < 1"),
-        (dict(class_weight="auto"), "class_weight must be"),
-        (dict(n_threads=0), "n_threads must be between"),
-    ],
-)
-def test_bad_parameters_are_named(params, message):
-    X, y = toy_data()
-    with pytest.raises(ValueError, match=message):
-        SoftmaxRegression(**params).fit(X, y)
-
-
 def test_rejected_fit_leaves_model_unchanged():
     X, y = toy_data()
     est = SoftmaxRegression().fit(X, y)
@@ -481,115 +410,6 @@ def test_rejected_fit_leaves_model_unchanged():
         est.fit(X, np.zeros(len(y)))
     for got, want in zip((est.coef_, est.intercept_, est.classes_), before, strict=True):
         np.testing.assert_array_equal(got, want)
-
-
-# ------------------------------------------------------------ save and load
-def test_save_load_roundtrip(tmp_path):
-    X, y = toy_data()
-    names = np.array(["a", "b", "c"])[y]
-    est = SoftmaxRegression(alpha=0.01).fit(X.astype(np.float32), names)
-    path = tmp_path / "model.npz"
-    est.save(path)
-    back = SoftmaxRegression.load(path)
-    assert back.get_params() == est.get_params()
-    np.testing.assert_array_equal(back.coef_, est.coef_)
-    assert back.coef_.dtype == np.float32
-    np.testing.assert_array_equal(back.predict(X), est.predict(X))
-    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
-    again = pickle.loads(pickle.dumps(est))
-    np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
-
-
-NON_DEFAULT_PARAMS = dict(
-    solver="sgd", alpha=0.02, fit_intercept=False, max_iter=7, tol=1e-3, n_iter_no_change=3,
-    batch_size=16, learning_rate="invscaling", eta0=0.05, power_t=0.3, momentum=0.5,
-    nesterov=False, early_stopping=True, validation_fraction=0.2, shuffle=False,
-    random_state=11, warm_start=True, class_weight={0: 2.0, 1: 0.5}, n_threads=1, verbose=2,
-)
-
-
-@pytest.mark.parametrize("labels", ["int", "str", "float"])
-def test_save_load_roundtrips_every_parameter(tmp_path, labels):
-    defaults = SoftmaxRegression().get_params()
-    assert NON_DEFAULT_PARAMS.keys() == defaults.keys()  # every parameter covered...
-    for name, value in NON_DEFAULT_PARAMS.items():  # ...with a non-default value
-        assert value != defaults[name], name
-    X, y = toy_data()
-    X = StandardScaler().fit_transform(X)
-    label_values = {"int": np.array([0, 1, 2]), "str": np.array(["a", "b", "c"]),
-                    "float": np.array([0.0, 1.0, 2.0])}[labels]
-    yl = label_values[y]
-    first, second = label_values[:2].tolist()  # python int / str / float
-    params = {**NON_DEFAULT_PARAMS, "class_weight": {first: 2.0, second: 0.5}}
-    est = SoftmaxRegression().fit(X, yl)
-    est.set_params(**params)
-    est.save(tmp_path / "model.npz")
-    back = SoftmaxRegression.load(tmp_path / "model.npz")
-    assert back.get_params() == est.get_params()
-    assert [type(key) for key in back.class_weight] == [type(key) for key in params["class_weight"]]
-    # the loaded model refits with its class_weight (labels still match y),
-    # exactly as the saved one does (warm_start: both start from coef_)
-    back.set_params(verbose=0)
-    ref = pickle.loads(pickle.dumps(est)).set_params(verbose=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        back.fit(X, yl)
-        ref.fit(X, yl)
-    np.testing.assert_array_equal(back.coef_, ref.coef_)
-
-
-def test_save_load_numpy_scalar_parameters_and_old_class_weight_files(tmp_path):
-    X, y = toy_data()
-    est = SoftmaxRegression(max_iter=np.int64(300), alpha=np.float32(0.5),
-                            class_weight={np.int64(2): np.float64(3.0)}).fit(X, y)
-    est.save(tmp_path / "model.npz")
-    back = SoftmaxRegression.load(tmp_path / "model.npz")
-    assert back.get_params() == est.get_params()  # nothing dropped
-    # a file written when class_weight was a JSON object (keys became strings)
-    with np.load(tmp_path / "model.npz") as data:
-        arrays = dict(data)
-    arrays["params"] = np.array('{"class_weight": {"2": 3.0}}')
-    np.savez(tmp_path / "old.npz", **arrays)
-    assert SoftmaxRegression.load(tmp_path / "old.npz").class_weight == {2: 3.0}
-
-
-@pytest.mark.parametrize("state", [np.random.default_rng(0), np.random.RandomState(0)],
-                         ids=["Generator", "RandomState"])
-def test_save_refuses_a_random_state_object(tmp_path, state):
-    X, y = toy_data()
-    est = SoftmaxRegression(random_state=state).fit(X, y)
-    with pytest.raises(TypeError, match=r"random_state=.* cannot be stored in a model file.*"
-                                        r"set_params\(random_state=<int or None>\)"):
-        est.save(tmp_path / "model.npz")
-    assert not (tmp_path / "model.npz").exists()  # nothing half-written
-    est.set_params(random_state=5).save(tmp_path / "model.npz")
-    assert SoftmaxRegression.load(tmp_path / "model.npz").random_state == 5
-
-
-def test_load_rejects_malformed_files(tmp_path):
-    X, y = toy_data()
-    good = tmp_path / "good.npz"
-    SoftmaxRegression().fit(X, y).save(good)
-    raw = good.read_bytes()
-    (tmp_path / "truncated.npz").write_bytes(raw[: len(raw) // 2])
-    np.savez(tmp_path / "foreign.npz", a=np.arange(3))
-    np.savez(tmp_path / "pickled.npz", format=np.array("fastsoftmax-model"),
-             coef=np.array([{"x": 1}], dtype=object))
-    with np.load(good) as data:
-        arrays = dict(data)
-    arrays["coef"] = arrays["coef"][:, :1]
-    np.savez(tmp_path / "shape.npz", **arrays)
-    (tmp_path / "text.npz").write_text("not a zip file")
-    for name, message in [("truncated", "not a readable"), ("foreign", "missing arrays"),
-                          ("pickled", "not a fastsoftmax model file|not a readable"),
-                          ("text", "not a fastsoftmax model file")]:
-        with pytest.raises(ValueError, match=message):
-            SoftmaxRegression.load(tmp_path / f"{name}.npz")
-    # A wrong coefficient shape only shows against data: the loaded model
-    # must refuse data of the other width, with the feature count named.
-    model = SoftmaxRegression.load(tmp_path / "shape.npz")
-    with pytest.raises(ValueError, match="features"):
-        model.predict(X)
 
 
 # --------------------------------------------------------------- allocation

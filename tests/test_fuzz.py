@@ -5,7 +5,7 @@ bool, complex, object, strings), memory orders and values (extremes, NaN,
 ±inf). Every call must either raise ValueError/TypeError with a non-empty
 message, or return a finite, correct result (checked against
 ``fastsoftmax.reference`` where it applies) -- and never modify its input.
-Shapes are small and examples bounded (the "ci" profile from conftest) so
+Shapes are small and examples bounded (the "ci" profile of conftest) so
 that the whole file runs in well under a minute.
 """
 

@@ -1,6 +1,7 @@
-"""loss_and_grad and the Objective: agreement with the NumPy reference,
-finite differences, label forms, sample weights, both kernel strategies
-("rows" for k <= 32, "gemm" above), threads, dtypes and input layouts.
+"""fastsoftmax.loss_and_grad, the public fused loss and gradient
+(fastsoftmax._functions): agreement with the NumPy reference, finite
+differences, label forms, sample weights, threads, dtypes and input layouts.
+Both kernel strategies forced, and both launch modes, are in test_dense.py.
 
 Tolerances. The truth is ``reference.loss_and_grad`` evaluated in float64 on
 the same numbers (cast from the test's dtype). float64 results must agree to
@@ -55,7 +56,7 @@ def test_matches_reference(k, dt, intercept, variant, rng):
 def test_strategies_are_what_the_k_list_claims():
     # The rule: "rows" iff k <= SMALL_K and n >= SMALL_N, else "gemm". The
     # module's reference comparisons (n = 7) therefore run "gemm" for every
-    # k; tests/test_kernel_strategies.py runs the same comparisons with each
+    # k; tests/test_dense.py runs the same comparisons with each
     # strategy forced, so both stay covered.
     assert sum(k <= SMALL_K for k in KS) >= 3 and sum(k > SMALL_K for k in KS) >= 1
     for n in (2, 7, SMALL_N - 1, SMALL_N, 784):
@@ -205,26 +206,7 @@ def test_alpha_adds_the_l2_term_on_W_only(rng):
     np.testing.assert_array_equal(p[2], a[2])
 
 
-# ------------------------------------------------------- strategies, threads
-
-@pytest.mark.parametrize("k", [3, 10, 40])
-@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("soft", [False, True], ids=["labels", "soft"])
-def test_rows_and_gemm_strategies_agree(k, dt, soft, rng):
-    X, y, W, b, sw = make_problem(rng, 157, 9, k, dt, weights=True, soft=soft)
-    results = {}
-    for strategy in ("rows", "gemm"):
-        obj = PublicObjective(X, y, k, sw, n_threads=2, strategy=strategy)
-        assert obj.strategy == strategy
-        results[strategy] = obj(W, b, 0.1)
-    assert_close(results["rows"], results["gemm"], dt)
-    assert_close(results["rows"], truth(X, y, W, b, alpha=0.1, sample_weight=sw), dt)
-
-
-def test_objective_rejects_unknown_strategy():
-    with pytest.raises(ValueError, match="strategy must be 'rows' or 'gemm'"):
-        PublicObjective(np.zeros((2, 2)), np.zeros(2, dtype=np.int64), 2, strategy="blas")
-
+# ------------------------------------------------------------------- threads
 
 @pytest.mark.parametrize("k", [3, 40])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
@@ -311,17 +293,3 @@ def test_results_do_not_alias_between_calls(rng):
     _, g2, b2 = fs.loss_and_grad(X, y, 2 * W, b)
     np.testing.assert_array_equal(g1, g1_copy)
     assert not np.shares_memory(g1, g2) and not np.shares_memory(b1, b2)
-
-
-# ------------------------------------------------------------ known defects
-
-
-@pytest.mark.parametrize("strategy", ["rows", "gemm"])
-def test_nan_logit_behind_a_finite_max_is_reported(strategy):
-    k = 40
-    X = np.array([[1e30, 1e30]], np.float32)
-    W = np.ones((2, k), np.float32)
-    W[:, 1] = [1e30, -1e30]  # logit 1 is inf + (-inf) = NaN; logit 0 is finite
-    obj = PublicObjective(X, np.array([k - 1]), k, strategy=strategy)
-    with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite at row 0"):
-        obj(W, None)

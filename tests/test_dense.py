@@ -1,0 +1,363 @@
+"""The dense engine (fastsoftmax._dense.DenseEngine: the kernels of
+fastsoftmax._kernels._fused and fastsoftmax._kernels._hessp) in every setting,
+whatever the shape rule would pick: both strategies ("rows", "gemm"), both
+launch modes (serial below _dense.SERIAL_WORK, parallel above) and, for
+Hessian-vector products, both modes (P cached by the gradient pass, or
+recomputed). Driven through the Objective, in the public layout, against the
+float64 reference, finite differences, PyTorch's double backward and the
+algebra (symmetry, positive semi-definiteness).
+
+Tolerances: the loss and gradient use _helpers.TOL (those of
+tests/test_loss_and_grad.py); the Hessian products use _helpers.HESSP_TOL,
+relative to the magnitude of the terms summed (see _helpers.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _helpers import (
+    FLOAT_DTYPES,
+    HESSP_TOL,
+    HESSP_VARIANTS,
+    PublicObjective,
+    assert_close,
+    dtype_id,
+    f64,
+    make_problem,
+    product,
+    ref_hessp64,
+    truth,
+)
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fastsoftmax as fs
+from fastsoftmax import _dense
+from fastsoftmax import reference as ref
+from fastsoftmax._dense import PROBA_BUDGET, choose_mode
+
+STRATEGIES = ("rows", "gemm")
+MODES = ("cached", "recompute")
+
+# ---------------------------------------------------------- loss and gradient
+
+def _objective_for(X, y, sw, k, strategy, soft):
+    labels = None if soft else np.asarray(y, dtype=np.int64)
+    targets = np.asarray(y, dtype=X.dtype) if soft else None
+    return PublicObjective(X, labels if targets is None else targets, k, sw, strategy=strategy,
+                           n_threads=2)
+
+
+@pytest.mark.parametrize("strategy", ["rows", "gemm"])
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+@pytest.mark.parametrize("k", [2, 3, 10, 33, 100])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
+def test_strategy_and_mode_match_reference(strategy, mode, k, dt, variant, rng, monkeypatch):
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    soft = variant in ("soft", "all")
+    weights = variant in ("weights", "all")
+    alpha = 0.3 if variant in ("alpha", "all") else 0.0
+    # 203 rows: chunks of 101/102 rows leave 1-3 rows after the 4-row blocks
+    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, intercept=variant != "no-b",
+                                  weights=weights, soft=soft)
+    got = _objective_for(X, y, sw, k, strategy, soft)(W, b, alpha)
+    assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape", [(2000, 160, 10), (2000, 20, 10), (3000, 50, 60)])
+def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
+    m, n, k = shape
+    X, y, W, b, _ = make_problem(rng, m, n, k, dt)
+    W *= 0.2
+    assert_close(fs.loss_and_grad(X, y, W, b), truth(X, y, W, b), dt)
+
+
+@pytest.mark.parametrize("strategy", ["rows", "gemm"])
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nonfinite_x_is_caught_by_the_kernel(strategy, mode, bad, monkeypatch):
+    """loss_and_grad does not pre-scan X: every strategy must see a NaN/inf
+    of X in the logits, even with all-zero weights (x * 0 is NaN)."""
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((50, 45))
+    X[37, 11] = bad
+    obj = _objective_for(X, rng.integers(0, 4, 50), None, 4, strategy, False)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite at row 37"):
+        obj(np.zeros((45, 4)), np.zeros(4))
+
+
+@pytest.mark.parametrize("k", [3, 10, 40])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("soft", [False, True], ids=["labels", "soft"])
+def test_rows_and_gemm_strategies_agree(k, dt, soft, rng):
+    X, y, W, b, sw = make_problem(rng, 157, 9, k, dt, weights=True, soft=soft)
+    results = {}
+    for strategy in ("rows", "gemm"):
+        obj = PublicObjective(X, y, k, sw, n_threads=2, strategy=strategy)
+        assert obj.strategy == strategy
+        results[strategy] = obj(W, b, 0.1)
+    assert_close(results["rows"], results["gemm"], dt)
+    assert_close(results["rows"], truth(X, y, W, b, alpha=0.1, sample_weight=sw), dt)
+
+
+@pytest.mark.parametrize("strategy", ["rows", "gemm"])
+def test_nan_logit_behind_a_finite_max_is_reported(strategy):
+    k = 40
+    X = np.array([[1e30, 1e30]], np.float32)
+    W = np.ones((2, k), np.float32)
+    W[:, 1] = [1e30, -1e30]  # logit 1 is inf + (-inf) = NaN; logit 0 is finite
+    obj = PublicObjective(X, np.array([k - 1]), k, strategy=strategy)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite at row 0"):
+        obj(W, None)
+
+
+# ------------------------------------------------- Hessian-vector products
+
+def assert_hessp_close(H, X, y, W, b, V, c, alpha, sw):
+    HV, Hc = H.matvec(V.T, c)
+    HV_r, Hc_r, mag, mag_c = ref_hessp64(X, y, W, b, V, c, alpha, sw)
+    tol = HESSP_TOL[X.dtype]
+    assert HV.dtype == X.dtype and HV.shape == W.T.shape
+    np.testing.assert_allclose(HV.T, HV_r, rtol=0, atol=tol * mag.max())
+    if b is None:
+        assert Hc is None
+    else:
+        assert Hc.dtype == X.dtype and Hc.shape == b.shape
+        np.testing.assert_allclose(Hc, Hc_r, rtol=0, atol=tol * mag_c.max())
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def launch(request, monkeypatch):
+    """One chunk without a parallel region, or the prange kernels."""
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if request.param == "serial" else 0)
+    return request.param
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("k", [2, 10])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("variant", HESSP_VARIANTS)
+def test_matvec_matches_reference(strategy, mode, k, dt, variant, launch, rng):
+    weights = variant in ("weights", "all")
+    soft = variant in ("soft", "all")
+    alpha = 0.3 if variant == "all" else 0.0
+    # 203 rows: two chunks of 101/102 rows leave 1-3 rows after the 4-row
+    # blocks; 45 features; k = 2 and 10 run the 4 x 2 and 4 x 3 tiles.
+    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, intercept=variant != "no-b",
+                                  weights=weights, soft=soft)
+    H = product(X, y, W, b, sw, alpha, n_threads=2, strategy=strategy, mode=mode)
+    assert (H.strategy, H.mode) == (strategy, mode)
+    for _ in range(2):  # the same point serves several products
+        V = rng.standard_normal(W.shape).astype(dt)
+        c = rng.standard_normal(k).astype(dt) if b is not None else None
+        assert_hessp_close(H, X, y, W, b, V, c, alpha, sw)
+    # the intercept direction defaults to 0
+    if b is not None:
+        HV, Hc = H.matvec(V.T)
+        HV0, Hc0 = H.matvec(V.T, np.zeros(k, dt))
+        np.testing.assert_array_equal(HV, HV0)
+        np.testing.assert_array_equal(Hc, Hc0)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_gradient_pass_stores_the_probabilities(strategy, dt, launch, rng):
+    """The P-storing gradient pass: the same loss and gradient as the plain
+    one (Objective.loss_grad, same chunks: to the bit but for the penalty's
+    float64 sum, taken in another order), P = softmax(X W + b)."""
+    X, y, W, b, sw = make_problem(rng, 203, 45, 7, dt, weights=True)
+    cached = product(X, y, W, b, sw, 0.2, n_threads=2, strategy=strategy, mode="cached")
+    plain = product(X, y, W, b, sw, 0.2, n_threads=2, strategy=strategy, mode="recompute")
+    assert cached.P.shape == (203, 7) and plain.P.shape == (0, 7)
+    obj = PublicObjective(X, y, 7, sw, n_threads=2, strategy=strategy)
+    loss, gW, gb = obj(W, b, 0.2)
+    for H in (cached, plain):
+        assert H.loss == pytest.approx(loss, rel=1e-15)  # penalty summed in another order
+        np.testing.assert_array_equal(H.grad_coef, gW.T)
+        np.testing.assert_array_equal(H.grad_intercept, gb)
+    eps = np.finfo(dt).eps
+    P64 = ref.softmax(f64(X) @ f64(W) + f64(b))
+    np.testing.assert_allclose(cached.P, P64, rtol=0, atol=(64 if dt == np.float32 else 8) * eps)
+    # and the reference's loss and gradient
+    r = ref.loss_and_grad(f64(X), y, f64(W), f64(b), alpha=0.2, sample_weight=f64(sw))
+    assert cached.loss == pytest.approx(r[0], rel=2e-5 if dt == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_thread_counts_agree(strategy, mode, dt, monkeypatch, rng):
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    X, y, W, b, sw = make_problem(rng, 1001, 45, 10, dt, weights=True)
+    V = rng.standard_normal(W.shape).astype(dt)
+    c = rng.standard_normal(10).astype(dt)
+    out = {}
+    for nt in (1, 2):
+        H = product(X, y, W, b, sw, 0.1, n_threads=nt, strategy=strategy, mode=mode)
+        out[nt] = H.matvec(V.T, c)
+        assert_hessp_close(H, X, y, W, b, V, c, 0.1, sw)
+    hv1, hc1 = out[1]
+    hv2, hc2 = out[2]
+    # only the order of the partial sums differs
+    eps = float(np.finfo(dt).eps)
+    scale = 1e3 * eps
+    np.testing.assert_allclose(hv2, hv1, rtol=0, atol=scale * np.abs(hv1).max())
+    np.testing.assert_allclose(hc2, hc1, rtol=0, atol=scale * np.abs(hc1).max())
+
+
+# ------------------------------------------------------------ the whole matrix
+
+def full_hessian(hv, n, k, intercept):
+    """Columns hv(e_j) for every unit direction e_j of (V (n, k), c (k,))."""
+    size = n * k + (k if intercept else 0)
+    Hm = np.empty((size, size))
+    for col in range(size):
+        e = np.zeros(size)
+        e[col] = 1.0
+        V = e[:n * k].reshape(n, k)
+        c = e[n * k:] if intercept else None
+        HV, Hc = hv(V, c)
+        Hm[:, col] = np.concatenate([np.ravel(HV), [] if Hc is None else Hc])
+    return Hm
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("mode", MODES)
+def test_full_hessian_matches_reference(strategy, mode, rng):
+    """Every column of the kernel's Hessian, intercept rows included."""
+    X, y, W, b, sw = make_problem(rng, 11, 5, 4, np.float64, weights=True, soft=True)
+    n, k = W.shape
+    want = full_hessian(lambda V, c: ref.hessp(X, y, W, b, V, c, alpha=0.1,
+                                               sample_weight=sw), n, k, True)
+    H = product(X, y, W, b, sw, 0.1, n_threads=2, strategy=strategy, mode=mode)
+
+    def hv(V, c):
+        HV, Hc = H.matvec(np.ascontiguousarray(V.T), c)
+        return HV.T, Hc
+
+    got = full_hessian(hv, n, k, True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
+
+
+# --------------------------------------------- finite differences, PyTorch
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ["plain", "all", "no-b"])
+def test_matvec_matches_central_differences_of_the_gradient(strategy, mode, variant, rng):
+    """H v ≈ (g(w + h v) - g(w - h v)) / 2h in float64: truncation O(h²)
+    (~1e-10 here) plus rounding eps/h (~1e-11), against |Hv| ~ 0.1-1."""
+    weights = variant == "all"
+    soft = variant == "all"
+    alpha = 0.2 if variant == "all" else 0.0
+    X, y, W, b, sw = make_problem(rng, 57, 45, 6, np.float64, intercept=variant != "no-b",
+                                  weights=weights, soft=soft)
+    H = product(X, y, W, b, sw, alpha, n_threads=2, strategy=strategy, mode=mode)
+    h = 1e-5
+    for _ in range(3):
+        V = rng.standard_normal(W.shape)
+        c = rng.standard_normal(6) if b is not None else None
+        HV, Hc = H.matvec(V.T, c)
+        bp = None if b is None else b + h * c
+        bm = None if b is None else b - h * c
+        _, gWp, gbp = fs.loss_and_grad(X, y, W + h * V, bp, alpha=alpha, sample_weight=sw)
+        _, gWm, gbm = fs.loss_and_grad(X, y, W - h * V, bm, alpha=alpha, sample_weight=sw)
+        scale = np.abs(HV).max()
+        np.testing.assert_allclose(HV.T, (gWp - gWm) / (2 * h), rtol=0, atol=1e-7 * scale)
+        if b is not None:
+            np.testing.assert_allclose(Hc, (gbp - gbm) / (2 * h), rtol=0, atol=1e-7 * scale)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("mode", MODES)
+def test_matvec_matches_torch_double_backward(strategy, mode, rng):
+    torch = pytest.importorskip("torch")
+    X, y, W, b, sw = make_problem(rng, 57, 45, 6, np.float64, weights=True, soft=True)
+    alpha = 0.15
+    V = rng.standard_normal(W.shape)
+    c = rng.standard_normal(6)
+    tX, tY, tsw = torch.from_numpy(X), torch.from_numpy(y), torch.from_numpy(sw)
+    tW = torch.from_numpy(W.copy()).requires_grad_(True)
+    tb = torch.from_numpy(b.copy()).requires_grad_(True)
+    Z = tX @ tW + tb
+    ce = torch.logsumexp(Z, dim=1) - (tY * Z).sum(dim=1)
+    J = (tsw * ce).sum() / tsw.sum() + 0.5 * alpha * (tW * tW).sum()
+    gW, gb = torch.autograd.grad(J, (tW, tb), create_graph=True)
+    inner = (gW * torch.from_numpy(V)).sum() + (gb * torch.from_numpy(c)).sum()
+    hW, hb = torch.autograd.grad(inner, (tW, tb))
+    H = product(X, y, W, b, sw, alpha, n_threads=2, strategy=strategy, mode=mode)
+    HV, Hc = H.matvec(V.T, c)
+    scale = float(hW.abs().max())
+    np.testing.assert_allclose(HV.T, hW.numpy(), rtol=0, atol=1e-13 * max(scale, 1.0))
+    np.testing.assert_allclose(Hc, hb.numpy(), rtol=0, atol=1e-13 * max(scale, 1.0))
+
+
+# ------------------------------------------------------ algebra (hypothesis)
+
+@st.composite
+def problems(draw):
+    m = draw(st.integers(1, 30))
+    n = draw(st.integers(1, 9))
+    k = draw(st.integers(2, 7))
+    elements = st.floats(-4, 4, allow_nan=False, allow_infinity=False, width=64)
+    X = draw(hnp.arrays(np.float64, (m, n), elements=elements))
+    W = draw(hnp.arrays(np.float64, (n, k), elements=elements))
+    b = draw(hnp.arrays(np.float64, k, elements=elements))
+    U = draw(hnp.arrays(np.float64, (n + 1, k), elements=elements))
+    V = draw(hnp.arrays(np.float64, (n + 1, k), elements=elements))
+    weighted = draw(st.booleans())
+    sw = (draw(hnp.arrays(np.float64, m, elements=st.floats(0, 3, width=64)))
+          if weighted else None)
+    alpha = draw(st.sampled_from([0.0, 0.01, 1.0]))
+    return X, W, b, U, V, sw, alpha
+
+
+@given(problems())
+def test_symmetric_and_positive_semidefinite(problem):
+    """<U, H V> = <H U, V> and <V, H V> >= alpha ||V_W||² for every strategy
+    and mode; the intercept is the last row of U and V."""
+    X, W, b, U, V, sw, alpha = problem
+    assume(sw is None or sw.sum() > 1e-3)
+    m, n = X.shape
+    y = np.zeros(m, dtype=np.int64)  # the Hessian does not depend on the targets
+    for strategy in STRATEGIES:
+        for mode in MODES:
+            H = product(X, y, W, b, sw, alpha, n_threads=2, strategy=strategy, mode=mode)
+            HU = H.matvec(U[:n].T, U[n])
+            HV = H.matvec(V[:n].T, V[n])
+
+            def dot(A, hA):
+                return float(np.sum(A[:n].T * hA[0]) + A[n] @ hA[1])
+
+            uhv, hu_v, vhv = dot(U, HV), dot(V, HU), dot(V, HV)
+            # each product is a sum of terms of size <= |X|² |P| |U| |V|
+            bound = 1e-12 * (1 + np.abs(X).max() ** 2) * (
+                np.abs(U).sum() * np.abs(V).sum() + np.abs(V).sum() ** 2)
+            assert abs(uhv - hu_v) <= bound, (strategy, mode)
+            assert vhv >= alpha * float(np.sum(V[:n] ** 2)) - bound, (strategy, mode)
+
+
+# ------------------------------------------------------------- P cached or not
+
+def test_mode_follows_the_memory_budget():
+    X = np.empty((1000, 20))
+    assert choose_mode(X, 20) == "cached"              # P no larger than X
+    assert choose_mode(X, 21, budget=0) == "recompute"
+    assert choose_mode(X, 21) == "cached"              # under the floor
+    assert choose_mode(X, 10 ** 5, budget=8 * 10 ** 8) == "cached"
+    assert choose_mode(X, 10 ** 5 + 1, budget=8 * 10 ** 8) == "recompute"
+    assert PROBA_BUDGET >= 1 << 20
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_nonfinite_logits_are_reported(strategy):
+    X = np.array([[1e200, 1.0]] * 5)
+    W = np.full((2, 3), 1e200)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite at row 0"):
+        product(X, np.zeros(5, dtype=np.int64), W, None, None, 0.0, strategy=strategy)

@@ -1,0 +1,35 @@
+"""The Objective and its Hessian (fastsoftmax._objective): the settings it is
+built with, kept when it moves to another point, and rejected arguments.
+Its numbers are checked per engine: test_dense.py, test_sparse.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _helpers import PublicObjective, make_problem, product
+
+from fastsoftmax import reference as ref
+
+
+def test_objective_rejects_unknown_strategy():
+    with pytest.raises(ValueError, match="strategy must be 'rows' or 'gemm'"):
+        PublicObjective(np.zeros((2, 2)), np.zeros(2, dtype=np.int64), 2, strategy="blas")
+
+
+def test_moves_keep_the_settings_and_reject_bad_arguments(rng):
+    X, y, W, b, _ = make_problem(rng, 30, 45, 3, np.float64)
+    H = product(X, y, W, b, None, 0.5, n_threads=1, strategy="gemm", mode="recompute")
+    H2 = product(X, y, 2 * W, b, None, 0.5, n_threads=1, strategy="gemm", mode="recompute")
+    assert (H2.strategy, H2.mode, H2.alpha, H2.n_threads) == ("gemm", "recompute", 0.5, 1)
+    r = ref.loss_and_grad(X, y, 2 * W, b, alpha=0.5)
+    assert H2.loss == pytest.approx(r[0], rel=1e-13)
+    np.testing.assert_allclose(H2.grad_coef, r[1].T, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(H2.grad_intercept, r[2], rtol=0, atol=1e-13)
+    assert H.loss != H2.loss
+    with pytest.raises(ValueError, match="strategy"):
+        product(X, y, W, b, None, 0.0, strategy="blas")
+    with pytest.raises(ValueError, match="mode"):
+        product(X, y, W, b, None, 0.0, mode="lazy")
+    H0 = product(X, y, W, None, None, 0.0, strategy="rows")
+    with pytest.raises(ValueError, match="without intercept"):
+        H0.matvec(W.T, np.ones(3))

@@ -1,0 +1,117 @@
+"""solver="sgd" (fastsoftmax._solvers.sgd, the epoch kernel of
+fastsoftmax._kernels._sgd): the compiled SGD epoch against the plain NumPy
+loop in fastsoftmax.reference, batches split across threads, the invscaling
+schedule within an epoch and across partial_fit, and shuffle=False."""
+
+import numpy as np
+import pytest
+from _helpers import FLOAT_DTYPES, dtype_id, sgd_epoch, toy_data
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.preprocessing import StandardScaler
+
+from fastsoftmax import SoftmaxRegression, reference
+
+TOL = {np.float32: dict(rtol=2e-4, atol=2e-5), np.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch_size", [1, 7, 40, 64])
+@pytest.mark.parametrize("momentum, nesterov", [(0.0, False), (0.9, False), (0.9, True)])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_epoch_matches_numpy_loop(dtype, batch_size, momentum, nesterov, weighted, n_threads):
+    rng = np.random.default_rng(batch_size)
+    m, n, k = 203, 9, 4
+    X = rng.standard_normal((m, n)).astype(dtype)
+    y = rng.integers(0, k, m)
+    sw = rng.uniform(0.1, 2.0, m).astype(dtype) if weighted else None
+    W0 = (0.1 * rng.standard_normal((n, k))).astype(dtype)
+    b0 = (0.1 * rng.standard_normal(k)).astype(dtype)
+    order = rng.permutation(m)
+    eta, alpha = 0.05, 0.01
+
+    W_ref, b_ref = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order,
+                                       batch_size=batch_size, eta=eta, alpha=alpha,
+                                       momentum=momentum, nesterov=nesterov,
+                                       sample_weight=sw)
+    X_before = X.copy()
+    W, b, steps, ok = sgd_epoch(X, y, k, W0, b0, order, sample_weight=sw, n_threads=n_threads,
+                                alpha=alpha, eta0=eta, learning_rate="constant",
+                                momentum=momentum, nesterov=nesterov, batch_size=batch_size)
+    assert ok and W.dtype == dtype
+    np.testing.assert_allclose(W, W_ref, **TOL[dtype])
+    np.testing.assert_allclose(b, b_ref, **TOL[dtype])
+    np.testing.assert_array_equal(X, X_before)
+    assert steps == -(-m // batch_size)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_sgd_batches_split_across_threads_match_numpy_loop(dt, n_threads):
+    """Batches above PARALLEL_WORK (B n k) go through the prange path."""
+    from fastsoftmax import reference
+    from fastsoftmax._kernels._sgd import PARALLEL_WORK
+
+    rng = np.random.default_rng(3)
+    m, n, k, bs = 1100, 1024, 4, 512
+    assert bs * n * k >= PARALLEL_WORK
+    X = (rng.standard_normal((m, n)) / 16).astype(dt)
+    y = rng.integers(0, k, m)
+    W0 = (0.01 * rng.standard_normal((n, k))).astype(dt)
+    b0 = np.zeros(k, dt)
+    order = rng.permutation(m)
+    W_ref, b_ref = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order, batch_size=bs,
+                                       eta=0.1, alpha=0.01, momentum=0.9, nesterov=True)
+
+    W, b, _, ok = sgd_epoch(X, y, k, W0, b0, order, n_threads=n_threads, alpha=0.01,
+                            eta0=0.1, learning_rate="constant", momentum=0.9, nesterov=True,
+                            batch_size=bs)
+    assert ok
+    tol = dict(rtol=2e-4, atol=2e-5) if dt == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(W, W_ref, **tol)
+    np.testing.assert_allclose(b, b_ref, **tol)
+
+
+def test_sgd_invscaling_decays_within_an_epoch_and_across_partial_fit():
+    """With two batches per epoch, update t uses eta0 / (1 + t / 2) ** power_t
+    (epochs seen, fractionally); partial_fit carries t from call to call."""
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X)[::10]
+    y = y[::10]
+    eta0, power_t, half = 0.5, 0.7, 75
+    est = SoftmaxRegression("sgd", learning_rate="invscaling", eta0=eta0, power_t=power_t,
+                            momentum=0.0, nesterov=False, alpha=0.0, batch_size=half,
+                            shuffle=False)
+    W, b = np.zeros((2, 3)), np.zeros(3)
+    t = 0
+    for _ in range(2):
+        est.partial_fit(X, y, classes=[0, 1, 2])
+        for start in (0, half):
+            rows = np.arange(start, start + half)
+            reference.sgd_epoch(X[rows], y[rows], W, b, np.arange(half), batch_size=half,
+                                eta=eta0 / (1 + t / 2) ** power_t)
+            t += 1
+    np.testing.assert_allclose(est.coef_, W.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.intercept_, b, rtol=1e-10, atol=1e-12)
+
+
+def test_shuffle_false_makes_sgd_independent_of_random_state():
+    X, y = toy_data()
+    X = StandardScaler().fit_transform(X)
+
+    def coef(shuffle, seed):
+        est = SoftmaxRegression("sgd", shuffle=shuffle, random_state=seed, max_iter=3,
+                                batch_size=16)
+        with pytest.warns(ConvergenceWarning):
+            est.fit(X, y)
+        return est.coef_
+
+    np.testing.assert_array_equal(coef(False, 0), coef(False, 1))
+    assert not np.array_equal(coef(True, 0), coef(True, 1))
+    # shuffle=False visits the rows in order: the reference epoch agrees
+    est = SoftmaxRegression("sgd", shuffle=False, momentum=0.0, nesterov=False, alpha=0.0,
+                            learning_rate="constant", eta0=0.1, batch_size=16)
+    est.partial_fit(X, y, classes=[0, 1, 2])
+    W, b = np.zeros((2, 3)), np.zeros(3)
+    reference.sgd_epoch(X, y, W, b, np.arange(len(y)), batch_size=16, eta=0.1)
+    np.testing.assert_allclose(est.coef_, W.T, rtol=1e-9, atol=1e-12)
