@@ -385,12 +385,13 @@ def test_demo_quick_writes_plots(capsys, tmp_path):
     out_dir = tmp_path / "demo"
     code, out, err = run(capsys, "demo", "--quick", "--out", out_dir)
     assert code == 0, err
-    for solver in ("lbfgs", "sgd", "bgd"):
-        assert out.count(f"  {solver} ") == 2  # digits and toy tables
+    for solver in ("newton", "lbfgs", "sgd", "bgd"):
+        assert out.count(f"  {solver} ") == 3  # digits, toy and sparse text tables
+    assert "sparse text-like data" in out and "scipy.sparse CSR" in out
     assert "MNIST-shaped" in out and "digits-sized" in out and "x" in out
     pngs = sorted(p.name for p in out_dir.iterdir())
     assert pngs == sorted(["digits_loss_curves.png", "digits_confusion_matrix.png",
                            "digits_class_weights.png", "toy_decision_regions.png",
-                           "toy_loss_curves.png"])
+                           "toy_loss_curves.png", "text_loss_curves.png"])
     for name in pngs:
         assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
