@@ -4,8 +4,9 @@
 into a :class:`~fastsoftmax._params.SolverParams`, the raw data goes once
 through the edge into a :class:`~fastsoftmax._data.Dataset` (or the Dask
 layer's distributed data), :func:`fastsoftmax._solvers.solve` fits, and
-the result is stored. All arithmetic happens in the kernels; model files
-are :mod:`fastsoftmax._persistence`'s.
+the result is stored. The predict methods dispatch dask input and call
+:mod:`fastsoftmax._prediction`. All arithmetic happens in the kernels;
+model files are :mod:`fastsoftmax._persistence`'s.
 """
 
 from __future__ import annotations
@@ -18,15 +19,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _dask, _persistence, _sparse
+from . import _dask, _persistence, _prediction
 from ._data import training_data
-from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _predict_labels, _scores
-from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits, _rowwise
-from ._launch import first_bad, n_chunks
 from ._params import check_params
 from ._solvers import SGDState, choose_solver, solve
-from ._threads import check_n_threads, thread_policy
-from ._validation import check_X, first_nonfinite_row
 
 __all__ = ["SoftmaxRegression"]
 
@@ -57,6 +53,61 @@ def _rng(random_state):
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
     return np.random.default_rng(random_state)
+
+
+def _record_features(est, X, n_features):
+    """Record n_features_in_ and feature_names_in_ (scikit-learn's rules) from X on ``est``."""
+    if _dask.is_dask_collection(X):
+        names = getattr(X, "columns", None)
+        est.n_features_in_ = n_features
+        if names is not None and all(isinstance(c, str) for c in names):
+            est.feature_names_in_ = np.asarray(list(names), dtype=object)
+        elif hasattr(est, "feature_names_in_"):
+            del est.feature_names_in_
+        return
+    validate_data(est, X, reset=True, skip_check_array=True)
+
+
+def _start(est, classes, n, dtype):
+    """Return the starting weights: zeros, or est's current solution with warm_start."""
+    k = len(classes)
+    if (est.warm_start and hasattr(est, "coef_") and est.coef_.shape == (k, n)
+            and np.array_equal(est.classes_, classes)):
+        coef0 = np.array(est.coef_, dtype=dtype, order="C")
+        intercept0 = est.intercept_.astype(dtype) if est.fit_intercept else None
+    else:
+        coef0 = np.zeros((k, n), dtype=dtype)
+        intercept0 = np.zeros(k, dtype=dtype) if est.fit_intercept else None
+    return coef0, intercept0
+
+
+def _partial_fit_classes(class_weight, classes, fixed):
+    """Return the classes partial_fit works with, refusing class_weight="balanced".
+
+    ``classes`` on the first call (``fixed`` None), ``fixed`` after.
+    """
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        # As scikit-learn's SGDClassifier: one chunk's class frequencies
+        # are not the data's, and reweighting per chunk would change
+        # the objective from call to call.
+        raise ValueError(
+            "class_weight='balanced' is not supported by partial_fit: the class "
+            "frequencies of one chunk are not those of the whole data. Compute the "
+            "weights once, e.g. sklearn.utils.class_weight.compute_class_weight("
+            "'balanced', classes=classes, y=y) over all (or a large sample of) the "
+            "training labels, and pass class_weight=dict(zip(classes, weights))")
+    if fixed is None:
+        if classes is None:
+            raise ValueError("classes must be given on the first call to partial_fit")
+        fixed = np.unique(np.asarray(classes))
+        if len(fixed) < 2:
+            raise ValueError("classes must list at least 2 classes")
+        return fixed
+    if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), fixed):
+        raise ValueError(
+            f"classes={np.unique(classes).tolist()} differs from the classes fixed by "
+            f"the first call, {fixed.tolist()}")
+    return fixed
 
 
 class SoftmaxRegression(ClassifierMixin, BaseEstimator):
@@ -232,8 +283,8 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             else:
                 data, classes = training_data(X, y, sample_weight,
                                               class_weight=self.class_weight)
-            self._record_features(X, data.n_features)
-            coef0, intercept0 = self._start(classes, data.n_features, data.dtype)
+            _record_features(self, X, data.n_features)
+            coef0, intercept0 = _start(self, classes, data.n_features, data.dtype)
             rng = _rng(self.random_state)
             validation = None
             if self.early_stopping:
@@ -250,30 +301,6 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-    def _record_features(self, X, n_features):
-        """Record n_features_in_ and feature_names_in_ (scikit-learn's rules) from X."""
-        if _dask.is_dask_collection(X):
-            names = getattr(X, "columns", None)
-            self.n_features_in_ = n_features
-            if names is not None and all(isinstance(c, str) for c in names):
-                self.feature_names_in_ = np.asarray(list(names), dtype=object)
-            elif hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-            return
-        validate_data(self, X, reset=True, skip_check_array=True)
-
-    def _start(self, classes, n, dtype):
-        """Return the starting weights: zeros, or the current solution with warm_start."""
-        k = len(classes)
-        if (self.warm_start and hasattr(self, "coef_") and self.coef_.shape == (k, n)
-                and np.array_equal(self.classes_, classes)):
-            coef0 = np.array(self.coef_, dtype=dtype, order="C")
-            intercept0 = self.intercept_.astype(dtype) if self.fit_intercept else None
-        else:
-            coef0 = np.zeros((k, n), dtype=dtype)
-            intercept0 = np.zeros(k, dtype=dtype) if self.fit_intercept else None
-        return coef0, intercept0
 
     def _solve(self, params, data, coef0, intercept0, rng, **kw):
         """Run :func:`solve` with the progress bar that ``verbose`` asks for."""
@@ -336,24 +363,15 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         """
         with _unchanged_on_error(self):
             params = check_params(self)
-            if isinstance(self.class_weight, str) and self.class_weight == "balanced":
-                # As scikit-learn's SGDClassifier: one chunk's class frequencies
-                # are not the data's, and reweighting per chunk would change
-                # the objective from call to call.
-                raise ValueError(
-                    "class_weight='balanced' is not supported by partial_fit: the class "
-                    "frequencies of one chunk are not those of the whole data. Compute the "
-                    "weights once, e.g. sklearn.utils.class_weight.compute_class_weight("
-                    "'balanced', classes=classes, y=y) over all (or a large sample of) the "
-                    "training labels, and pass class_weight=dict(zip(classes, weights))")
             first = not hasattr(self, "classes_")
-            fixed = self._partial_fit_classes(classes, first)
+            fixed = _partial_fit_classes(self.class_weight, classes,
+                                         None if first else self.classes_)
             data, _ = training_data(X, y, sample_weight, class_weight=self.class_weight,
                                     classes=fixed, dtype=None if first else self.coef_.dtype)
             if first:
-                self._record_features(X, data.n_features)
+                _record_features(self, X, data.n_features)
                 state = None
-                coef0, intercept0 = self._start(fixed, data.n_features, data.dtype)
+                coef0, intercept0 = _start(self, fixed, data.n_features, data.dtype)
             else:
                 validate_data(self, X, reset=False, skip_check_array=True)
                 state = self._sgd_state
@@ -370,65 +388,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             self._sgd_state = result.state
         return self
 
-    def _partial_fit_classes(self, classes, first):
-        """Return the classes partial_fit works with: given on the first call, fixed after."""
-        if first:
-            if classes is None:
-                raise ValueError("classes must be given on the first call to partial_fit")
-            fixed = np.unique(np.asarray(classes))
-            if len(fixed) < 2:
-                raise ValueError("classes must list at least 2 classes")
-            return fixed
-        if classes is not None and not np.array_equal(np.unique(np.asarray(classes)),
-                                                      self.classes_):
-            raise ValueError(
-                f"classes={np.unique(classes).tolist()} differs from the classes fixed by "
-                f"the first call, {self.classes_.tolist()}")
-        return self.classes_
-
     # --------------------------------------------------------------- predict
-    def _prepared(self, X):
-        """X checked for prediction with this model, in the model's dtype."""
-        check_is_fitted(self, ("coef_", "intercept_", "classes_"))
-        # O(k n): a model whose weights were made non-finite (by hand, or by
-        # code outside fit) would otherwise predict class 0 everywhere.
-        if not (np.isfinite(self.coef_).all() and np.isfinite(self.intercept_).all()):
-            raise ValueError(
-                "this model's coef_ or intercept_ holds NaN or inf, so it cannot "
-                "predict; refit it (with a smaller eta0 if training diverged)")
-        X_checked = check_X(X, dtype=self.coef_.dtype)
-        validate_data(self, X, reset=False, skip_check_array=True)
-        return X_checked
-
-    def _overflow(self, row, dtype):
-        return ValueError(
-            f"the logits X @ coef_.T + intercept_ overflow {dtype.name} at row {row}: "
-            "the features are too large for this model (rescale X)")
-
-    def _scores(self, X, mode):
-        """Logits, probabilities or log-probabilities of every row, (m, k), in one pass."""
-        X = self._prepared(X)
-        m = X.shape[0]
-        out = np.empty((m, self.coef_.shape[0]), dtype=X.dtype)
-        if m:
-            W = np.ascontiguousarray(self.coef_.T)
-            with thread_policy(check_n_threads(self.n_threads)):
-                bad_row = np.empty(n_chunks(m), dtype=np.int64)
-                if isinstance(X, np.ndarray):
-                    _scores(X, W, self.intercept_, mode, out, bad_row)
-                else:
-                    _sparse.logits(X, W, self.intercept_, out)
-                    bad_code = np.empty_like(bad_row)
-                    if mode == LOGITS:
-                        _check_logits(out, False, bad_row, bad_code)
-                    else:
-                        _rowwise(out, SOFTMAX if mode == PROBA else LOG_SOFTMAX, out,
-                                 bad_row, bad_code)
-            row = first_bad(bad_row)
-            if row >= 0:
-                raise self._overflow(row, X.dtype)
-        return out
-
     def decision_function(self, X):
         """Logits ``X @ coef_.T + intercept_``, shape (m, n_classes).
 
@@ -440,35 +400,21 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
             k = len(self.classes_)
             return _dask.predict_blocks(self.decision_function, X, None if k == 2 else k,
                                         self.coef_.dtype)
-        check_is_fitted(self, ("coef_", "intercept_", "classes_"))
-        if len(self.classes_) > 2:
-            return self._scores(X, LOGITS)
-        # The log-odds directly from the difference of the two weight rows:
-        # only the (m,) answer is allocated, never the (m, 2) logits.
-        X = self._prepared(X)
-        with np.errstate(over="ignore", invalid="ignore"), \
-                thread_policy(check_n_threads(self.n_threads)):
-            d = (X if isinstance(X, np.ndarray) else X.to_scipy()) @ (
-                self.coef_[1] - self.coef_[0])
-            d += self.intercept_[1] - self.intercept_[0]
-            row = first_nonfinite_row(d)
-        if row >= 0:
-            raise self._overflow(row, X.dtype)
-        return d
+        return _prediction.decision_function(self, X)
 
     def predict_proba(self, X):
         """Class probabilities, shape (m, n_classes); rows sum to 1."""
         if _dask.is_dask_collection(X):
             return _dask.predict_blocks(self.predict_proba, X, len(self.classes_),
                                         self.coef_.dtype)
-        return self._scores(X, PROBA)
+        return _prediction.scores(self, X, _prediction.PROBA)
 
     def predict_log_proba(self, X):
         """Log class probabilities, computed without log(softmax)."""
         if _dask.is_dask_collection(X):
             return _dask.predict_blocks(self.predict_log_proba, X, len(self.classes_),
                                         self.coef_.dtype)
-        return self._scores(X, LOG_PROBA)
+        return _prediction.scores(self, X, _prediction.LOG_PROBA)
 
     def predict(self, X):
         """Predict the most probable class of each row, shape (m,).
@@ -479,18 +425,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         """
         if _dask.is_dask_collection(X):
             return _dask.predict_blocks(self.predict, X, None, self.classes_.dtype)
-        X = self._prepared(X)
-        m = X.shape[0]
-        idx = np.empty(m, dtype=np.int64)
-        if m and not isinstance(X, np.ndarray):
-            with thread_policy(check_n_threads(self.n_threads)):
-                idx = _sparse.predict_labels(X, np.ascontiguousarray(self.coef_.T),
-                                             self.intercept_)
-        elif m:
-            W = np.ascontiguousarray(self.coef_.T)
-            with thread_policy(check_n_threads(self.n_threads)):
-                scratch = np.empty((n_chunks(m), min(256, m), W.shape[1]), dtype=W.dtype)
-                _predict_labels(X, W, self.intercept_, idx, scratch)
+        idx = _prediction.labels(self, X)  # checks the fit before classes_ is read
         return self.classes_[idx]
 
     # ------------------------------------------------------------- save/load

@@ -24,6 +24,7 @@ import numba
 import numpy as np
 import scipy.sparse
 
+from ._kernels._hessp import _sparse_hessp
 from ._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING
 from ._kernels._sparse import (
     BAD_INDEX,
@@ -32,12 +33,12 @@ from ._kernels._sparse import (
     _csc_gather,
     _csr_first_bad_row,
     _finish_partials,
-    _sparse_hessp,
     _sparse_logits,
     _sparse_loss_grad,
     _sparse_predict,
     _sparse_sgd_epoch,
 )
+from ._launch import first_bad, n_chunks
 from ._threads import numba_threads
 
 __all__ = ["CSR", "as_csr", "transpose", "gradient_scheme", "loss_and_grad", "hessp",
@@ -88,10 +89,6 @@ class CSR:
         """Return the same matrix as a scipy ``csr_matrix`` (sharing the arrays)."""
         return scipy.sparse.csr_matrix((self.data, self.indices, self.indptr),
                                        shape=self.shape, copy=False)
-
-
-def _n_chunks(m: int, n_threads: int) -> int:
-    return max(1, min(m, n_threads))
 
 
 def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None = None,
@@ -166,8 +163,8 @@ def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None 
     if indptr.shape != (m + 1,):
         raise ValueError(f"{name}: indptr must have m + 1 = {m + 1} entries, got {indptr.shape}")
     if m:
-        with numba_threads(n_threads) as t:
-            bad_row = np.empty(_n_chunks(m, t), dtype=np.int64)
+        with numba_threads(n_threads):
+            bad_row = np.empty(n_chunks(m), dtype=np.int64)
             bad_kind = np.empty_like(bad_row)
             _csr_first_bad_row(data, indices, indptr, n, bad_row, bad_kind)
         hits = np.flatnonzero(bad_row >= 0)
@@ -197,6 +194,34 @@ def _weights(sample_weight: Any, m: int, dt: np.dtype,
         return np.empty(0, dt), False, float(m) if total is None else float(total)
     sw = np.ascontiguousarray(sample_weight, dtype=dt)
     return sw, True, float(sw.sum(dtype=np.float64)) if total is None else float(total)
+
+
+def _kernel_weights(csr: CSR, W: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """W (n, k) and the intercept (zeros for None), C-contiguous in csr's dtype."""
+    dt = csr.dtype
+    W = np.ascontiguousarray(W, dtype=dt)
+    return W, (np.zeros(W.shape[1], dt) if b is None else np.ascontiguousarray(b, dtype=dt))
+
+
+def _row_pass_buffers(XT: CSR | None, m: int, n: int, k: int, chunks: int,
+                      dt: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return a row pass's (rows, G0, Gp): rows (m, k) with XT, else G0 and Gp."""
+    if XT is not None:
+        return np.empty((m, k), dt), np.empty((0, k), dt), np.empty((0, 0, k), dt)
+    return np.empty((0, k), dt), np.empty((n, k), dt), np.empty((chunks - 1, n, k), dt)
+
+
+def _column_pass(XT: CSR | None, rows: np.ndarray, G0: np.ndarray, Gp: np.ndarray,
+                 W: np.ndarray, alpha: float, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (Xᵀ rows, or G0 + the parts, plus alpha W; the blocks' ||W||²) after a row pass."""
+    n, k = W.shape
+    wsq = np.zeros(max(1, min(n, n_threads)), np.float64)
+    if XT is not None:
+        G0 = np.empty((n, k), W.dtype)
+        _csc_gather(XT.data, XT.indices, XT.indptr, rows, W, float(alpha), G0, wsq)
+    elif alpha or Gp.shape[0]:
+        _finish_partials(G0, Gp, W, float(alpha), wsq)
+    return G0, wsq
 
 
 def transpose(csr: CSR) -> CSR:
@@ -286,47 +311,33 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
     """
     m, n = csr.shape
     dt = csr.dtype
-    W = np.ascontiguousarray(W, dtype=dt)
+    W, bias = _kernel_weights(csr, W, b)
     k = W.shape[1]
-    bias = np.zeros(k, dt) if b is None else np.ascontiguousarray(b, dtype=dt)
     labels, targets, soft = _targets(y, m, k, dt)
     sw, weighted, total = _weights(sample_weight, m, dt, total)
     P_out = np.empty((0, k), dt) if P is None else P
     scale = dt.type(1.0 / total)
     with numba_threads(n_threads) as t:
-        n_chunks = _n_chunks(m, t)
-        gb = np.empty((n_chunks, k), dt)
-        loss = np.empty(n_chunks, np.float64)
-        bad_row = np.empty(n_chunks, np.int64)
-        scratch = np.empty((n_chunks, 2, k), dt)
-        if XT is not None:
-            E = np.empty((m, k), dt)
-            G0 = np.empty((0, k), dt)
-            Gp = np.empty((0, 0, k), dt)
-        else:
-            E = np.empty((0, k), dt)
-            G0 = np.empty((n, k), dt)
-            Gp = np.empty((n_chunks - 1, n, k), dt)
+        chunks = n_chunks(m)
+        gb = np.empty((chunks, k), dt)
+        loss = np.empty(chunks, np.float64)
+        bad_row = np.empty(chunks, np.int64)
+        scratch = np.empty((chunks, 2, k), dt)
+        E, G0, Gp = _row_pass_buffers(XT, m, n, k, chunks, dt)
         _sparse_loss_grad(csr.data, csr.indices, csr.indptr, labels, targets, sw, soft,
                           weighted, scale, W, bias, P_out, E, G0, Gp, gb, loss, bad_row,
                           scratch)
-        hits = bad_row[bad_row >= 0]
-        if hits.size:
+        row = first_bad(bad_row)
+        if row >= 0:
             from ._objective import logits_error
 
-            raise logits_error(int(hits.min()), dt)
-        wsq = np.zeros(max(1, min(n, t)), np.float64)
-        if XT is not None:
-            del G0, Gp
-            G0 = np.empty((n, k), dt)
-            _csc_gather(XT.data, XT.indices, XT.indptr, E, W, float(alpha), G0, wsq)
-        elif alpha or n_chunks > 1:
-            _finish_partials(G0, Gp, W, float(alpha), wsq)
+            raise logits_error(row, dt)
+        G, wsq = _column_pass(XT, E, G0, Gp, W, alpha, t)
     value = float(loss.sum()) / total
     if alpha:
         value += 0.5 * alpha * float(wsq.sum())
     grad_b = gb.sum(axis=0) if b is not None else None
-    return value, G0, grad_b
+    return value, G, grad_b
 
 
 def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
@@ -361,32 +372,19 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     """
     m, n = csr.shape
     dt = csr.dtype
-    V = np.ascontiguousarray(V, dtype=dt)
+    V, cv = _kernel_weights(csr, V, c)
     k = V.shape[1]
-    cv = np.zeros(k, dt) if c is None else np.ascontiguousarray(c, dtype=dt)
     P = np.ascontiguousarray(P, dtype=dt)
     sw, weighted, total = _weights(sample_weight, m, dt, total)
     with numba_threads(n_threads) as t:
-        n_chunks = _n_chunks(m, t)
-        hc = np.empty((n_chunks, k), dt)
-        scratch = np.empty((n_chunks, k), dt)
-        if XT is not None:
-            S = np.empty((m, k), dt)
-            H0 = np.empty((0, k), dt)
-            Hp = np.empty((0, 0, k), dt)
-        else:
-            S = np.empty((0, k), dt)
-            H0 = np.empty((n, k), dt)
-            Hp = np.empty((n_chunks - 1, n, k), dt)
+        chunks = n_chunks(m)
+        hc = np.empty((chunks, k), dt)
+        scratch = np.empty((chunks, k), dt)
+        S, H0, Hp = _row_pass_buffers(XT, m, n, k, chunks, dt)
         _sparse_hessp(csr.data, csr.indices, csr.indptr, P, sw, weighted, dt.type(1.0 / total),
                       V, cv, S, H0, Hp, hc, scratch)
-        wsq = np.zeros(max(1, min(n, t)), np.float64)
-        if XT is not None:
-            H0 = np.empty((n, k), dt)
-            _csc_gather(XT.data, XT.indices, XT.indptr, S, V, float(alpha), H0, wsq)
-        elif alpha or n_chunks > 1:
-            _finish_partials(H0, Hp, V, float(alpha), wsq)
-    return H0, (hc.sum(axis=0) if c is not None else None)
+        HV, _ = _column_pass(XT, S, H0, Hp, V, alpha, t)
+    return HV, (hc.sum(axis=0) if c is not None else None)
 
 
 def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray,
@@ -478,27 +476,21 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
 def logits(csr: CSR, W: Any, b: Any = None, out: np.ndarray | None = None,
            n_threads: int | None = None) -> np.ndarray:
     """X W + b into ``out`` (m, k) (allocated when None; csr's dtype, C-contiguous)."""
-    m, n = csr.shape
-    dt = csr.dtype
-    W = np.ascontiguousarray(W, dtype=dt)
-    k = W.shape[1]
-    bias = np.zeros(k, dt) if b is None else np.ascontiguousarray(b, dtype=dt)
+    m = csr.shape[0]
+    W, bias = _kernel_weights(csr, W, b)
     if out is None:
-        out = np.empty((m, k), dt)
-    with numba_threads(n_threads) as t:
-        _sparse_logits(csr.data, csr.indices, csr.indptr, W, bias, out, _n_chunks(m, t))
+        out = np.empty((m, W.shape[1]), csr.dtype)
+    with numba_threads(n_threads):
+        _sparse_logits(csr.data, csr.indices, csr.indptr, W, bias, out, n_chunks(m))
     return out
 
 
 def predict_labels(csr: CSR, W: Any, b: Any = None, n_threads: int | None = None) -> np.ndarray:
     """argmax_j (X W + b)_ij for every row (int64, ties to the lowest j), no (m, k) array."""
-    m, n = csr.shape
-    dt = csr.dtype
-    W = np.ascontiguousarray(W, dtype=dt)
-    k = W.shape[1]
-    bias = np.zeros(k, dt) if b is None else np.ascontiguousarray(b, dtype=dt)
+    m = csr.shape[0]
+    W, bias = _kernel_weights(csr, W, b)
     out = np.empty(m, np.int64)
-    with numba_threads(n_threads) as t:
+    with numba_threads(n_threads):
         _sparse_predict(csr.data, csr.indices, csr.indptr, W, bias, out,
-                        np.empty((_n_chunks(m, t), k), dt))
+                        np.empty((n_chunks(m), W.shape[1]), csr.dtype))
     return out

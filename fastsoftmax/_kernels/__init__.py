@@ -6,14 +6,15 @@ docstrings. Inputs are checked and coerced once, at the edge
 (:mod:`fastsoftmax._validation`), before a kernel runs.
 
 * :mod:`._config` -- the compilation options (fast-math, caching) shared by every kernel.
-* :mod:`._common` -- row chunks, the vector exp, row status codes, serial zeroing.
+* :mod:`._common` -- row chunks, the vector exp, row softmax, row status codes, serial
+  zeroing.
 * :mod:`._checks` -- parallel NaN/inf and probability-row validation scans.
 * :mod:`._rowwise` -- row-wise softmax, log-softmax and logsumexp.
 * :mod:`._micro` -- register-blocked logits and gradient-accumulation tiles.
 * :mod:`._fused` -- the fused loss-and-gradient pass over X (small-k and GEMM strategies).
-* :mod:`._hessp` -- Hessian-vector products, fused over X.
+* :mod:`._hessp` -- Hessian-vector products, fused over X (dense and CSR).
 * :mod:`._sgd` -- one whole mini-batch SGD epoch per call, with momentum.
 * :mod:`._predict` -- arg-max prediction in row blocks, without the (m, k) logits.
-* :mod:`._sparse` -- the same for CSR data: loss/gradient, Hessian product, SGD epoch,
-  prediction, validation scan.
+* :mod:`._sparse` -- the same for CSR data: loss/gradient, SGD epoch, logits and
+  prediction, validation scan, and the CSR row helpers the CSR Hessian product uses.
 """

@@ -1,4 +1,4 @@
-"""Helpers shared by the kernels: row chunks, a vector exp, row status codes.
+"""Helpers shared by the kernels: row chunks, a vector exp, row softmax, row status codes.
 
 Status codes returned by the row-wise kernels (and interpreted by the
 launch layer): ``OK``; ``NAN`` a row holds NaN; ``POSINF`` a row holds +inf
@@ -173,3 +173,17 @@ def _log_softmax_row(z, mx, o, ex, sc):
         o[j] = z[j] - mx
     for j in range(k):
         o[j] -= ls
+
+
+@njit(inline="always", **JIT)
+def _softmax_inplace(z, sc):
+    """INOUT z: finite logits -> softmax(z), in place. SCRATCH sc: k entries.
+
+    The same arithmetic as the probabilities the gradient pass stores
+    (max, the vector exp, times 1 / sum; the sum is >= 1: the largest term
+    is exp(0)).
+    """
+    mx = z[0]
+    for j in range(z.shape[0]):
+        mx = max(mx, z[j])
+    _softmax_row(z, mx, z, sc)

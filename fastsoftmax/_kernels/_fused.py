@@ -156,6 +156,23 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, sc):
     return loss, -1
 
 
+@njit(inline="always", **JIT)
+def _chunk_start(c, m, gW, gb, bad_row):
+    """Start chunk c of both strategies: its rows [start, stop), its partial sums.
+
+    Returns (start, stop, gW[c], gb[c]) with the two sums zeroed, and sets
+    bad_row[c] = -1.
+    """
+    zero = gW.dtype.type(0)
+    start, stop = _chunk(m, gW.shape[0], c)
+    G = gW[c]
+    G[:] = zero
+    gbc = gb[c]
+    gbc[:] = zero
+    bad_row[c] = -1
+    return start, stop, G, gbc
+
+
 @njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 gWt, gb, loss, bad_row, scratch, P):
@@ -166,18 +183,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     each block of X (4 x n) is read from memory once and is still in L1 for
     the backward sweep.
     """
-    m = X.shape[0]
-    n_chunks = gWt.shape[0]
-    zero = X.dtype.type(0)
-    start, stop = _chunk(m, n_chunks, c)
-    G = gWt[c]
-    G[:] = zero
-    gbc = gb[c]
-    gbc[:] = zero
+    start, stop, G, gbc = _chunk_start(c, X.shape[0], gWt, gb, bad_row)
     z4 = scratch[c, :4]
     sc = scratch[c, 4]
     acc = 0.0
-    bad_row[c] = -1
     store = P.shape[0] != 0
     i = start
     while i + 4 <= stop:
@@ -229,17 +238,10 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     """Chunk c of the GEMM strategy (as :func:`_rows_chunk`)."""
     m, n = X.shape
     k = W.shape[1]
-    n_chunks = gW.shape[0]
     R = scratch.shape[1] - 1
-    zero = X.dtype.type(0)
-    start, stop = _chunk(m, n_chunks, c)
-    G = gW[c]
-    G[:] = zero
-    gbc = gb[c]
-    gbc[:] = zero
+    start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
     T = tmp[c]
     acc = 0.0
-    bad_row[c] = -1
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
         Xb = X[r0:r0 + rr]

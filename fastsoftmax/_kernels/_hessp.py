@@ -39,6 +39,10 @@ already compiled it for the same argument types). Not inlining also keeps
 Numba's parfor passes off the unrolled tile code (see :mod:`._sgd`: an
 inlined tile body made one compile take minutes).
 
+CSR data (:func:`_sparse_hessp`): the row pass of :mod:`._sparse` (a
+gather per row, then a scatter of s_i, or s_i stored for the transpose
+scheme), with the same per-row s_i (:func:`_row_hvp`); P always cached.
+
 Accumulation is in X's dtype, as in the gradient (the per-chunk G of a
 float32 problem is summed in float32 over m / n_chunks rows; the tests bound
 the error against the float64 reference).
@@ -47,26 +51,10 @@ the error against the float64 reference).
 import numpy as np
 from numba import njit, prange
 
-from ._common import _chunk, _exp_shifted, _zero1, _zero2
+from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
-
-
-@njit(inline="always", **JIT)
-def _row_softmax(z, sc):
-    """INOUT z: finite logits -> softmax(z), in place. SCRATCH sc: k entries.
-
-    The same arithmetic as the probabilities the gradient pass stores
-    (max, the vector exp of :mod:`._common`, times 1 / sum; the sum is >= 1:
-    the largest term is exp(0)).
-    """
-    k = z.shape[0]
-    mx = z[0]
-    for j in range(k):
-        mx = max(mx, z[j])
-    inv = z.dtype.type(1) / _exp_shifted(z, mx, z, sc)
-    for j in range(k):
-        z[j] *= inv
+from ._sparse import _affine_row, _chunk_sums, _scatter
 
 
 @njit(inline="always", **JIT)
@@ -120,7 +108,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         if not cached:
             _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p4)
             for q in range(4):
-                _row_softmax(p4[q], sc)
+                _softmax_inplace(p4[q], sc)
         _logits4(X, i, i + 1, i + 2, i + 3, Vt, cv, u4)
         for q in range(4):
             p = P[i + q] if cached else p4[q]
@@ -135,7 +123,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         else:
             p = p4[0]
             _logits1(x, Wt, b, p)
-            _row_softmax(p, sc)
+            _softmax_inplace(p, sc)
         u = u4[0]
         _logits1(x, Vt, cv, u)
         _row_hvp(p, u, _row_weight(i, sw, weighted, scale), gcc)
@@ -164,7 +152,7 @@ def _block_proba(Xb, W, b, Pb, sc):
         z = Pb[q]
         for j in range(z.shape[0]):
             z[j] += b[j]
-        _row_softmax(z, sc)
+        _softmax_inplace(z, sc)
 
 
 @njit(inline="always", **JIT)
@@ -231,3 +219,38 @@ def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch, tmp):
     for c in prange(G.shape[0]):
         _hessp_gemm_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
                           G, gc, scratch, tmp)
+
+
+@njit(**PJIT)
+def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
+                  S, H0, Hp, hc, scratch):
+    """Hessian of the mean cross-entropy times a direction (V, cv), P cached.
+
+    IN     data, indices, indptr: the CSR arrays (m rows).
+    IN     P (m, k): the probabilities at the current weights (from
+           :func:`._sparse._sparse_loss_grad`).
+    IN     sw, weighted, scale: as in :func:`._sparse._sparse_loss_grad`.
+    IN     V (n, k), cv (k,): the direction (cv zero without an intercept).
+    OUT    S (m, k): the rows s_i, written when S has m rows (transpose
+           scheme; H0, Hp untouched); with an empty (0, k) S:
+    OUT    H0 (n, k), Hp (n_chunks - 1, n, k): parts of sum_i x_i s_iᵀ.
+    OUT    hc (n_chunks, k): parts of sum_i s_i.
+    SCRATCH scratch (n_chunks, k).
+
+    With u_i = Vᵀ x_i + cv, s_i = scale * w_i * (p_i * u_i - p_i (p_i . u_i)).
+    The L2 term alpha V is the caller's. The row pass of
+    :func:`._sparse._sparse_loss_grad`, with the dense kernels' s_i
+    (:func:`_row_hvp`); Xᵀ S by the same scatter or transpose scheme.
+    """
+    n_chunks = hc.shape[0]
+    m = indptr.shape[0] - 1
+    store_s = S.shape[0] > 0
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        H, hcc = _chunk_sums(c, H0, Hp, hc, store_s)
+        for i in range(start, stop):
+            u = S[i] if store_s else scratch[c]
+            _affine_row(data, indices, indptr, i, V, cv, u)
+            _row_hvp(P[i], u, _row_weight(i, sw, weighted, scale), hcc)
+            if not store_s:
+                _scatter(data, indices, indptr[i], indptr[i + 1], u, H)

@@ -78,6 +78,34 @@ PARALLEL_WORK = 1 << 21
 # zeroed, added and reduced with explicit loops (_zero1, _zero2).
 
 
+@njit(inline="always", **JIT)
+def _eta(schedule, eta0, t, steps_per_epoch, power_t):
+    """Return the step size (float64) of update t.
+
+    eta0, or eta0 / (1 + t / steps_per_epoch) ** power_t for
+    SCHEDULE_INVSCALING. Shared with the CSR epoch.
+    """
+    if schedule == SCHEDULE_INVSCALING:
+        return eta0 / (1.0 + t / steps_per_epoch) ** power_t
+    return eta0
+
+
+@njit(inline="always", **JIT)
+def _intercept_step(b, Vb, gb, mu, eta, nesterov):
+    """b, Vb <- one (heavy-ball or Nesterov) momentum step on the intercept.
+
+    gb is the intercept's gradient (unpenalised). Shared with the CSR epoch.
+    """
+    for j in range(b.shape[0]):
+        g = gb[j]
+        v = mu * Vb[j] - eta * g
+        Vb[j] = v
+        if nesterov:
+            b[j] += mu * v - eta * g
+        else:
+            b[j] += v
+
+
 # Not inline="always": inlined at Numba's IR level into both call sites of
 # the parallel epoch kernel (inside and outside the prange), the parfor
 # passes run over the whole unrolled 4 x 3 micro-kernel code twice and the
@@ -237,10 +265,8 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     for start in range(0, m, batch_size):
         stop = min(m, start + batch_size)
         bs = stop - start
-        if hyper.schedule == SCHEDULE_INVSCALING:
-            eta = Wt.dtype.type(hyper.eta0 / (1.0 + t / hyper.steps_per_epoch) ** hyper.power_t)
-        else:
-            eta = Wt.dtype.type(hyper.eta0)
+        eta = Wt.dtype.type(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch,
+                                 hyper.power_t))
         coef = Wt.dtype.type(row_scale / bs)
         e = scratch[0, 0]
         use_row = bs == 1
@@ -294,14 +320,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
         else:
             _update(Wt, VWt, G, X[i], e, use_row, a, mu, eta, nesterov)
         if hyper.fit_intercept:
-            for j in range(k):
-                g = g0[j]
-                v = mu * Vb[j] - eta * g
-                Vb[j] = v
-                if nesterov:
-                    b[j] += mu * v - eta * g
-                else:
-                    b[j] += v
+            _intercept_step(b, Vb, g0, mu, eta, nesterov)
         if fuse_next:
             for j in range(k):
                 e[j] = zn[j] + b[j]

@@ -1,4 +1,4 @@
-"""Kernels for sparse data in CSR form: loss and gradient, Hessian products, SGD, prediction.
+"""Kernels for sparse data in CSR form: loss and gradient, SGD, prediction, validation.
 
 A CSR matrix is passed as its three arrays -- ``data`` (nnz,) float32 or
 float64, ``indices`` (nnz,) column indices, ``indptr`` (m + 1,) row starts --
@@ -31,16 +31,20 @@ ways, picked by the launcher:
 Neither ever writes one array from two threads.
 
 The per-row softmax error, loss term and finiteness test are the dense
-kernels' (:func:`._fused._row_error`).
+kernels' (:func:`._fused._row_error`), and so are the SGD step size and
+intercept step (:mod:`._sgd`). The Hessian product on CSR data,
+:func:`._hessp._sparse_hessp`, lives with the dense ones and uses this
+module's row helpers (:func:`_affine_row`, :func:`_chunk_sums`,
+:func:`_scatter`) and column passes.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from ._common import _chunk, _exp_shifted, _zero1, _zero2
+from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT, PJIT_STRICT
 from ._fused import _row_error
-from ._sgd import SCHEDULE_INVSCALING
+from ._sgd import _eta, _intercept_step
 
 # Problems reported by the validation scan (the edge turns them into words).
 BAD_INDPTR = 1  # indptr decreases at the row, or points outside [0, nnz]
@@ -101,15 +105,29 @@ def _scatter(data, indices, lo, hi, e, G):
 
 
 @njit(inline="always", **JIT)
-def _softmax_inplace(z, sc):
-    """Replace z by softmax(z), a row of finite logits; sc is a k-row scratch."""
-    mx = z[0]
+def _affine_row(data, indices, indptr, i, W, b, z):
+    """OUT z = x_i W + b for row i of a CSR matrix (z (k,), W (n, k))."""
     for j in range(z.shape[0]):
-        mx = max(mx, z[j])
-    s = _exp_shifted(z, mx, z, sc)
-    inv = z.dtype.type(1) / s
-    for j in range(z.shape[0]):
-        z[j] *= inv
+        z[j] = b[j]
+    _gather(data, indices, indptr[i], indptr[i + 1], W, z)
+
+
+@njit(inline="always", **JIT)
+def _chunk_sums(c, G0, Gp, gb, rows_stored):
+    """Chunk c's accumulators, zeroed: (G, gb[c]); the full-data kernels' start.
+
+    Scatter scheme: G is G0 for chunk 0, Gp[c - 1] otherwise, zeroed by its
+    own thread (first touch on its core). Transpose scheme (``rows_stored``):
+    G is the empty G0, untouched.
+    """
+    G = G0
+    if not rows_stored:
+        if c > 0:
+            G = Gp[c - 1]
+        _zero2(G)
+    gbc = gb[c]
+    _zero1(gbc)
+    return G, gbc
 
 
 @njit(**PJIT)
@@ -148,22 +166,13 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
     store_e = E.shape[0] > 0
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
-        if not store_e:
-            G = G0 if c == 0 else Gp[c - 1]
-            # Each thread zeroes its own accumulator (first touch on its core).
-            _zero2(G)
-        gbc = gb[c]
-        _zero1(gbc)
+        G, gbc = _chunk_sums(c, G0, Gp, gb, store_e)
         sc = scratch[c, 1]
         bad_row[c] = -1
         acc = 0.0
         for i in range(start, stop):
-            lo = indptr[i]
-            hi = indptr[i + 1]
             z = E[i] if store_e else scratch[c, 0]
-            for j in range(k):
-                z[j] = b[j]
-            _gather(data, indices, lo, hi, W, z)
+            _affine_row(data, indices, indptr, i, W, b, z)
             if store_p:
                 for j in range(k):
                     P[i, j] = z[j]
@@ -178,58 +187,25 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
                 # be recovered for a zero weight.
                 _softmax_inplace(P[i], sc)
             if not store_e:
-                _scatter(data, indices, lo, hi, z, G)
+                _scatter(data, indices, indptr[i], indptr[i + 1], z, G)
         loss[c] = acc
 
 
-@njit(**PJIT)
-def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
-                  S, H0, Hp, hc, scratch):
-    """Hessian of the mean cross-entropy times a direction (V, cv), P cached.
+@njit(inline="always", **JIT)
+def _penalty_row(g, w, a, add, acc):
+    """Add the L2 term to one gradient row: g += a w (``add``) or g = a w.
 
-    IN     data, indices, indptr: the CSR arrays (m rows).
-    IN     P (m, k): the probabilities at the current weights (from
-           :func:`_sparse_loss_grad`).
-    IN     sw, weighted, scale: as in :func:`_sparse_loss_grad`.
-    IN     V (n, k), cv (k,): the direction (cv zero without an intercept).
-    OUT    S (m, k): the rows s_i, written when S has m rows (transpose
-           scheme; H0, Hp untouched); with an empty (0, k) S:
-    OUT    H0 (n, k), Hp (n_chunks - 1, n, k): parts of sum_i x_i s_iᵀ.
-    OUT    hc (n_chunks, k): parts of sum_i s_i.
-    SCRATCH scratch (n_chunks, k).
-
-    With u_i = Vᵀ x_i + cv, s_i = scale * w_i * (p_i * u_i - p_i (p_i . u_i)).
-    The L2 term alpha V is the caller's.
+    Returns acc + ||w||² (float64, summed in the order of the entries).
+    ``add`` is a constant at each call site, so the branch folds away.
     """
-    n_chunks = hc.shape[0]
-    m = indptr.shape[0] - 1
-    k = V.shape[1]
-    one = V.dtype.type(1)
-    store_s = S.shape[0] > 0
-    for c in prange(n_chunks):
-        start, stop = _chunk(m, n_chunks, c)
-        if not store_s:
-            H = H0 if c == 0 else Hp[c - 1]
-            _zero2(H)
-        hcc = hc[c]
-        _zero1(hcc)
-        for i in range(start, stop):
-            lo = indptr[i]
-            hi = indptr[i + 1]
-            u = S[i] if store_s else scratch[c]
-            for j in range(k):
-                u[j] = cv[j]
-            _gather(data, indices, lo, hi, V, u)
-            pu = V.dtype.type(0)
-            for j in range(k):
-                pu += P[i, j] * u[j]
-            w = scale * (sw[i] if weighted else one)
-            for j in range(k):
-                s = w * P[i, j] * (u[j] - pu)
-                u[j] = s
-                hcc[j] += s
-            if not store_s:
-                _scatter(data, indices, lo, hi, u, H)
+    for j in range(g.shape[0]):
+        v = w[j]
+        if add:
+            g[j] += a * v
+        else:
+            g[j] = a * v
+        acc += np.float64(v) * np.float64(v)
+    return acc
 
 
 @njit(**PJIT)
@@ -250,18 +226,13 @@ def _csc_gather(tdata, tindices, tindptr, E, W, alpha, G, wsq):
     """
     n_chunks = wsq.shape[0]
     n = tindptr.shape[0] - 1
-    k = G.shape[1]
     a = G.dtype.type(alpha)
     for c in prange(n_chunks):
         start, stop = _chunk(n, n_chunks, c)
         acc = 0.0
         for f in range(start, stop):
             g = G[f]
-            w = W[f]
-            for j in range(k):
-                v = w[j]
-                g[j] = a * v
-                acc += np.float64(v) * np.float64(v)
+            acc = _penalty_row(g, W[f], a, False, acc)
             _gather(tdata, tindices, tindptr[f], tindptr[f + 1], E, g)
         wsq[c] = acc
 
@@ -293,11 +264,7 @@ def _finish_partials(G0, Gp, W, alpha, wsq):
                 h = Gp[q, f]
                 for j in range(k):
                     g[j] += h[j]
-            w = W[f]
-            for j in range(k):
-                v = w[j]
-                g[j] += a * v
-                acc += np.float64(v) * np.float64(v)
+            acc = _penalty_row(g, W[f], a, True, acc)
         wsq[c] = acc
 
 
@@ -305,14 +272,10 @@ def _finish_partials(G0, Gp, W, alpha, wsq):
 def _sparse_logits(data, indices, indptr, W, b, out, n_chunks):
     """OUT out (m, k) = X W + b, rows split into n_chunks parallel chunks."""
     m = indptr.shape[0] - 1
-    k = W.shape[1]
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         for i in range(start, stop):
-            z = out[i]
-            for j in range(k):
-                z[j] = b[j]
-            _gather(data, indices, indptr[i], indptr[i + 1], W, z)
+            _affine_row(data, indices, indptr, i, W, b, out[i])
 
 
 @njit(**PJIT)
@@ -329,9 +292,7 @@ def _sparse_predict(data, indices, indptr, W, b, out, scratch):
         start, stop = _chunk(m, n_chunks, c)
         z = scratch[c]
         for i in range(start, stop):
-            for j in range(k):
-                z[j] = b[j]
-            _gather(data, indices, indptr[i], indptr[i + 1], W, z)
+            _affine_row(data, indices, indptr, i, W, b, z)
             best = 0
             top = z[0]
             for j in range(1, k):
@@ -446,10 +407,7 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
     for start in range(0, m, batch_size):
         stop = min(m, start + batch_size)
         bs = stop - start
-        if schedule == SCHEDULE_INVSCALING:
-            eta64 = eta0 / (1.0 + t / steps_per_epoch) ** power_t
-        else:
-            eta64 = eta0
+        eta64 = _eta(schedule, eta0, t, steps_per_epoch, power_t)
         eta = dt(eta64)
         coef = dt(scale / bs)
         wsd = dt(ws)
@@ -508,14 +466,7 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
                     e[j] *= step
                 _scatter(data, indices, indptr[i], indptr[i + 1], e, W)
         if fit_intercept:
-            for j in range(k):
-                g = gb[j]
-                v = mu * Vb[j] - eta * g
-                Vb[j] = v
-                if nesterov:
-                    b[j] += mu * v - eta * g
-                else:
-                    b[j] += v
+            _intercept_step(b, Vb, gb, mu, eta, nesterov)
         t += 1
         n_steps += 1
     wscale[0] = ws

@@ -1,0 +1,117 @@
+"""Prediction with a fitted model: the launches behind the estimator's predict methods.
+
+:class:`~fastsoftmax._estimator.SoftmaxRegression` keeps thin methods (the
+dask dispatch, then one call here). Each function takes the fitted
+estimator, checks X for it once (:func:`prepared`), and runs one pass over
+X in the model's dtype under the estimator's thread policy:
+
+* dense X: the row-block kernels of :mod:`fastsoftmax._kernels._predict`
+  (logits, probabilities or log-probabilities finished block by block;
+  labels without the (m, k) logits);
+* CSR X: the sparse launchers :func:`fastsoftmax._sparse.logits` (then the
+  row-wise softmax or the finiteness check in place) and
+  :func:`fastsoftmax._sparse.predict_labels`.
+
+Two classes: the decision function is the (m,) log-odds, formed from the
+difference of the two weight rows without the (m, 2) logits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _sparse
+from ._kernels._predict import BLOCK_ROWS, LOG_PROBA, LOGITS, PROBA, _predict_labels, _scores
+from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits, _rowwise
+from ._launch import first_bad, n_chunks
+from ._threads import check_n_threads, thread_policy
+from ._validation import check_X, first_nonfinite_row
+
+__all__ = ["LOGITS", "PROBA", "LOG_PROBA", "prepared", "scores", "decision_function",
+           "labels"]
+
+_FITTED = ("coef_", "intercept_", "classes_")
+
+
+def prepared(est, X):
+    """Return X checked for prediction with the fitted ``est``, in the model's dtype."""
+    check_is_fitted(est, _FITTED)
+    # O(k n): a model whose weights were made non-finite (by hand, or by
+    # code outside fit) would otherwise predict class 0 everywhere.
+    if not (np.isfinite(est.coef_).all() and np.isfinite(est.intercept_).all()):
+        raise ValueError(
+            "this model's coef_ or intercept_ holds NaN or inf, so it cannot "
+            "predict; refit it (with a smaller eta0 if training diverged)")
+    X_checked = check_X(X, dtype=est.coef_.dtype)
+    validate_data(est, X, reset=False, skip_check_array=True)
+    return X_checked
+
+
+def _overflow(row, dtype):
+    return ValueError(
+        f"the logits X @ coef_.T + intercept_ overflow {dtype.name} at row {row}: "
+        "the features are too large for this model (rescale X)")
+
+
+def scores(est, X, mode):
+    """Return the logits, probabilities or log-probabilities (``mode``), (m, k), in one pass."""
+    X = prepared(est, X)
+    m = X.shape[0]
+    out = np.empty((m, est.coef_.shape[0]), dtype=X.dtype)
+    if m:
+        W = np.ascontiguousarray(est.coef_.T)
+        with thread_policy(check_n_threads(est.n_threads)):
+            bad_row = np.empty(n_chunks(m), dtype=np.int64)
+            if isinstance(X, np.ndarray):
+                _scores(X, W, est.intercept_, mode, out, bad_row)
+            else:
+                _sparse.logits(X, W, est.intercept_, out)
+                bad_code = np.empty_like(bad_row)
+                if mode == LOGITS:
+                    _check_logits(out, False, bad_row, bad_code)
+                else:
+                    _rowwise(out, SOFTMAX if mode == PROBA else LOG_SOFTMAX, out,
+                             bad_row, bad_code)
+        row = first_bad(bad_row)
+        if row >= 0:
+            raise _overflow(row, X.dtype)
+    return out
+
+
+def decision_function(est, X):
+    """Return the logits (m, k), or for two classes the (m,) log-odds of ``classes_[1]``."""
+    check_is_fitted(est, _FITTED)
+    if len(est.classes_) > 2:
+        return scores(est, X, LOGITS)
+    # The log-odds directly from the difference of the two weight rows:
+    # only the (m,) answer is allocated, never the (m, 2) logits.
+    X = prepared(est, X)
+    with np.errstate(over="ignore", invalid="ignore"), \
+            thread_policy(check_n_threads(est.n_threads)):
+        d = (X if isinstance(X, np.ndarray) else X.to_scipy()) @ (est.coef_[1] - est.coef_[0])
+        d += est.intercept_[1] - est.intercept_[0]
+        row = first_nonfinite_row(d)
+    if row >= 0:
+        raise _overflow(row, X.dtype)
+    return d
+
+
+def labels(est, X):
+    """Return the index (int64, m) of each row's most probable class, ties to the lowest.
+
+    Allocates only the answer and a few row blocks per thread: the logits
+    are never stored for all rows.
+    """
+    X = prepared(est, X)
+    m = X.shape[0]
+    idx = np.empty(m, dtype=np.int64)
+    if m:
+        W = np.ascontiguousarray(est.coef_.T)
+        with thread_policy(check_n_threads(est.n_threads)):
+            if isinstance(X, np.ndarray):
+                scratch = np.empty((n_chunks(m), min(BLOCK_ROWS, m), W.shape[1]), dtype=W.dtype)
+                _predict_labels(X, W, est.intercept_, idx, scratch)
+            else:
+                idx = _sparse.predict_labels(X, W, est.intercept_)
+    return idx
