@@ -159,16 +159,19 @@ if which == "reference":
 elif which.startswith("fit-"):
     import warnings
     from fastsoftmax import SoftmaxRegression
-    del W
+    w_bytes = W.nbytes
+    del W  # the fit makes its own weights
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         SoftmaxRegression(which[4:], alpha=1e-4, max_iter=3, n_threads=n_threads).fit(X, y)
 else:
     loss, gW, gb = _sparse.loss_and_grad(csr, y, None, W, b, 1e-4, n_threads=n_threads, XT=XT)
+if not which.startswith("fit-"):
+    w_bytes = W.nbytes
 seconds = time.perf_counter() - t
 peak = status("VmHWM")
 print(json.dumps(dict(rss0=rss0, before=before, peak=peak, x_bytes=x_bytes, xt_bytes=xt_bytes,
-                      w_bytes=W.nbytes, y_bytes=y.nbytes, nnz=int(X.nnz), reset=ok,
+                      w_bytes=w_bytes, y_bytes=y.nbytes, nnz=int(X.nnz), reset=ok,
                       seconds=seconds)))
 """
 
