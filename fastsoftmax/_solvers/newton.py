@@ -37,9 +37,11 @@ BACKTRACK = 0.5
 MAX_BACKTRACKS = 40
 # CG steps per Newton iteration at most (scikit-learn's maxinner).
 MAX_CG = 200
-# A Newton step whose predicted decrease is below this many float64 epsilons
-# of the loss cannot lower it: the loss is at its rounding floor.
-DECREASE_FLOOR = 4 * np.finfo(np.float64).eps
+# A Newton step whose predicted decrease is below this many epsilons of the
+# data's dtype, relative to the loss, cannot lower it: the loss is at its
+# rounding floor. (float32 data computes each row's loss in float32, so its
+# loss is only known to about float32's epsilon.)
+DECREASE_FLOOR_EPS = 4
 # Curvature along a unit direction below this counts as none.
 CURVATURE_FLOOR = 16 * np.finfo(np.float64).eps
 
@@ -118,6 +120,7 @@ def newton(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alp
     monitor = Monitor(0.0, n_iter_no_change, validation, alpha)
     converged = False
     steps = 0
+    floor = DECREASE_FLOOR_EPS * float(np.finfo(objective.dtype).eps)
     while steps < max_iter:
         g = packing.pack(H.grad_coef, H.grad_intercept)
         if np.abs(g).max() <= tol:
@@ -133,7 +136,7 @@ def newton(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alp
         # The step's predicted decrease (-slope / 2 for a Newton step) below
         # the rounding of the loss itself: no step can lower it any more
         # (float32 data reaches this floor before the gradient test).
-        if not slope < -DECREASE_FLOOR * abs(H.loss):
+        if not slope < -floor * abs(H.loss):
             converged = True
             break
         accepted = _line_search(objective, packing, x, d, H.loss, slope, alpha)
