@@ -45,7 +45,9 @@ def table_file(tmp_path, frame, fmt):
 def test_chunked_training_matches_a_full_read(capsys, tmp_path, frame, fmt):
     path = table_file(tmp_path, frame, fmt)
     full, streamed = tmp_path / "full.npz", tmp_path / "streamed.npz"
-    assert run(capsys, "train", path, "-o", full, "--standardize")[0] == 0
+    code, out, err = run(capsys, "train", path, "-o", full, "--standardize")
+    assert code == 0, err
+    assert "trained auto (newton) on 600 rows x 3 features" in out  # the solver that ran
     code, out, err = run(capsys, "train", path, "-o", streamed, "--standardize",
                          "--chunksize", "64", "--epochs", "3", "--random-state", "0")
     assert code == 0, err

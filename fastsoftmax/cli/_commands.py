@@ -165,6 +165,10 @@ def train(args: argparse.Namespace) -> int:
     X = _as_features(X, dtype)
     model = estimator(args, verbose=1 if progress_wanted(args.progress) else 0)
     solver = model.solver
+    if solver == "auto":  # name the solver "auto" ran
+        from .._solvers import choose_solver
+
+        solver = choose_solver(None)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -174,7 +178,8 @@ def train(args: argparse.Namespace) -> int:
             raise CLIError(option_error(exc)) from None
     elapsed = time.perf_counter() - start
     report_warnings(caught)
-    print(f"trained {solver} on {X.shape[0]} rows x {X.shape[1]} features"
+    label = f"auto ({solver})" if model.solver == "auto" else solver
+    print(f"trained {label} on {X.shape[0]} rows x {X.shape[1]} features"
           f"{_sparse_io.describe(X)}, {len(model.classes_)} classes ({dtype.name}) "
           f"in {elapsed:.3g} s, "
           f"{model.n_iter_} {'epochs' if solver == 'sgd' else 'iterations'}")
