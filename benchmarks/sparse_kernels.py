@@ -43,15 +43,9 @@ K = 20
 
 
 def _machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from fastsoftmax._calibration import cpu_model
+
+    model = cpu_model()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{os.cpu_count()} cores, {model}; Numba {numba.__version__}, "
             f"{numba.config.NUMBA_NUM_THREADS} threads; 1-min load average {load:.2f}")

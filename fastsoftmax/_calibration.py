@@ -78,17 +78,21 @@ def _host_key() -> str:
     import numba
     import scipy
 
+    text = f"{cpu_model()}|{os.cpu_count()}|numba {numba.__version__}|scipy {scipy.__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux; else what platform says)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
             for line in fh:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    text = f"{cpu}|{os.cpu_count()}|numba {numba.__version__}|scipy {scipy.__version__}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return cpu
 
 
 def wisdom_path() -> Path:
