@@ -16,7 +16,7 @@ import numpy as np
 
 from ._kernels._fused import _gemm_chunk, _loss_grad_gemm, _loss_grad_rows, _rows_chunk
 from ._kernels._hessp import _hessp_gemm, _hessp_gemm_chunk, _hessp_rows, _hessp_rows_chunk
-from ._launch import SERIAL_WORK, SERIAL_WORK_WARM, first_bad, n_chunks
+from ._launch import SERIAL_WORK, SERIAL_WORK_WARM, first_bad, n_chunks, run_one_chunk
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small
@@ -153,9 +153,9 @@ class DenseEngine:
         return self._to_coef(G), gc.sum(axis=0)
 
     def _run(self, chunk_fn, kernel, args) -> None:
-        """One chunk's function called directly (serial), or the parallel kernel."""
+        """One chunk on this thread (serial), or the parallel kernel."""
         if self._serial:
-            chunk_fn(0, *args)
+            run_one_chunk(chunk_fn, kernel, args)
         else:
             kernel(*args)
 

@@ -24,6 +24,40 @@ SERIAL_WORK = 1 << 24
 SERIAL_WORK_WARM = 1 << 18
 
 
+def run_one_chunk(chunk_fn, kernel, args) -> None:
+    """Run a kernel's work as one chunk on the calling thread (``args`` sized for one chunk).
+
+    Where the threading layer runs a one-thread parallel region on the
+    calling thread without waking a worker (OpenMP, TBB), this is the
+    parallel kernel at one thread: Numba compiles a ``prange`` body with
+    its arrays marked as not aliasing one another, and only then does LLVM
+    vectorise the accumulation loops (G[j] += e * x, three rows of G next to
+    four rows of X: more pointer pairs than its run-time overlap checks
+    cover). The chunk function called directly computes the same thing,
+    1.3-3x slower on a row chunk (BENCHMARKS.md, "One chunk"). Under the
+    "workqueue" layer a one-thread region still goes through its queue
+    (about 150 microseconds), so there the chunk function is called
+    directly; so too before the first parallel launch of the process, when
+    the layer is not yet known.
+    """
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        layer = None
+    if layer not in ("omp", "tbb"):
+        chunk_fn(0, *args)
+        return
+    previous = numba.get_num_threads()
+    if previous == 1:
+        kernel(*args)
+        return
+    numba.set_num_threads(1)
+    try:
+        kernel(*args)
+    finally:
+        numba.set_num_threads(previous)
+
+
 def n_chunks(m: int) -> int:
     """Return the chunk count for ``m`` rows: one per thread in force, at most m."""
     return max(1, min(int(m), numba.get_num_threads()))

@@ -58,7 +58,7 @@ def as_float_array(
         want = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
     target = float_dtype_of(arr) if dtype is None else np.dtype(dtype)
-    return np.ascontiguousarray(arr, dtype=target)
+    return kernel_view(np.ascontiguousarray(arr, dtype=target))
 
 
 def first_nonfinite_row(a: np.ndarray, n_threads: int | None = None) -> int:
@@ -119,9 +119,37 @@ def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
     X = check_array(X, dtype=[np.float64, np.float32] if dtype is None else dtype,
                     order="C", ensure_all_finite=False,
                     ensure_min_samples=0 if allow_empty else 1)
-    X = np.ascontiguousarray(X)
+    X = kernel_view(np.ascontiguousarray(X))
     check_finite(X, "X", offset=offset)
     return X
+
+
+class _Alias:
+    """Holds an array interface (and the array it describes) for :func:`kernel_view`."""
+
+    def __init__(self, base: np.ndarray):
+        iface = dict(base.__array_interface__)
+        iface["data"] = (iface["data"][0], False)
+        self.__array_interface__ = iface
+        self.base = base
+
+
+def kernel_view(a: np.ndarray) -> np.ndarray:
+    """Return ``a`` itself, or for a read-only array a view of it typed writable.
+
+    Numba compiles a separate specialisation of every kernel for read-only
+    arrays (a memory-mapped file, an array with ``writeable=False``): a
+    second cold compile of each kernel a fit touches, and a second body
+    whose rounding can differ from the first (when one was loaded from the
+    cache and the other compiled in this process, it did, measured). The
+    kernels only ever read their input arrays (the tests check that no
+    input changes, read-only ones included), so the data goes to them as
+    one writable-typed view of the same memory: one specialisation per
+    dtype. The view keeps ``a`` alive and is never handed back to the caller.
+    """
+    if a.flags.writeable:
+        return a
+    return np.asarray(_Alias(a))
 
 
 def is_sparse(X: Any) -> bool:
@@ -169,7 +197,7 @@ def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
         raise TypeError(
             f"{name} must hold integer class labels 0..{k - 1}, got dtype {arr.dtype}"
         )
-    labels = np.ascontiguousarray(arr, dtype=np.int64)
+    labels = kernel_view(np.ascontiguousarray(arr, dtype=np.int64))
     if m:
         outside = (labels < 0) | (labels >= k)
         if outside.any():

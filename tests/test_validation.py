@@ -234,3 +234,28 @@ def test_thread_count_restored_after_objective_error(n_threads):
 def test_rowwise_functions_reject_bad_types(f, Z, exc, match):
     with pytest.raises(exc, match=match):
         f(Z)
+
+
+def test_read_only_input_reaches_the_kernels_as_one_writable_typed_view():
+    """A read-only array is passed on as a writable-typed view of the same
+    memory (one compiled specialisation per dtype); the caller's array and
+    its flags are untouched, and a writable array is passed on as is."""
+    from fastsoftmax._validation import check_X, kernel_view
+
+    X = np.arange(12.0).reshape(4, 3)
+    X.flags.writeable = False
+    V = check_X(X)
+    assert V.flags.writeable and V.flags.c_contiguous
+    assert np.shares_memory(V, X) and np.array_equal(V, X)
+    assert not X.flags.writeable
+    W = np.ones((2, 2))
+    assert kernel_view(W) is W
+    y = np.array([0, 1, 1, 0])
+    y.flags.writeable = False
+    W3 = np.zeros((3, 2))
+    W3.flags.writeable = False
+    got = fs.loss_and_grad(X, y, W3)
+    want = fs.loss_and_grad(np.array(X), np.array(y), np.zeros((3, 2)))
+    assert got[0] == want[0]
+    np.testing.assert_array_equal(got[1], want[1])
+    assert not X.flags.writeable and not y.flags.writeable and not W3.flags.writeable
