@@ -81,13 +81,13 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 ours = _median(res[0])
                 peer_t = [None if f is not None or "skipped" in r[0] else _median(r)
-                          for r, f in zip(res[1:], failed[1:])]
-                present = [(v, p) for v, p in zip(peer_t, PEERS) if v is not None]
+                          for r, f in zip(res[1:], failed[1:], strict=True)]
+                present = [(v, p) for v, p in zip(peer_t, PEERS, strict=True) if v is not None]
                 best, name = min(present)
                 cells = " | ".join(
                     f"{v * 1e3:.1f}" if v is not None
                     else "absent" if f is None else "failed (" + f.strip("[]'") + ")"
-                    for v, f in zip(peer_t, failed[1:]))
+                    for v, f in zip(peer_t, failed[1:], strict=True))
                 print(f"| ({m}, {n}, {k}) | {dtype} | {ours * 1e3:.1f} | {cells} | {name} | "
                       f"**{best / ours:.2f}** |", flush=True)
 

@@ -32,11 +32,38 @@ fastsoftmax.cli
     also ``python -m fastsoftmax``.
 """
 
-from ._estimator import SoftmaxRegression
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ._functions import hessp, log_softmax, logsumexp, loss_and_grad, softmax
-from .exceptions import DivergenceWarning
+
+if TYPE_CHECKING:
+    from ._estimator import SoftmaxRegression
+    from .exceptions import DivergenceWarning
 
 __version__ = "0.1.0"
+
+# The estimator and the warning class are built on scikit-learn, whose
+# import takes about a second (it loads SciPy's statistics and pandas): they
+# are imported on first use, so that ``import fastsoftmax`` for the
+# functions, and ``fastsoftmax --version`` or ``--help``, do not pay for it.
+_LAZY = {"SoftmaxRegression": "._estimator", "DivergenceWarning": ".exceptions"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastsoftmax' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "softmax",

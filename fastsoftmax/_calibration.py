@@ -83,7 +83,7 @@ def _host_key() -> str:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux; else what platform says)."""
+    """Return the CPU's model name (from /proc/cpuinfo on Linux; else what platform says)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:

@@ -23,8 +23,6 @@ in-memory ones. Requires ``dask`` and ``distributed``
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ._data import make_dataset, row_weights
@@ -40,12 +38,6 @@ from ._validation import (
     encode_labels,
     float_dtype_of,
 )
-
-
-def is_dask_collection(x: Any) -> bool:
-    """Return True for dask arrays, DataFrames and Series, without importing dask."""
-    return type(x).__module__.split(".")[0] in ("dask", "dask_expr") and hasattr(
-        x, "__dask_graph__")
 
 
 def _client():

@@ -94,10 +94,11 @@ class Dataset:
 
     def rows(self, index: np.ndarray) -> Dataset:
         """Return the problem on a subset of the rows, with its own weight total."""
+        X: Any
         if self.sparse:
             from ._sparse import as_csr
 
-            X = as_csr(self.X.to_scipy()[index])
+            X = as_csr(self.X.to_scipy()[index])  # type: ignore[attr-defined]
         else:
             X = np.ascontiguousarray(self.X[index])
         return make_dataset(X,

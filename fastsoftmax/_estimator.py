@@ -23,6 +23,7 @@ from . import _dask, _persistence, _prediction
 from ._data import training_data
 from ._params import check_params
 from ._solvers import SGDState, choose_solver, solve
+from ._validation import is_dask_collection
 
 __all__ = ["SoftmaxRegression"]
 
@@ -57,7 +58,7 @@ def _rng(random_state):
 
 def _record_features(est, X, n_features):
     """Record n_features_in_ and feature_names_in_ (scikit-learn's rules) from X on ``est``."""
-    if _dask.is_dask_collection(X):
+    if is_dask_collection(X):
         names = getattr(X, "columns", None)
         est.n_features_in_ = n_features
         if names is not None and all(isinstance(c, str) for c in names):
@@ -274,7 +275,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         """
         with _unchanged_on_error(self):
             params = check_params(self)
-            if _dask.is_dask_collection(X):
+            if is_dask_collection(X):
                 if self.early_stopping:
                     raise ValueError("early_stopping is not supported for dask input; hold "
                                      "out a validation set yourself and use score()")
@@ -396,7 +397,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         ``classes_[1]`` against ``classes_[0]``, positive where class 1 wins.
         A dask X gives a lazy dask array, computed block by block.
         """
-        if _dask.is_dask_collection(X):
+        if is_dask_collection(X):
             k = len(self.classes_)
             return _dask.predict_blocks(self.decision_function, X, None if k == 2 else k,
                                         self.coef_.dtype)
@@ -404,14 +405,14 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         """Class probabilities, shape (m, n_classes); rows sum to 1."""
-        if _dask.is_dask_collection(X):
+        if is_dask_collection(X):
             return _dask.predict_blocks(self.predict_proba, X, len(self.classes_),
                                         self.coef_.dtype)
         return _prediction.scores(self, X, _prediction.PROBA)
 
     def predict_log_proba(self, X):
         """Log class probabilities, computed without log(softmax)."""
-        if _dask.is_dask_collection(X):
+        if is_dask_collection(X):
             return _dask.predict_blocks(self.predict_log_proba, X, len(self.classes_),
                                         self.coef_.dtype)
         return _prediction.scores(self, X, _prediction.LOG_PROBA)
@@ -423,7 +424,7 @@ class SoftmaxRegression(ClassifierMixin, BaseEstimator):
         computed block by block and never stored for all rows. A dask X
         gives a lazy dask array, computed block by block.
         """
-        if _dask.is_dask_collection(X):
+        if is_dask_collection(X):
             return _dask.predict_blocks(self.predict, X, None, self.classes_.dtype)
         idx = _prediction.labels(self, X)  # checks the fit before classes_ is read
         return self.classes_[idx]

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from . import _dask
 from ._data import loss_data
 from ._kernels import _common as C
 from ._kernels import _rowwise as K
@@ -14,7 +13,14 @@ from ._launch import n_chunks, status_arrays
 from ._objective import Objective
 from ._sparse import as_csr
 from ._threads import check_n_threads, numba_threads, thread_policy
-from ._validation import as_float_array, check_alpha, check_finite, check_weights, is_sparse
+from ._validation import (
+    as_float_array,
+    check_alpha,
+    check_finite,
+    check_weights,
+    is_dask_collection,
+    is_sparse,
+)
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "loss_and_grad", "hessp"]
 
@@ -211,7 +217,9 @@ def loss_and_grad(
     """
     n_threads = check_n_threads(n_threads)
     alpha = check_alpha(alpha)
-    if _dask.is_dask_collection(X):
+    if is_dask_collection(X):
+        from . import _dask  # the Dask layer (and the solvers it drives) on demand
+
         return _dask.loss_and_grad(X, y, W, b, alpha=alpha, sample_weight=sample_weight,
                                    n_threads=n_threads)
     X_arr = _objective_X(X)

@@ -82,6 +82,7 @@ class Objective:
         self.n_features = data.n_features
         self.n_classes = data.n_classes
         self.total_weight = data.total_weight
+        self.engine: SparseEngine | DenseEngine
         if data.sparse:
             self.engine = SparseEngine(data)
         else:

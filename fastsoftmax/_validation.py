@@ -102,8 +102,10 @@ def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
 
     Dense input: scikit-learn's ``check_array`` does the conversion, so the
     messages for 1-D, empty, complex and object input are the ones its
-    users know; the finiteness scan is ours (one parallel read, naming the
-    row). Returns a C-contiguous float32/float64 array.
+    users know (a float ndarray of the wanted dtype has nothing to convert
+    and skips it); the finiteness scan is ours (one parallel read, naming
+    the row). Returns a C-contiguous float32/float64 array, read-only input
+    as :func:`kernel_view` gives it.
 
     scipy.sparse input (matrix or array, any format): returned as a
     :class:`fastsoftmax._sparse.CSR` (CSC, COO and the others converted
@@ -114,14 +116,32 @@ def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
     """
     if is_sparse(X):
         return _check_sparse_X(X, dtype, offset, allow_empty)
-    from sklearn.utils import check_array
+    if not _plain_float_matrix(X, dtype, allow_empty):
+        from sklearn.utils import check_array
 
-    X = check_array(X, dtype=[np.float64, np.float32] if dtype is None else dtype,
-                    order="C", ensure_all_finite=False,
-                    ensure_min_samples=0 if allow_empty else 1)
+        X = check_array(X, dtype=[np.float64, np.float32] if dtype is None else dtype,
+                        order="C", ensure_all_finite=False,
+                        ensure_min_samples=0 if allow_empty else 1)
     X = kernel_view(np.ascontiguousarray(X))
     check_finite(X, "X", offset=offset)
     return X
+
+
+def _plain_float_matrix(X: Any, dtype: Any, allow_empty: bool) -> bool:
+    """X is already what ``check_array`` would return up to its memory order.
+
+    A 2-D float32/float64 ndarray (not np.matrix) of the wanted dtype, with
+    rows (or ``allow_empty``) and columns: nothing for scikit-learn's
+    ``check_array`` to convert or reject, so it is not called (nor imported,
+    which takes about a second in a fresh process).
+    """
+    if not isinstance(X, np.ndarray) or isinstance(X, np.matrix) or X.ndim != 2:
+        return False
+    if X.dtype not in (np.float32, np.float64):
+        return False
+    if dtype is not None and X.dtype != np.dtype(dtype):
+        return False
+    return X.shape[1] >= 1 and (X.shape[0] >= 1 or allow_empty)
 
 
 class _Alias:
@@ -150,6 +170,12 @@ def kernel_view(a: np.ndarray) -> np.ndarray:
     if a.flags.writeable:
         return a
     return np.asarray(_Alias(a))
+
+
+def is_dask_collection(x: Any) -> bool:
+    """Return True for dask arrays, DataFrames and Series, without importing dask."""
+    return type(x).__module__.split(".")[0] in ("dask", "dask_expr") and hasattr(
+        x, "__dask_graph__")
 
 
 def is_sparse(X: Any) -> bool:

@@ -117,8 +117,13 @@ def test_second_process_loads_every_kernel_from_disk(cache_dir):
     assert any(name.startswith("fastsoftmax._kernels._rowwise.") for name in first), first
     assert all(hits == 0 and misses > 0 for hits, misses in first.values()), first
     assert list(cache.rglob("*.nbi")), "nothing was written to NUMBA_CACHE_DIR"
-    # The second loaded every one of them from disk.
-    assert set(second) == set(first)
+    # The second loaded every kernel it called from disk and compiled none. A
+    # chunk function that the first process compiled while compiling the
+    # parallel kernel that calls it comes back inside that kernel's cached
+    # code, not through its own dispatcher, so the second set may be smaller.
+    assert set(second) <= set(first), set(second) - set(first)
+    assert any(name.startswith("fastsoftmax._kernels._fused.") for name in second), second
+    assert any(name.startswith("fastsoftmax._kernels._rowwise.") for name in second), second
     assert all(hits > 0 and misses == 0 for hits, misses in second.values()), second
 
 

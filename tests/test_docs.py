@@ -9,10 +9,9 @@ blocks run through ``fastsoftmax.cli.main`` in between, as in
 
 from __future__ import annotations
 
-import warnings
-
 import re
 import shlex
+import warnings
 from pathlib import Path
 
 import numpy as np

@@ -16,13 +16,12 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import FLOAT_DTYPES, dtype_id
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from fastsoftmax import SoftmaxRegression, hessp, loss_and_grad
 from fastsoftmax.datasets import make_text_like
-
-from _helpers import FLOAT_DTYPES, dtype_id
 
 SOLVERS = ("newton", "lbfgs", "bgd", "sgd")
 
@@ -160,7 +159,7 @@ def test_caller_matrix_is_not_modified(text):
     before = (X.data.copy(), X.indices.copy(), X.indptr.copy())
     est = _fit(X, y, solver="sgd", max_iter=3)
     est.predict_proba(X)
-    for a, b in zip(before, (X.data, X.indices, X.indptr)):
+    for a, b in zip(before, (X.data, X.indices, X.indptr), strict=True):
         np.testing.assert_array_equal(a, b)
     assert X.format == "csc"
 
@@ -211,11 +210,11 @@ def test_loss_and_grad_and_hessp_take_sparse_x(text, dtype):
         want = loss_and_grad(Xs.toarray(), y, W, b, **kw)
         assert got[1].dtype == np.dtype(dtype)
         np.testing.assert_allclose(got[0], want[0], rtol=rtol)
-        for g, w in zip(got[1:], want[1:]):
+        for g, w in zip(got[1:], want[1:], strict=True):
             np.testing.assert_allclose(g, w, atol=rtol * np.abs(w).max())
         got = hessp(Xs, y, W, b, V, c, **kw)
         want = hessp(Xs.toarray(), y, W, b, V, c, **kw)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g, w, atol=rtol * np.abs(w).max())
     # soft targets
     Y = np.eye(k, dtype=dtype)[y] * 0.9 + 0.025

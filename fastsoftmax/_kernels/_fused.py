@@ -21,9 +21,11 @@ Both write per-chunk partial sums (a leading chunk axis on every
 accumulator: no shared array is written from inside ``prange``); the caller
 reduces them serially and adds the L2 penalty. Each parallel kernel is a
 ``prange`` over chunks calling one compiled chunk function
-(:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller also calls
-directly for problems too small for a parallel region: the body is compiled
-once, not once per variant, and the parallel region stays small (Numba's
+(:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller can also call
+directly for problems too small for a parallel region (under the
+"workqueue" layer; elsewhere one chunk runs as the parallel kernel at one
+thread, whose body LLVM optimises better: ``_launch.run_one_chunk``): the
+body is compiled once, not once per variant, and the parallel region stays small (Numba's
 parallel lowering is the slow part of a cold compile). The chunk index is
 passed as int64, the type a direct call gives it, so that the chunk function
 has one specialisation (a ``prange`` index is unsigned).
@@ -176,8 +178,10 @@ def _chunk_start(c, m, gW, gb, bad_row):
 @njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 gWt, gb, loss, bad_row, scratch, P):
-    """Chunk c of the small-k strategy: the parallel kernel's body, called
-    directly (c = 0 of one chunk) for problems too small for a parallel region.
+    """Chunk c of the small-k strategy: the parallel kernel's body.
+
+    Under the "workqueue" layer also called directly (c = 0 of one chunk)
+    for problems too small for a parallel region (``_launch.run_one_chunk``).
 
     Rows go four at a time through logits, softmax error and gradient, so
     each block of X (4 x n) is read from memory once and is still in L1 for

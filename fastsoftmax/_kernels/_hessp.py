@@ -32,10 +32,10 @@ the chunks serially and adds alpha V.
 
 Layout of the functions: ``_*_chunk`` is the whole work of one chunk of
 rows, a plain (not inlined) compiled function; the parallel kernel is a
-``prange`` over chunks that calls it. Called from Python with one chunk,
-the chunk function itself is the serial variant for small problems: no
-parallel region, and no second compiled kernel (the parallel kernel has
-already compiled it for the same argument types). Not inlining also keeps
+``prange`` over chunks that calls it. A small problem runs as one chunk:
+the parallel kernel at one thread, or under the "workqueue" layer the chunk
+function called from Python (``_launch.run_one_chunk``); either way no
+second compiled kernel. Not inlining also keeps
 Numba's parfor passes off the unrolled tile code (see :mod:`._sgd`: an
 inlined tile body made one compile take minutes).
 

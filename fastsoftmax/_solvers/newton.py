@@ -63,7 +63,7 @@ class _Packing:
         return out
 
     def unpack(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Views of x in float64 (x is never written after it is unpacked), else copies."""
+        """Return views of x in float64 (x is never written after it is unpacked), else copies."""
         coef = x[:self.size].reshape(self.shape).astype(self.dtype, copy=False)
         return coef, (x[self.size:].astype(self.dtype, copy=False) if self.fit_b else None)
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING, _sgd_epoch, sgd_hyper
 from .. import _sparse
+from .._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING, _sgd_epoch, sgd_hyper
 from .._launch import n_chunks
 from .._objective import l2_penalty
 from ._common import (

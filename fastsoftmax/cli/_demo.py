@@ -1,5 +1,7 @@
-"""``fastsoftmax demo``: every solver on digits, the toy data and a sparse text-like
-problem, the kernel's speed-up, plots."""
+"""``fastsoftmax demo``: every solver on three problems, the kernel's speed-up, plots.
+
+The problems: scikit-learn's digits, the toy data and a sparse text-like one.
+"""
 
 from __future__ import annotations
 

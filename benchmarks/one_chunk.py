@@ -1,0 +1,80 @@
+"""A problem too small for a parallel region: the chunk function called directly
+against the parallel kernel run at one thread (``_launch.run_one_chunk``).
+
+    python benchmarks/one_chunk.py [--rounds 9]
+
+Both compute the same chunk of rows with the same compiled body; Numba
+compiles a ``prange`` body with its arrays marked as not aliasing, which
+lets LLVM vectorise the accumulation loops, and the direct call has no such
+mark. Times the dense gradient (rows strategy and the GEMM strategy) on a
+few shapes, float32 and float64, interleaved after a warm-up, each call
+after a 10 ms pause; prints the threading layer in force, since under
+"workqueue" a one-thread region still goes through its queue. Prints one
+Markdown table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numba
+import numpy as np
+
+import fastsoftmax as fs
+from fastsoftmax._data import make_dataset
+from fastsoftmax._dense import DenseEngine
+from fastsoftmax._threads import thread_policy
+
+SHAPES = [(64, 20, 2), (1000, 20, 10), (100000, 20, 2), (100000, 20, 10),
+          (20000, 100, 10), (4000, 784, 10)]
+
+
+def _median_us(fn, rounds):
+    ts = []
+    for _ in range(rounds):
+        time.sleep(0.01)
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)) * 1e6
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    args = ap.parse_args(argv)
+    fs.softmax(np.ones((1000, 8)))  # a parallel launch: the layer is known from here on
+    print(f"threading layer: {numba.threading_layer()}; one thread; medians of "
+          f"{args.rounds} calls, each after 10 ms idle")
+    print("| (m, n, k) | dtype | strategy | chunk function called directly, us | "
+          "parallel kernel at one thread, us | direct / kernel |\n"
+          "|---|---|---|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k in SHAPES:
+        for dtype in ("float32", "float64"):
+            X = rng.standard_normal((m, n)).astype(dtype)
+            data = make_dataset(X, rng.integers(0, k, m), None, None, k)
+            coef = (0.1 * rng.standard_normal((k, n))).astype(dtype)
+            b = np.zeros(k, dtype)
+            for strategy in ("rows", "gemm"):
+                direct = DenseEngine(data, strategy)
+                kernel = DenseEngine(data, strategy)
+                direct._serial = kernel._serial = True
+                direct._run = lambda chunk_fn, _kernel, a: chunk_fn(0, *a)
+                with thread_policy(1):
+                    for e in (direct, kernel):
+                        e.gradient(coef, b)
+                    td = _median_us(lambda: direct.gradient(coef, b), 1)  # noqa: B023
+                    tk = _median_us(lambda: kernel.gradient(coef, b), 1)  # noqa: B023
+                    d, q = [td], [tk]
+                    for _ in range(args.rounds - 1):
+                        d.append(_median_us(lambda: direct.gradient(coef, b), 1))  # noqa: B023
+                        q.append(_median_us(lambda: kernel.gradient(coef, b), 1))  # noqa: B023
+                td, tk = float(np.median(d)), float(np.median(q))
+                print(f"| ({m}, {n}, {k}) | {dtype} | {strategy} | {td:.0f} | {tk:.0f} | "
+                      f"**{td / tk:.2f}** |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
