@@ -395,3 +395,24 @@ def test_demo_quick_writes_plots(capsys, tmp_path):
                            "toy_loss_curves.png", "text_loss_curves.png"])
     for name in pngs:
         assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_import_and_version_do_not_load_scikit_learn():
+    """``import fastsoftmax`` (the functions) and ``fastsoftmax --version`` /
+    ``predict --help`` leave scikit-learn unimported (about a second of
+    start-up); the estimator loads it on first use."""
+    code = (
+        "import sys, contextlib, io\n"
+        "import fastsoftmax\n"
+        "assert 'sklearn' not in sys.modules, 'import fastsoftmax'\n"
+        "from fastsoftmax.cli import main\n"
+        "for argv in (['--version'], ['predict', '--help'], ['--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        main(argv)\n"
+        "    assert 'sklearn' not in sys.modules, argv\n"
+        "fastsoftmax.SoftmaxRegression\n"
+        "assert 'sklearn' in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -105,9 +105,11 @@ def _add_train_options(train: argparse.ArgumentParser) -> None:
 
     default = SoftmaxRegression().get_params()
     option = PARAM_OPTIONS
-    train.add_argument(option["solver"], choices=("lbfgs", "sgd", "bgd"),
+    train.add_argument(option["solver"], choices=("auto", "newton", "lbfgs", "sgd", "bgd"),
                        default=argparse.SUPPRESS,
-                       help="lbfgs: quasi-Newton, no learning rate; sgd: mini-batch SGD with "
+                       help="auto: the solver the estimator picks for the data (newton for "
+                            "in-memory data); newton: truncated Newton with fused Hessian "
+                            "products; lbfgs: quasi-Newton; sgd: mini-batch SGD with "
                             f"momentum; bgd: full-batch gradient descent (default: "
                             f"{default['solver']}; --chunksize trains with sgd)")
     train.add_argument(option["alpha"], type=float, default=default["alpha"],
@@ -148,7 +150,8 @@ def _add_train_options(train: argparse.ArgumentParser) -> None:
                        help="Numba threads (default: Numba's setting, usually all cores)")
 
 
-def _train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def _train_parser(sub: argparse._SubParsersAction,
+                  estimator_options: bool = True) -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train", formatter_class=_Formatter, help="fit a model to a data file",
         description="Fit a softmax regression model to DATA and write it to MODEL.npz.\n\n"
@@ -189,7 +192,8 @@ def _train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="svmlight/libsvm: the number of features, for a file whose last "
                             "columns are empty in every row (default: the largest index "
                             "seen); smaller than that is an error")
-    _add_train_options(train)
+    if estimator_options:
+        _add_train_options(train)
     train.add_argument("--dtype", choices=("float32", "float64"), default="float64",
                        help="precision to train in (float32 halves memory traffic)")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -198,8 +202,14 @@ def _train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return train
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the argument parser of the ``fastsoftmax`` command."""
+def build_parser(estimator_options: bool = True) -> argparse.ArgumentParser:
+    """Build the argument parser of the ``fastsoftmax`` command.
+
+    ``estimator_options`` False leaves out train's estimator options
+    (--solver, --alpha, ...), whose defaults are read from the estimator and
+    so import scikit-learn (about a second): :func:`main` builds them only
+    when the command is ``train``.
+    """
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -212,8 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo", formatter_class=_Formatter, help="train on digits and the toy data, show plots",
-        description="Train every solver (lbfgs, sgd, bgd) on scikit-learn's digits and on the "
-                    "lecture notes' toy data (3 Gaussian classes in 2-D), print test accuracy "
+        description="Train every solver (newton, lbfgs, sgd, bgd) on scikit-learn's digits, "
+                    "on the lecture notes' toy data (3 Gaussian classes in 2-D) and on a "
+                    "sparse text-like problem, print test accuracy "
                     "and training time, measure the fused kernel's speed-up over the plain "
                     "NumPy reference, and write plots (needs matplotlib: "
                     "pip install fastsoftmax[plot]). Nothing is downloaded.")
@@ -225,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help=_PROGRESS_HELP)
     demo.set_defaults(func=_demo, parser=demo)
 
-    _train_parser(sub)
+    _train_parser(sub, estimator_options)
 
     predict = sub.add_parser(
         "predict", formatter_class=_Formatter, help="predict labels or probabilities",
@@ -282,7 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list and args_list[0] == "bench":
             return _run_bench(args_list[1:])
-        args = build_parser().parse_args(args_list)
+        train = bool(args_list) and args_list[0] == "train"
+        args = build_parser(estimator_options=train).parse_args(args_list)
         _check_combinations(args)
         return int(args.func(args))
     except CLIError as exc:
