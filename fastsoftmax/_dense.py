@@ -33,9 +33,22 @@ _L2_BYTES = 1 << 18
 PROBA_BUDGET = 256 << 20
 
 
-def gemm_block_rows(n: int, itemsize: int) -> int:
-    """Rows per GEMM block for X with ``n`` features of ``itemsize`` bytes."""
-    return int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
+# Blocks of at least this many rows once the gradient's n x k partial sum
+# outgrows _G_CACHE_BYTES: every block after a chunk's first adds its Xᵀ E
+# (n k entries) into the chunk's sum, a pass over memory that at 64 rows
+# per block cost as much as the block's two products (1000 x 3000 x 1000
+# float32: 175 ms at 64 rows, 118 ms at 256; BENCHMARKS.md, "Round 2").
+# Re-reading a 256-row block of X from L3 costs far less than that pass.
+_MIN_ROWS_LARGE_G = 256
+_G_CACHE_BYTES = 1 << 18
+
+
+def gemm_block_rows(n: int, itemsize: int, k: int = 1) -> int:
+    """Rows per GEMM block for X with ``n`` features of ``itemsize`` bytes and ``k`` classes."""
+    rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
+    if n * k * itemsize > _G_CACHE_BYTES:
+        rows = max(rows, _MIN_ROWS_LARGE_G)
+    return rows
 
 
 def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> str:
@@ -65,7 +78,7 @@ class DenseEngine:
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
         self._scale = self.dtype.type(1.0 / data.total_weight)
         self._serial = m * n * self.k < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
-        self._rows = min(gemm_block_rows(n, self.dtype.itemsize), m)
+        self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k), m)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
 
@@ -80,13 +93,25 @@ class DenseEngine:
         return buf
 
     def _weights(self, coef: np.ndarray) -> np.ndarray:
-        """Return the kernels' weights: coef itself (rows) or W = coefᵀ (gemm)."""
-        return coef if self.strategy == "rows" else np.ascontiguousarray(coef.T)
+        """Return the kernels' weights: coef (rows) or W = coefᵀ (gemm), C-contiguous.
+
+        ``coef`` (k, n) in any memory order: the transposed view of a
+        C-contiguous (n, k) W (the public layout) goes to the GEMM kernel
+        without a copy.
+        """
+        if self.strategy == "rows":
+            return np.ascontiguousarray(coef)
+        return np.ascontiguousarray(coef.T)
 
     def _to_coef(self, G: np.ndarray) -> np.ndarray:
-        """Sum the per-chunk parts and return them in coef layout (k, n)."""
+        """Sum the per-chunk parts; return them in coef layout (k, n), a fresh array.
+
+        The GEMM strategy's sum is (n, k): its transposed view is returned
+        (Fortran-ordered), not a copy; a caller that wants (n, k) C-contiguous
+        gets it back by transposing, without a copy either.
+        """
         g = G.sum(axis=0)
-        return g if self.strategy == "rows" else np.ascontiguousarray(g.T)
+        return g if self.strategy == "rows" else g.T
 
     def _accumulators(self, chunks: int) -> tuple[np.ndarray, ...]:
         n, k, dt = self.data.n_features, self.k, self.dtype
@@ -139,7 +164,8 @@ class DenseEngine:
             def make(c):
                 return (*self._accumulators(c), np.empty((c, 9, self.k), dtype=dt))
             G, gc, scratch = self._buffer("hessp", chunks, make)
-            args = (self.data.X, P, *self._weight_args(), coef, bias, V, cv, G, gc, scratch)
+            args = (self.data.X, P, *self._weight_args(), np.ascontiguousarray(coef), bias,
+                    np.ascontiguousarray(V), cv, G, gc, scratch)
             self._run(_hessp_rows_chunk, _hessp_rows, args)
         else:
             def make(c):

@@ -32,7 +32,7 @@ def l2_penalty(coef: np.ndarray, alpha: float) -> float:
     """
     if not alpha:
         return 0.0
-    w64 = coef.ravel().astype(np.float64)
+    w64 = coef.ravel(order="K").astype(np.float64)  # memory order: no copy of a view
     with np.errstate(over="ignore", invalid="ignore"):
         return 0.5 * alpha * float(np.dot(w64, w64))
 
@@ -100,8 +100,11 @@ class Objective:
                   alpha: float = 0.0) -> tuple[float, np.ndarray, np.ndarray | None]:
         """J and its gradient at (coef, intercept).
 
-        ``coef`` (k, n) and ``intercept`` (k,) or None, of the data's dtype
-        and C-contiguous. Returns ``(loss, grad_coef, grad_intercept)``,
+        ``coef`` (k, n) and ``intercept`` (k,) or None, of the data's dtype;
+        ``coef`` in either memory order (the transposed view of a public
+        (n, k) W is passed without a copy). Returns ``(loss, grad_coef,
+        grad_intercept)``, grad_coef (k, n) in the engine's order (C, or F
+        for the dense GEMM strategy: the transpose of a C-contiguous (n, k)),
         grad_intercept None when intercept is None. Raises ValueError if the
         logits overflow to a non-finite value.
         """

@@ -3,9 +3,10 @@
 :class:`SparseEngine` has :class:`~fastsoftmax._dense.DenseEngine`'s
 interface (``gradient``, ``hessp``, ``proba_buffer``, ``no_proba``) over
 the launchers of :mod:`fastsoftmax._sparse`. Parameters come and go in
-coef layout (k, n); the sparse kernels work in W layout (n, k), so each
-call transposes the weights in and the gradient out: O(n k), next to the
-pass's O(nnz k). The gradient scheme ("scatter" or "transpose", see
+coef layout (k, n); the sparse kernels work in W layout (n, k). A coef
+that is the transposed view of a C-contiguous W goes in without a copy
+(else one O(n k) copy), and the gradient comes out as the transposed view
+of the kernels' fresh (n, k) result (Fortran-ordered coef layout), no copy. The gradient scheme ("scatter" or "transpose", see
 :func:`fastsoftmax._sparse.gradient_scheme`) is chosen once per engine;
 the transpose of X it may need is built once and kept.
 
@@ -53,7 +54,7 @@ class SparseEngine:
         loss, G, gb = _sparse.loss_and_grad(
             data.X, self._y(), data.sample_weight, np.ascontiguousarray(coef.T), bias,
             P=P, XT=self._XT, total=data.total_weight)
-        return loss, np.ascontiguousarray(G.T), gb
+        return loss, G.T, gb  # a fresh (n, k) array: its transpose is the coef layout
 
     def hessp(self, coef, bias, P, V, cv):
         """Return the data term of H (V, cv): (HV in coef layout, Hc)."""
@@ -63,4 +64,4 @@ class SparseEngine:
         HV, Hc = _sparse.hessp(self.data.X, P, self.data.sample_weight,
                                np.ascontiguousarray(V.T), cv, XT=self._XT,
                                total=self.data.total_weight)
-        return np.ascontiguousarray(HV.T), Hc
+        return HV.T, Hc

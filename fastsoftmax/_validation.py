@@ -116,15 +116,36 @@ def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
     """
     if is_sparse(X):
         return _check_sparse_X(X, dtype, offset, allow_empty)
+    source = X
     if not _plain_float_matrix(X, dtype, allow_empty):
         from sklearn.utils import check_array
 
-        X = check_array(X, dtype=[np.float64, np.float32] if dtype is None else dtype,
-                        order="C", ensure_all_finite=False,
-                        ensure_min_samples=0 if allow_empty else 1)
+        # A float64 value beyond float32's range becomes inf in the cast to
+        # a float32 model's dtype: named below, not warned about here.
+        with np.errstate(over="ignore"):
+            X = check_array(X, dtype=[np.float64, np.float32] if dtype is None else dtype,
+                            order="C", ensure_all_finite=False,
+                            ensure_min_samples=0 if allow_empty else 1)
     X = kernel_view(np.ascontiguousarray(X))
-    check_finite(X, "X", offset=offset)
+    try:
+        check_finite(X, "X", offset=offset)
+    except ValueError:
+        _name_out_of_range(source, X, offset)
+        raise
     return X
+
+
+def _name_out_of_range(source: Any, X: np.ndarray, offset: int) -> None:
+    """Raise ValueError for the first entry that is finite in ``source`` but not in X (a cast)."""
+    if not isinstance(source, np.ndarray) or source.shape != X.shape or source is X:
+        return
+    with np.errstate(invalid="ignore"):
+        lost = ~np.isfinite(X) & np.isfinite(source)
+    if lost.any():
+        i, j = (int(v) for v in np.argwhere(lost)[0])
+        raise ValueError(
+            f"X[{i + offset}, {j}] = {float(source[i, j])!r} is outside the range of {X.dtype.name} "
+            f"(the working dtype here); rescale X")
 
 
 def _plain_float_matrix(X: Any, dtype: Any, allow_empty: bool) -> bool:

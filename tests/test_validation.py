@@ -259,3 +259,20 @@ def test_read_only_input_reaches_the_kernels_as_one_writable_typed_view():
     assert got[0] == want[0]
     np.testing.assert_array_equal(got[1], want[1])
     assert not X.flags.writeable and not y.flags.writeable and not W3.flags.writeable
+
+
+def test_value_beyond_the_model_dtype_is_named_not_warned():
+    """A float32 model given float64 data with a value beyond float32's range:
+    a ValueError naming the entry, no overflow RuntimeWarning from the cast."""
+    import warnings
+
+    X = np.zeros((6, 4), np.float32)
+    y = np.array([0, 1, 0, 1, 0, 1])
+    model = fs.SoftmaxRegression("lbfgs").fit(X, y)
+    X_new = np.zeros((3, 4))
+    X_new[1, 2] = 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"X\[1, 2\] = 1e\+300 is outside the range of "
+                                             r"float32"):
+            model.predict_proba(X_new)

@@ -262,10 +262,13 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
             bad_row[c] = r0 + bad
             break
         acc += part
-        np.dot(Xb.T, Zb, T)
-        for f in range(n):
-            for j in range(k):
-                G[f, j] += T[f, j]
+        if r0 == start:  # the first block's product is the sum so far
+            np.dot(Xb.T, Zb, G)
+        else:
+            np.dot(Xb.T, Zb, T)
+            for f in range(n):
+                for j in range(k):
+                    G[f, j] += T[f, j]
     loss[c] = acc
 
 
