@@ -6,7 +6,8 @@ the launchers of :mod:`fastsoftmax._sparse`. Parameters come and go in
 coef layout (k, n); the sparse kernels work in W layout (n, k). A coef
 that is the transposed view of a C-contiguous W goes in without a copy
 (else one O(n k) copy), and the gradient comes out as the transposed view
-of the kernels' fresh (n, k) result (Fortran-ordered coef layout), no copy. The gradient scheme ("scatter" or "transpose", see
+of the kernels' fresh (n, k) result (Fortran-ordered coef layout), no copy.
+The gradient scheme ("scatter" or "transpose", see
 :func:`fastsoftmax._sparse.gradient_scheme`) is chosen once per engine;
 the transpose of X it may need is built once and kept.
 

@@ -144,8 +144,8 @@ def _name_out_of_range(source: Any, X: np.ndarray, offset: int) -> None:
     if lost.any():
         i, j = (int(v) for v in np.argwhere(lost)[0])
         raise ValueError(
-            f"X[{i + offset}, {j}] = {float(source[i, j])!r} is outside the range of {X.dtype.name} "
-            f"(the working dtype here); rescale X")
+            f"X[{i + offset}, {j}] = {float(source[i, j])!r} is outside the range of "
+            f"{X.dtype.name} (the working dtype here); rescale X")
 
 
 def _plain_float_matrix(X: Any, dtype: Any, allow_empty: bool) -> bool:
