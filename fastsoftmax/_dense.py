@@ -33,21 +33,24 @@ _L2_BYTES = 1 << 18
 PROBA_BUDGET = 256 << 20
 
 
-# Blocks of at least this many rows once the gradient's n x k partial sum
-# outgrows _G_CACHE_BYTES: every block after a chunk's first adds its Xᵀ E
-# (n k entries) into the chunk's sum, a pass over memory that at 64 rows
-# per block cost as much as the block's two products (1000 x 3000 x 1000
-# float32: 175 ms at 64 rows, 118 ms at 256; BENCHMARKS.md, "Round 2").
-# Re-reading a 256-row block of X from L3 costs far less than that pass.
-_MIN_ROWS_LARGE_G = 256
+# Once the gradient's n x k partial sum outgrows _G_CACHE_BYTES, blocks
+# hold a whole chunk of rows, up to _MAX_ROWS_LARGE_G: every block after a
+# chunk's first adds its Xᵀ E (n k entries) into the chunk's sum through a
+# buffer of that size, a pass over memory that at 64 rows per block cost as
+# much as the block's two products (1000 x 3000 x 1000 float32: 175 ms at
+# 64 rows, 118 ms at 256, measured), and the buffer itself is not needed
+# when no chunk has a second block. Re-reading a block of X from L3 for
+# the second product costs far less. The scratch for one block's logits
+# is then up to _MAX_ROWS_LARGE_G x k per thread.
+_MAX_ROWS_LARGE_G = 2048
 _G_CACHE_BYTES = 1 << 18
 
 
-def gemm_block_rows(n: int, itemsize: int, k: int = 1) -> int:
-    """Rows per GEMM block for X with ``n`` features of ``itemsize`` bytes and ``k`` classes."""
+def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0) -> int:
+    """Rows per GEMM block: X's block in L2, or a whole chunk of ``chunk_rows`` for a large n k."""
     rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
     if n * k * itemsize > _G_CACHE_BYTES:
-        rows = max(rows, _MIN_ROWS_LARGE_G)
+        rows = max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
     return rows
 
 
@@ -78,7 +81,8 @@ class DenseEngine:
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
         self._scale = self.dtype.type(1.0 / data.total_weight)
         self._serial = m * n * self.k < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
-        self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k), m)
+        chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
+        self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows), m)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
 
@@ -118,6 +122,17 @@ class DenseEngine:
         shape = (chunks, k, n) if self.strategy == "rows" else (chunks, n, k)
         return np.empty(shape, dtype=dt), np.empty((chunks, k), dtype=dt)
 
+    def _block_sums(self, chunks: int) -> np.ndarray:
+        """Return the GEMM kernels' per-chunk buffer for one block's Xᵀ E.
+
+        (chunks, n, k), or (chunks, 0, k) when every chunk is one block: a
+        chunk's first block writes into its sum directly, so it is never read.
+        """
+        chunk_rows = -(-self.data.n_rows // chunks)
+        if chunk_rows <= self._rows:
+            return np.empty((chunks, 0, self.k), dtype=self.dtype)
+        return self._accumulators(chunks)[0]
+
     def proba_buffer(self) -> np.ndarray:
         """Where a gradient pass stores P for later products: (m, k), or (0, k) to recompute."""
         if self.mode == "cached":
@@ -139,7 +154,7 @@ class DenseEngine:
         def make(c):
             g, gb = self._accumulators(c)
             scratch = (np.empty((c, 5, self.k), dtype=dt),) if self.strategy == "rows" else (
-                np.empty((c, self._rows + 1, self.k), dtype=dt), self._accumulators(c)[0])
+                np.empty((c, self._rows + 1, self.k), dtype=dt), self._block_sums(c))
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 
@@ -171,7 +186,7 @@ class DenseEngine:
             def make(c):
                 G, gc = self._accumulators(c)
                 return (G, gc, np.empty((c, 2 * self._rows + 1, self.k), dtype=dt),
-                        self._accumulators(c)[0])
+                        self._block_sums(c))
             G, gc, scratch, tmp = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     np.ascontiguousarray(V.T), cv, G, gc, scratch, tmp)

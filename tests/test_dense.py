@@ -105,6 +105,26 @@ def test_rows_and_gemm_strategies_agree(k, dt, soft, rng):
     assert_close(results["rows"], truth(X, y, W, b, alpha=0.1, sample_weight=sw), dt)
 
 
+@pytest.mark.parametrize("m", [700, 5000], ids=["one-block-per-chunk", "blocks-of-2048"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
+    """n k float64 above _dense._G_CACHE_BYTES: GEMM blocks hold a whole chunk
+    (no second-block buffer), or 2048 rows with a second block added through
+    it; gradient and Hessian products match the reference either way."""
+    n, k = 300, 120
+    assert n * k * 8 > _dense._G_CACHE_BYTES
+    X, y, W, b, sw = make_problem(rng, m, n, k, np.float64, weights=True)
+    W *= 0.1
+    obj = PublicObjective(X, y, k, sw, n_threads=n_threads, strategy="gemm")
+    assert_close(obj(W, b, 0.1), truth(X, y, W, b, alpha=0.1, sample_weight=sw), np.float64)
+    V = rng.standard_normal(W.shape)
+    c = rng.standard_normal(k)
+    got = fs.hessp(X, y, W, b, V, c, alpha=0.1, sample_weight=sw, n_threads=n_threads)
+    want = ref.hessp(X, y, W, b, V, c, alpha=0.1, sample_weight=sw)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * np.abs(w).max())
+
+
 @pytest.mark.parametrize("strategy", ["rows", "gemm"])
 def test_nan_logit_behind_a_finite_max_is_reported(strategy):
     k = 40

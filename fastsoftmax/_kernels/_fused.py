@@ -280,8 +280,9 @@ def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
     W is (n, k); gW is (n_chunks, n, k) partial sums of Xᵀ E; scratch
     (n_chunks, R + 1, k) holds one row block's logits and errors, and the
     exp scratch row; tmp (n_chunks, n, k) receives each block's Xᵀ E before
-    it is added. OUT P: (m, k) probabilities or an empty (0, k) array, as
-    in :func:`_loss_grad_rows`.
+    it is added (a chunk's first block writes into gW directly, so tmp may
+    be (n_chunks, 0, k) when no chunk has a second block). OUT P: (m, k)
+    probabilities or an empty (0, k) array, as in :func:`_loss_grad_rows`.
     """
     for c in prange(gW.shape[0]):
         _gemm_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,

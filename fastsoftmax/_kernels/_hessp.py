@@ -204,8 +204,11 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
             for j in range(u.shape[0]):
                 u[j] += cv[j]
             _row_hvp(Pb[q], u, _row_weight(r0 + q, sw, weighted, scale), gcc)
-        np.dot(Xb.T, Ub, T)
-        _add_block(Gc, T)
+        if r0 == start:  # the first block's product is the sum so far
+            np.dot(Xb.T, Ub, Gc)
+        else:
+            np.dot(Xb.T, Ub, T)
+            _add_block(Gc, T)
 
 
 @njit(**PJIT)
