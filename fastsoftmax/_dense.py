@@ -16,7 +16,14 @@ import numpy as np
 
 from ._kernels._fused import _gemm_chunk, _loss_grad_gemm, _loss_grad_rows, _rows_chunk
 from ._kernels._hessp import _hessp_gemm, _hessp_gemm_chunk, _hessp_rows, _hessp_rows_chunk
-from ._launch import SERIAL_WORK, SERIAL_WORK_WARM, first_bad, n_chunks, run_one_chunk
+from ._launch import (
+    SERIAL_WORK,
+    SERIAL_WORK_WARM,
+    first_bad,
+    launch_work,
+    n_chunks,
+    run_one_chunk,
+)
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small
@@ -43,6 +50,9 @@ PROBA_BUDGET = 256 << 20
 # the second product costs far less. The scratch for one block's logits
 # is then up to _MAX_ROWS_LARGE_G x k per thread.
 _MAX_ROWS_LARGE_G = 2048
+
+# Bytes between two threads' partial sums (see DenseEngine._accumulators).
+_PAD_BYTES = 128
 _G_CACHE_BYTES = 1 << 18
 
 
@@ -80,7 +90,7 @@ class DenseEngine:
         if self.mode not in ("cached", "recompute"):
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
         self._scale = self.dtype.type(1.0 / data.total_weight)
-        self._serial = m * n * self.k < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
+        self._serial = launch_work(m, n, self.k) < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
         chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows), m)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
@@ -114,13 +124,39 @@ class DenseEngine:
         (Fortran-ordered), not a copy; a caller that wants (n, k) C-contiguous
         gets it back by transposing, without a copy either.
         """
-        g = G.sum(axis=0)
-        return g if self.strategy == "rows" else g.T
+        if self.strategy == "rows":
+            return G[:, :, :self.data.n_features].sum(axis=0)
+        return G.sum(axis=0).T
 
     def _accumulators(self, chunks: int) -> tuple[np.ndarray, ...]:
+        """Per-chunk partial sums: (chunks, k, n + pad) or (chunks, n, k), and (chunks, k + pad).
+
+        Each thread adds into its own chunk's sums, the intercept's for every
+        row and the rows strategy's G every four rows. Unpadded, chunk c's
+        sums and chunk c + 1's share cache lines whenever k (or k n) is
+        small, and every add then moves the line between cores: that made
+        the parallel kernel at 2 threads slower than at 1 on (300000, 20, 2)
+        (BENCHMARKS.md, "Round 2"). ``pad`` entries (128 bytes: a pair of
+        lines, which Intel's prefetcher fetches together) keep them apart;
+        the kernels only touch the first n (or k) entries of a row. The GEMM
+        strategy's G is written once per block of rows, and np.dot needs
+        its exact shape: not padded.
+        """
         n, k, dt = self.data.n_features, self.k, self.dtype
-        shape = (chunks, k, n) if self.strategy == "rows" else (chunks, n, k)
-        return np.empty(shape, dtype=dt), np.empty((chunks, k), dtype=dt)
+        pad = _PAD_BYTES // dt.itemsize
+        shape = (chunks, k, n + pad) if self.strategy == "rows" else (chunks, n, k)
+        return np.empty(shape, dtype=dt), np.empty((chunks, k + pad), dtype=dt)
+
+    def _row_scratch(self, chunks: int, rows: int) -> np.ndarray:
+        """Return the rows kernels' per-chunk scratch rows, (chunks, rows + pad, k).
+
+        The kernels use the first ``rows`` rows (a few rows of k logits,
+        rewritten every four data rows): the padding rows keep two chunks'
+        scratch out of each other's cache lines, as in :meth:`_accumulators`.
+        """
+        k, dt = self.k, self.dtype
+        pad = -(-_PAD_BYTES // (k * dt.itemsize))
+        return np.empty((chunks, rows + pad, k), dtype=dt)
 
     def _block_sums(self, chunks: int) -> np.ndarray:
         """Return the GEMM kernels' per-chunk buffer for one block's Xᵀ E.
@@ -153,7 +189,7 @@ class DenseEngine:
 
         def make(c):
             g, gb = self._accumulators(c)
-            scratch = (np.empty((c, 5, self.k), dtype=dt),) if self.strategy == "rows" else (
+            scratch = (self._row_scratch(c, 5),) if self.strategy == "rows" else (
                 np.empty((c, self._rows + 1, self.k), dtype=dt), self._block_sums(c))
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
@@ -169,7 +205,8 @@ class DenseEngine:
         row = first_bad(bad_row)
         if row >= 0:
             raise logits_error(row, dt)
-        return float(loss.sum()) / data.total_weight, self._to_coef(g), gb.sum(axis=0)
+        return (float(loss.sum()) / data.total_weight, self._to_coef(g),
+                gb.sum(axis=0)[:self.k])
 
     def hessp(self, coef, bias, P, V, cv):
         """Return the data term of H (V, cv): (HV in coef layout, Hc)."""
@@ -177,7 +214,7 @@ class DenseEngine:
         chunks = self._chunks()
         if self.strategy == "rows":
             def make(c):
-                return (*self._accumulators(c), np.empty((c, 9, self.k), dtype=dt))
+                return (*self._accumulators(c), self._row_scratch(c, 9))
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), np.ascontiguousarray(coef), bias,
                     np.ascontiguousarray(V), cv, G, gc, scratch)
@@ -191,7 +228,7 @@ class DenseEngine:
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     np.ascontiguousarray(V.T), cv, G, gc, scratch, tmp)
             self._run(_hessp_gemm_chunk, _hessp_gemm, args)
-        return self._to_coef(G), gc.sum(axis=0)
+        return self._to_coef(G), gc.sum(axis=0)[:self.k]
 
     def _run(self, chunk_fn, kernel, args) -> None:
         """One chunk on this thread (serial), or the parallel kernel."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-# Below this many multiply-adds (m n k) a kernel call runs without a
+# Below this much work (:func:`launch_work`) a kernel call runs without a
 # parallel region: waking Numba's workers (more after an idle pause, or when
 # another process is busy) costs more than the work itself at this size
 # (BENCHMARKS.md, "small problems").
@@ -22,6 +22,19 @@ SERIAL_WORK = 1 << 24
 # of a few hundred thousand multiply-adds already gains from a second thread
 # (BENCHMARKS.md, "small problems").
 SERIAL_WORK_WARM = 1 << 18
+
+
+def launch_work(m: int, n: int, k: int) -> int:
+    """Multiply-add equivalents of one pass over (m, n) data with k classes.
+
+    The products' m n k, plus each row's own work, measured in the same
+    unit: the max, exp, sum, log and error of k logits (about 8 per class)
+    and a fixed cost per row (about 256: the loop, the label, the
+    per-row sums). On (300000, 20, 2) that row work is most of the pass:
+    counted as m n k alone (12 million) it ran on one thread for 18 ms where
+    two took 13 ms (measured).
+    """
+    return m * (n * k + 8 * k + 256)
 
 
 def run_one_chunk(chunk_fn, kernel, args) -> None:

@@ -267,6 +267,16 @@ def gradient_scheme(csr: CSR, n_classes: int, n_threads: int | None = None) -> s
     return "transpose" if copy + m * n_classes * item <= accumulators else "scatter"
 
 
+def _pad(row: int, dtype: np.dtype) -> int:
+    """Return the padding, in rows of ``row`` entries, between two chunks' buffers.
+
+    128 bytes (a pair of cache lines) between two threads' per-chunk sums or
+    scratch rows: each thread writes its own every row, and a shared line
+    would move between cores each time (see ``_dense.DenseEngine._accumulators``).
+    """
+    return -(-128 // (row * np.dtype(dtype).itemsize))
+
+
 def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
                   alpha: float = 0.0, n_threads: int | None = None,
                   P: np.ndarray | None = None, XT: CSR | None = None,
@@ -319,10 +329,10 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
     scale = dt.type(1.0 / total)
     with numba_threads(n_threads) as t:
         chunks = n_chunks(m)
-        gb = np.empty((chunks, k), dt)
+        gb = np.empty((chunks, k + _pad(1, dt)), dt)
         loss = np.empty(chunks, np.float64)
         bad_row = np.empty(chunks, np.int64)
-        scratch = np.empty((chunks, 2, k), dt)
+        scratch = np.empty((chunks, 2 + _pad(k, dt), k), dt)
         E, G0, Gp = _row_pass_buffers(XT, m, n, k, chunks, dt)
         _sparse_loss_grad(csr.data, csr.indices, csr.indptr, labels, targets, sw, soft,
                           weighted, scale, W, bias, P_out, E, G0, Gp, gb, loss, bad_row,
@@ -336,7 +346,7 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
     value = float(loss.sum()) / total
     if alpha:
         value += 0.5 * alpha * float(wsq.sum())
-    grad_b = gb.sum(axis=0) if b is not None else None
+    grad_b = gb.sum(axis=0)[:k] if b is not None else None
     return value, G, grad_b
 
 
@@ -378,13 +388,13 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     sw, weighted, total = _weights(sample_weight, m, dt, total)
     with numba_threads(n_threads) as t:
         chunks = n_chunks(m)
-        hc = np.empty((chunks, k), dt)
-        scratch = np.empty((chunks, k), dt)
+        hc = np.empty((chunks, k + _pad(1, dt)), dt)
+        scratch = np.empty((chunks, 1 + _pad(k, dt), k), dt)
         S, H0, Hp = _row_pass_buffers(XT, m, n, k, chunks, dt)
         _sparse_hessp(csr.data, csr.indices, csr.indptr, P, sw, weighted, dt.type(1.0 / total),
                       V, cv, S, H0, Hp, hc, scratch)
         HV, _ = _column_pass(XT, S, H0, Hp, V, alpha, t)
-    return HV, (hc.sum(axis=0) if c is not None else None)
+    return HV, (hc.sum(axis=0)[:k] if c is not None else None)
 
 
 def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray,
@@ -491,6 +501,7 @@ def predict_labels(csr: CSR, W: Any, b: Any = None, n_threads: int | None = None
     W, bias = _kernel_weights(csr, W, b)
     out = np.empty(m, np.int64)
     with numba_threads(n_threads):
+        k = W.shape[1]
         _sparse_predict(csr.data, csr.indices, csr.indptr, W, bias, out,
-                        np.empty((n_chunks(m), W.shape[1]), csr.dtype))
+                        np.empty((n_chunks(m), 1 + _pad(k, csr.dtype), k), csr.dtype))
     return out

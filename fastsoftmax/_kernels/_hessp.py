@@ -238,7 +238,8 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
            scheme; H0, Hp untouched); with an empty (0, k) S:
     OUT    H0 (n, k), Hp (n_chunks - 1, n, k): parts of sum_i x_i s_iᵀ.
     OUT    hc (n_chunks, k): parts of sum_i s_i.
-    SCRATCH scratch (n_chunks, k).
+    SCRATCH scratch (n_chunks, 1 + pad, k): row 0 used. hc (n_chunks, k + pad):
+           the first k entries of each row.
 
     With u_i = Vᵀ x_i + cv, s_i = scale * w_i * (p_i * u_i - p_i (p_i . u_i)).
     The L2 term alpha V is the caller's. The row pass of
@@ -252,7 +253,7 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
         start, stop = _chunk(m, n_chunks, c)
         H, hcc = _chunk_sums(c, H0, Hp, hc, store_s)
         for i in range(start, stop):
-            u = S[i] if store_s else scratch[c]
+            u = S[i] if store_s else scratch[c, 0]
             _affine_row(data, indices, indptr, i, V, cv, u)
             _row_hvp(P[i], u, _row_weight(i, sw, weighted, scale), hcc)
             if not store_s:

@@ -148,11 +148,13 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
            empty). With an empty (0, k) E, the scatter scheme:
     OUT    G0 (n, k): chunk 0's part of Xᵀ E.
     OUT    Gp (n_chunks - 1, n, k): the other chunks' parts.
-    OUT    gb (n_chunks, k): per-chunk column sums of E.
+    OUT    gb (n_chunks, k + pad): per-chunk column sums of E in the first k
+           entries of each row (the padding keeps two chunks' sums off one
+           cache line).
     OUT    loss (n_chunks,) float64: per-chunk sums of w_i * cross-entropy_i.
     OUT    bad_row (n_chunks,) int64: first row of the chunk whose logits are
            not finite (the chunk's other outputs are then incomplete), or -1.
-    SCRATCH scratch (n_chunks, 2, k).
+    SCRATCH scratch (n_chunks, 2 + pad, k): rows 0 and 1 used.
 
     Per row: z = b + sum_f x_f W[f] (a gather of k-vectors), the error row
     and loss term by :func:`_row_error`, then G[f] += x_f e (a scatter), or
@@ -282,15 +284,17 @@ def _sparse_logits(data, indices, indptr, W, b, out, n_chunks):
 def _sparse_predict(data, indices, indptr, W, b, out, scratch):
     """OUT out (m,) = argmax_j (X W + b)_ij, ties to the lowest j.
 
-    SCRATCH scratch (n_chunks, k): one row of logits per chunk, so no (m, k)
-    array is built. Same comparison as the dense :func:`._predict._predict_labels`.
+    SCRATCH scratch (n_chunks, r, k), r >= 1: row 0 holds one row of logits
+    per chunk, so no (m, k) array is built (the other rows keep chunks'
+    rows off each other's cache lines). Same comparison as the dense
+    :func:`._predict._predict_labels`.
     """
     m = indptr.shape[0] - 1
     k = W.shape[1]
     n_chunks = scratch.shape[0]
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
-        z = scratch[c]
+        z = scratch[c, 0]
         for i in range(start, stop):
             _affine_row(data, indices, indptr, i, W, b, z)
             best = 0
