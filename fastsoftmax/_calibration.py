@@ -10,12 +10,12 @@ log k), and falls back to a fixed rule when this host has no wisdom yet.
 
 Where the file lives: ``$FASTSOFTMAX_CACHE_DIR``, else beside Numba's cache
 (``$NUMBA_CACHE_DIR/fastsoftmax``), else ``~/.cache/fastsoftmax``. Its name
-carries the host (CPU model, core count) and the versions of Numba and
-SciPy (whose BLAS the GEMM kernels call), so a new machine or library
-calibrates afresh. ``FASTSOFTMAX_STRATEGY`` overrides everything: "rows" or
-"gemm" for every shape, "fixed" for the fixed rule (no wisdom read, no
-calibration: the choice, and so the rounding of results, is the same on
-every machine).
+carries the host (CPU model, core count), the versions of Numba and SciPy
+(whose BLAS the GEMM kernels call) and a digest of the kernels' source, so
+a new machine, library or kernel calibrates afresh.
+``FASTSOFTMAX_STRATEGY`` overrides everything: "rows" or "gemm" for every
+shape, "fixed" for the fixed rule (no wisdom read, no calibration: the
+choice, and so the rounding of results, is the same on every machine).
 
 Calibration runs by itself, once per dtype and host, the first time a
 problem of at least :data:`AUTO_WORK` multiply-adds is fitted (a few
@@ -51,6 +51,11 @@ GRID_K = (2, 3, 5, 10, 20, 48, 100)
 # whole grid takes seconds.
 CELL_WORK = 1 << 23
 ROUNDS = 5
+# ...and at least this many rows: with fewer, each thread's chunk is a
+# block or two of the GEMM strategy, a regime of its own (the per-call
+# costs of BLAS), and cells of large n k were decided by it although the
+# same shapes with more rows went the other way (measured).
+MIN_ROWS = 2048
 # First fit of at least this many multiply-adds per gradient calibrates.
 AUTO_WORK = 1 << 30
 
@@ -78,8 +83,23 @@ def _host_key() -> str:
     import numba
     import scipy
 
-    text = f"{cpu_model()}|{os.cpu_count()}|numba {numba.__version__}|scipy {scipy.__version__}"
+    text = (f"{cpu_model()}|{os.cpu_count()}|numba {numba.__version__}|"
+            f"scipy {scipy.__version__}|kernels {_kernels_digest()}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _kernels_digest() -> str:
+    """Return a digest of the kernels' source: new kernels mean new timings.
+
+    Numba recompiles a kernel whose source file changed; the wisdom, which
+    records which strategy was faster, is likewise only as good as the
+    kernels it timed (block sizes, padding), so it is keyed by their source.
+    """
+    digest = hashlib.sha256()
+    for path in sorted((Path(__file__).parent / "_kernels").glob("*.py")):
+        digest.update(path.read_bytes())
+    digest.update((Path(__file__).parent / "_dense.py").read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cpu_model() -> str:
@@ -143,7 +163,7 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
     from ._data import make_dataset
     from ._objective import Objective
 
-    m = max(64, CELL_WORK // (n * k))
+    m = max(MIN_ROWS, CELL_WORK // (n * k))
     X = rng.standard_normal((m, n)).astype(dtype)
     data = make_dataset(X, rng.integers(0, k, m), None, None, k)
     coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
@@ -158,6 +178,22 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
             obj.loss_grad(coef, b)
             t.append(time.perf_counter() - t0)
     return float(np.min(times[0])), float(np.min(times[1]))
+
+
+# The other strategy replaces the fixed rule's choice only when it is at
+# least this much faster: the cells are short (CELL_WORK) and two kernels
+# within a few percent of each other swap places from run to run on a
+# shared machine; a near-tie is not worth a change of rounding.
+MARGIN = 0.9
+
+
+def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:
+    """Return one grid cell's strategy: the fixed rule's, unless the other is clearly faster."""
+    default = fixed_rule(n, k)
+    mine, other = (rows_s, gemm_s) if default == "rows" else (gemm_s, rows_s)
+    if other < MARGIN * mine:
+        return "gemm" if default == "rows" else "rows"
+    return default
 
 
 def calibrate(dtypes=("float32", "float64"), *, n_threads: int | None = None,
@@ -177,7 +213,8 @@ def calibrate(dtypes=("float32", "float64"), *, n_threads: int | None = None,
             cells = [[_time_cell(n, k, dtype, rng) for k in GRID_K] for n in GRID_N]
             result[dtype] = {
                 "n": list(GRID_N), "k": list(GRID_K),
-                "winner": [["rows" if r < g else "gemm" for r, g in row] for row in cells],
+                "winner": [[_winner(n, k, r, g) for k, (r, g) in zip(GRID_K, row, strict=True)]
+                           for n, row in zip(GRID_N, cells, strict=True)],
                 "rows_s": [[r for r, _ in row] for row in cells],
                 "gemm_s": [[g for _, g in row] for row in cells],
             }
