@@ -263,10 +263,12 @@ def hessp(
     row, ``u_i = x_i V + c`` and ``s_i = w_i / Σw (p_i ⊙ u_i - p_i <p_i, u_i>)``
     with ``p_i = softmax(x_i W + b)``; then ``H (V, c) = (Xᵀ S + alpha V,
     Σ_i s_i)``. The name is scipy.optimize's for this callable (``hessp``).
-    X is read once: the probabilities are recomputed in the same sweep as
-    ``X V``, and no (m, k) array is allocated. Newton's method
-    (``SoftmaxRegression(solver="newton")``) keeps the probabilities between
-    products instead.
+    Dense X is read once: the probabilities are recomputed in the same
+    sweep as ``X V``, and no (m, k) array is allocated. Sparse X is read
+    twice, and the probabilities (m, k) are held for the call: a gradient
+    pass computes them first (the sparse kernels' product needs them
+    stored). Newton's method (``SoftmaxRegression(solver="newton")``) keeps
+    the probabilities between products instead.
 
     Parameters
     ----------
