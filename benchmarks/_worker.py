@@ -11,8 +11,8 @@ CPUs (sched_setaffinity, before anything is imported) and sets the
 contender's own pool to the same count; without it the process runs as a
 user's would, with whatever the environment says. ``pause`` sleeps that many
 seconds before each timed call (the "after an idle pause" condition).
-Every job warms up first (compilation, caches, thread start-up), then times
-``rounds`` calls.
+Every job warms up first (compilation, caches, thread start-up, BLAS
+buffers: at least 3 calls and 0.5 s of calls), then times ``rounds`` calls.
 """
 
 import json
@@ -37,9 +37,22 @@ def _mnist4000():
     return (X[:4000] / 255.0).astype(np.float64), y[:4000]
 
 
+# Warm-up: at least this many calls and this many seconds of calls. The
+# first calls of a BLAS-backed contender (fastsoftmax's GEMM strategy, the
+# NumPy reference, the peers) touch its packing buffers for the first time:
+# two calls were not enough (fastsoftmax at (20000, 100, 100) float32 ran
+# its first ~8 calls at 14-16 ms, then 6.3 ms; measured), and every
+# contender gets the same warm-up.
+WARMUP_CALLS = 3
+WARMUP_SECONDS = 0.5
+
+
 def _timed(fn, rounds, pause):
-    fn()
-    fn()
+    start = time.perf_counter()
+    calls = 0
+    while calls < WARMUP_CALLS or time.perf_counter() - start < WARMUP_SECONDS:
+        fn()
+        calls += 1
     times = []
     for _ in range(rounds):
         if pause:
