@@ -150,7 +150,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
         table = calibrate((name,))[name]
     if not table:
         return fixed_rule(n_features, n_classes)
-    if n_classes > GRID_K[-1]:
+    if n_classes > SMALL_K:  # as _winner decides: wisdom written before it said so too
         return "gemm"
     i = int(np.argmin(np.abs(np.log(GRID_N) - np.log(max(n_features, 1)))))
     j = int(np.argmin(np.abs(np.log(GRID_K) - np.log(max(n_classes, 2)))))
