@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 import fastsoftmax as fs
+from fastsoftmax import _launch
 from fastsoftmax._data import make_dataset
 from fastsoftmax._dense import DenseEngine
 from fastsoftmax._threads import thread_policy
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> None:
                 kernel = DenseEngine(data, strategy)
                 direct._serial = kernel._serial = True
                 direct._run = lambda chunk_fn, _kernel, a: chunk_fn(0, *a)
+                # the kernel path even below _launch.DIRECT_WORK, where the
+                # engine itself would call the chunk function directly
+                kernel._work = max(kernel._work, _launch.DIRECT_WORK)
                 with thread_policy(1):
                     for e in (direct, kernel):
                         e.gradient(coef, b)

@@ -90,7 +90,8 @@ class DenseEngine:
         if self.mode not in ("cached", "recompute"):
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
         self._scale = self.dtype.type(1.0 / data.total_weight)
-        self._serial = launch_work(m, n, self.k) < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
+        self._work = launch_work(m, n, self.k)
+        self._serial = self._work < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
         chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows), m)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
@@ -233,7 +234,7 @@ class DenseEngine:
     def _run(self, chunk_fn, kernel, args) -> None:
         """One chunk on this thread (serial), or the parallel kernel."""
         if self._serial:
-            run_one_chunk(chunk_fn, kernel, args)
+            run_one_chunk(chunk_fn, kernel, args, self._work)
         else:
             kernel(*args)
 

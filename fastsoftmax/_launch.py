@@ -37,7 +37,15 @@ def launch_work(m: int, n: int, k: int) -> int:
     return m * (n * k + 8 * k + 256)
 
 
-def run_one_chunk(chunk_fn, kernel, args) -> None:
+# Below this much work (launch_work) one chunk is the chunk function called
+# directly even where a one-thread parallel region is cheap: the region's
+# ~10 microseconds outweigh what the better-optimised body saves on a call
+# of a few tens of microseconds (64 x 20 x 2: 49 us direct, 59 us as the
+# kernel; 1000 x 20 x 10: 280 us direct, 161 us; BENCHMARKS.md, "One chunk").
+DIRECT_WORK = 1 << 17
+
+
+def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
     """Run a kernel's work as one chunk on the calling thread (``args`` sized for one chunk).
 
     Where the threading layer runs a one-thread parallel region on the
@@ -51,13 +59,13 @@ def run_one_chunk(chunk_fn, kernel, args) -> None:
     "workqueue" layer a one-thread region still goes through its queue
     (about 150 microseconds), so there the chunk function is called
     directly; so too before the first parallel launch of the process, when
-    the layer is not yet known.
+    the layer is not yet known, and for calls below :data:`DIRECT_WORK`.
     """
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel kernel has run yet
         layer = None
-    if layer not in ("omp", "tbb"):
+    if layer not in ("omp", "tbb") or work < DIRECT_WORK:
         chunk_fn(0, *args)
         return
     previous = numba.get_num_threads()
