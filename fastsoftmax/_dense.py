@@ -137,8 +137,9 @@ class DenseEngine:
         sums and chunk c + 1's share cache lines whenever k (or k n) is
         small, and every add then moves the line between cores: that made
         the parallel kernel at 2 threads slower than at 1 on (300000, 20, 2)
-        (BENCHMARKS.md, "Round 2"). ``pad`` entries (128 bytes: a pair of
-        lines, which Intel's prefetcher fetches together) keep them apart;
+        (BENCHMARKS.md, "Threads' partial sums on shared cache lines").
+        ``pad`` entries (128 bytes: a pair of lines, which Intel's
+        prefetcher fetches together) keep them apart;
         the kernels only touch the first n (or k) entries of a row. The GEMM
         strategy's G is written once per block of rows, and np.dot needs
         its exact shape: not padded.
