@@ -31,6 +31,23 @@ def rows_for(n: int, k: int, work: float) -> int:
     return int(min(300_000, max(1_000, round(work / (n * k), -3))))
 
 
+def add_grid_args(ap: argparse.ArgumentParser) -> None:
+    """The grid's options (rounds, dtypes, k and n lists, work per cell), shared by its scripts."""
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--ks", default="2,10,100,1000")
+    ap.add_argument("--ns", default="20,100,784,3000")
+    ap.add_argument("--work", type=float, default=2e8)
+
+
+def grid_shapes(args: argparse.Namespace):
+    """Yield (dtype, m, n, k) for every cell of the grid the options describe."""
+    for dtype in args.dtypes.split(","):
+        for k in map(int, args.ks.split(",")):
+            for n in map(int, args.ns.split(",")):
+                yield dtype, rows_for(n, k, args.work), n, k
+
+
 def interleave_tolerant(jobs, rounds):
     """Run every job once per round, in turn; a job that fails is dropped with its reason.
 
@@ -51,11 +68,7 @@ def interleave_tolerant(jobs, rounds):
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--dtypes", default="float32,float64")
-    ap.add_argument("--ks", default="2,10,100,1000")
-    ap.add_argument("--ns", default="20,100,784,3000")
-    ap.add_argument("--work", type=float, default=2e8)
+    add_grid_args(ap)
     ap.add_argument("--pause", type=float, default=0.0)
     args = ap.parse_args(argv)
     cpus = len(os.sched_getaffinity(0))
@@ -66,30 +79,27 @@ def main(argv: list[str] | None = None) -> None:
     print("| (m, n, k) | dtype | fastsoftmax | " + " | ".join(PEERS)
           + " | fastest peer | fastest peer / fastsoftmax |")
     print("|---|---|" + "---:|" * (len(PEERS) + 1) + "---|---:|")
-    for dtype in args.dtypes.split(","):
-        for k in map(int, args.ks.split(",")):
-            for n in map(int, args.ns.split(",")):
-                m = rows_for(n, k, args.work)
-                shape = {"task": "grad", "m": m, "n": n, "k": k, "dtype": dtype,
-                         "rounds": 5, "threads": cpus}
-                if args.pause:
-                    shape["pause"] = args.pause
-                jobs = [(dict(shape, contender=c), env) for c in ("fastsoftmax",) + PEERS]
-                res, failed = interleave_tolerant(jobs, args.rounds)
-                if failed[0] is not None:
-                    print(f"| ({m}, {n}, {k}) | {dtype} | failed: {failed[0]} |", flush=True)
-                    continue
-                ours = _median(res[0])
-                peer_t = [None if f is not None or "skipped" in r[0] else _median(r)
-                          for r, f in zip(res[1:], failed[1:], strict=True)]
-                present = [(v, p) for v, p in zip(peer_t, PEERS, strict=True) if v is not None]
-                best, name = min(present)
-                cells = " | ".join(
-                    f"{v * 1e3:.1f}" if v is not None
-                    else "absent" if f is None else "failed (" + f.strip("[]'") + ")"
-                    for v, f in zip(peer_t, failed[1:], strict=True))
-                print(f"| ({m}, {n}, {k}) | {dtype} | {ours * 1e3:.1f} | {cells} | {name} | "
-                      f"**{best / ours:.2f}** |", flush=True)
+    for dtype, m, n, k in grid_shapes(args):
+        shape = {"task": "grad", "m": m, "n": n, "k": k, "dtype": dtype,
+                 "rounds": 5, "threads": cpus}
+        if args.pause:
+            shape["pause"] = args.pause
+        jobs = [(dict(shape, contender=c), env) for c in ("fastsoftmax",) + PEERS]
+        res, failed = interleave_tolerant(jobs, args.rounds)
+        if failed[0] is not None:
+            print(f"| ({m}, {n}, {k}) | {dtype} | failed: {failed[0]} |", flush=True)
+            continue
+        ours = _median(res[0])
+        peer_t = [None if f is not None or "skipped" in r[0] else _median(r)
+                  for r, f in zip(res[1:], failed[1:], strict=True)]
+        present = [(v, p) for v, p in zip(peer_t, PEERS, strict=True) if v is not None]
+        best, name = min(present)
+        cells = " | ".join(
+            f"{v * 1e3:.1f}" if v is not None
+            else "absent" if f is None else "failed (" + f.strip("[]'") + ")"
+            for v, f in zip(peer_t, failed[1:], strict=True))
+        print(f"| ({m}, {n}, {k}) | {dtype} | {ours * 1e3:.1f} | {cells} | {name} | "
+              f"**{best / ours:.2f}** |", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from peers import rows_for
+from peers import add_grid_args, grid_shapes
 from threads import _median, default_env, interleave
 
 from fastsoftmax._calibration import strategy
@@ -26,11 +26,7 @@ from fastsoftmax._calibration import strategy
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--dtypes", default="float32,float64")
-    ap.add_argument("--ks", default="2,10,100,1000")
-    ap.add_argument("--ns", default="20,100,784,3000")
-    ap.add_argument("--work", type=float, default=2e8)
+    add_grid_args(ap)
     args = ap.parse_args(argv)
     cpus = len(os.sched_getaffinity(0))
     env = default_env()
@@ -38,20 +34,17 @@ def main(argv: list[str] | None = None) -> None:
     print("| (m, n, k) | dtype | chosen | as chosen | rows | gemm | chosen / best |\n"
           "|---|---|---|---:|---:|---:|---:|")
     worst = 0.0
-    for dtype in args.dtypes.split(","):
-        for k in map(int, args.ks.split(",")):
-            for n in map(int, args.ns.split(",")):
-                m = rows_for(n, k, args.work)
-                job = {"task": "grad", "contender": "fastsoftmax", "m": m, "n": n, "k": k,
-                       "dtype": dtype, "rounds": 5, "threads": cpus}
-                res = interleave([(job, env), (job, dict(env, FASTSOFTMAX_STRATEGY="rows")),
-                                  (job, dict(env, FASTSOFTMAX_STRATEGY="gemm"))], args.rounds)
-                chosen, rows, gemm = (_median(r) for r in res)
-                ratio = chosen / min(rows, gemm)
-                worst = max(worst, ratio)
-                print(f"| ({m}, {n}, {k}) | {dtype} | {strategy(n, k, dtype)} | "
-                      f"{chosen * 1e3:.1f} | {rows * 1e3:.1f} | {gemm * 1e3:.1f} | "
-                      f"**{ratio:.2f}** |", flush=True)
+    for dtype, m, n, k in grid_shapes(args):
+        job = {"task": "grad", "contender": "fastsoftmax", "m": m, "n": n, "k": k,
+               "dtype": dtype, "rounds": 5, "threads": cpus}
+        res = interleave([(job, env), (job, dict(env, FASTSOFTMAX_STRATEGY="rows")),
+                          (job, dict(env, FASTSOFTMAX_STRATEGY="gemm"))], args.rounds)
+        chosen, rows, gemm = (_median(r) for r in res)
+        ratio = chosen / min(rows, gemm)
+        worst = max(worst, ratio)
+        print(f"| ({m}, {n}, {k}) | {dtype} | {strategy(n, k, dtype)} | "
+              f"{chosen * 1e3:.1f} | {rows * 1e3:.1f} | {gemm * 1e3:.1f} | "
+              f"**{ratio:.2f}** |", flush=True)
     print(f"\nworst chosen / best: {worst:.2f}")
 
 
