@@ -1,6 +1,6 @@
 """Prediction with a fitted model: the launches behind the estimator's predict methods.
 
-:class:`~fastsoftmax._estimator.SoftmaxRegression` keeps thin methods (the
+:class:`~fastsoftmax._model.SoftmaxModel` keeps thin methods (the
 dask dispatch, then one call here). Each function takes the fitted
 estimator, checks X for it once (:func:`prepared`), and runs one pass over
 X in the model's dtype under the estimator's thread policy:
@@ -19,7 +19,6 @@ difference of the two weight rows without the (m, 2) logits.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _sparse
 from ._kernels._predict import BLOCK_ROWS, LOG_PROBA, LOGITS, PROBA, _predict_labels, _scores
@@ -31,12 +30,9 @@ from ._validation import check_X, first_nonfinite_row
 __all__ = ["LOGITS", "PROBA", "LOG_PROBA", "prepared", "scores", "decision_function",
            "labels"]
 
-_FITTED = ("coef_", "intercept_", "classes_")
-
-
 def prepared(est, X):
     """Return X checked for prediction with the fitted ``est``, in the model's dtype."""
-    check_is_fitted(est, _FITTED)
+    est._check_fitted()
     # O(k n): a model whose weights were made non-finite (by hand, or by
     # code outside fit) would otherwise predict class 0 everywhere.
     if not (np.isfinite(est.coef_).all() and np.isfinite(est.intercept_).all()):
@@ -44,7 +40,7 @@ def prepared(est, X):
             "this model's coef_ or intercept_ holds NaN or inf, so it cannot "
             "predict; refit it (with a smaller eta0 if training diverged)")
     X_checked = check_X(X, dtype=est.coef_.dtype)
-    validate_data(est, X, reset=False, skip_check_array=True)
+    est._check_features(X)
     return X_checked
 
 
@@ -81,7 +77,7 @@ def scores(est, X, mode):
 
 def decision_function(est, X):
     """Return the logits (m, k), or for two classes the (m,) log-odds of ``classes_[1]``."""
-    check_is_fitted(est, _FITTED)
+    est._check_fitted()
     if len(est.classes_) > 2:
         return scores(est, X, LOGITS)
     # The log-odds directly from the difference of the two weight rows:

@@ -347,6 +347,12 @@ def check_class_labels(y: Any) -> np.ndarray:
     The messages are scikit-learn's (``column_or_1d``,
     ``check_classification_targets``), which its estimator checks expect.
     """
+    if isinstance(y, np.ndarray) and y.ndim == 1 and y.dtype.kind in "biuU":
+        # Booleans, integers or strings in one dimension: scikit-learn's
+        # checks below accept every such array (a "binary" or "multiclass"
+        # target) and change nothing, so they (and importing scikit-learn)
+        # are skipped.
+        return y
     from sklearn.utils import assert_all_finite
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import column_or_1d

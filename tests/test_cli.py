@@ -397,19 +397,31 @@ def test_demo_quick_writes_plots(capsys, tmp_path):
         assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_import_and_version_do_not_load_scikit_learn():
-    """``import fastsoftmax`` (the functions) and ``fastsoftmax --version`` /
-    ``predict --help`` leave scikit-learn unimported (about a second of
-    start-up); the estimator loads it on first use."""
+def test_commands_do_not_load_scikit_learn(csv_file, tmp_path):
+    """``import fastsoftmax`` (the functions), ``--version``, ``--help``, and
+    ``train`` (whole file and ``--chunksize``) and ``predict`` on a CSV leave
+    scikit-learn (about a second of start-up) and scipy.optimize unimported:
+    the command line trains SoftmaxModel, the estimator without scikit-learn.
+    The estimator loads scikit-learn on first use."""
+    model, out = tmp_path / "m.npz", tmp_path / "p.csv"
+    runs = [["--version"], ["predict", "--help"], ["--help"], ["train", "--help"],
+            ["train", str(csv_file), "-o", str(model), "--target", "species"],
+            ["predict", str(model), str(csv_file), "-o", str(out)],
+            ["predict", str(model), str(csv_file), "-o", str(out), "--proba"],
+            ["train", str(csv_file), "-o", str(model), "--target", "species",
+             "--chunksize", "50", "--standardize"]]
     code = (
         "import sys, contextlib, io\n"
         "import fastsoftmax\n"
         "assert 'sklearn' not in sys.modules, 'import fastsoftmax'\n"
         "from fastsoftmax.cli import main\n"
-        "for argv in (['--version'], ['predict', '--help'], ['--help']):\n"
+        f"for argv in {runs!r}:\n"
+        "    code = 0\n"
         "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-        "        main(argv)\n"
+        "        code = main(argv)\n"
+        "    assert code == 0, (argv, code)\n"
         "    assert 'sklearn' not in sys.modules, argv\n"
+        "    assert 'scipy.optimize' not in sys.modules, argv\n"
         "fastsoftmax.SoftmaxRegression\n"
         "assert 'sklearn' in sys.modules\n"
     )

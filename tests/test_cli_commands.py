@@ -21,6 +21,7 @@ from _cli_helpers import (
 )
 
 from fastsoftmax import SoftmaxRegression, cli
+from fastsoftmax._model import SoftmaxModel  # what the command line trains
 from fastsoftmax.cli import _io
 
 FORMATS = ["csv", "parquet"]
@@ -71,7 +72,7 @@ def test_chunked_training_matches_a_full_read(capsys, tmp_path, frame, fmt):
 def test_chunked_training_holds_one_chunk_at_a_time(capsys, tmp_path, frame, monkeypatch):
     path = table_file(tmp_path, frame, "csv")
     seen = []
-    original = SoftmaxRegression.partial_fit
+    original = SoftmaxModel.partial_fit
 
     def spy(self, X, y, classes=None, sample_weight=None):
         seen.append(X.shape[0])
@@ -80,7 +81,7 @@ def test_chunked_training_holds_one_chunk_at_a_time(capsys, tmp_path, frame, mon
     def whole_file(*args, **kwargs):
         raise AssertionError("--chunksize read the whole file")
 
-    monkeypatch.setattr(SoftmaxRegression, "partial_fit", spy)
+    monkeypatch.setattr(SoftmaxModel, "partial_fit", spy)
     monkeypatch.setattr(_io, "read", whole_file)
     monkeypatch.setattr(_io, "read_rows", whole_file)
     code, out, err = run(capsys, "train", path, "-o", tmp_path / "m.npz", "--chunksize", "250",
@@ -220,13 +221,13 @@ def test_adaptive_step_over_a_stream(capsys, tmp_path, frame, monkeypatch):
     """partial_fit keeps its step; the command divides eta0 by 5 when chunks stop improving."""
     path = table_file(tmp_path, frame, "csv")
     etas = []
-    original = SoftmaxRegression.partial_fit
+    original = SoftmaxModel.partial_fit
 
     def spy(self, X, y, classes=None, sample_weight=None):
         etas.append(self.eta0)
         return original(self, X, y, classes=classes, sample_weight=sample_weight)
 
-    monkeypatch.setattr(SoftmaxRegression, "partial_fit", spy)
+    monkeypatch.setattr(SoftmaxModel, "partial_fit", spy)
     args = ["train", path, "-o", tmp_path / "m.npz", "--chunksize", "20", "--epochs", "3",
             "--standardize", "--random-state", "0", "--eta0", "0.5"]
     code, out, err = run(capsys, *args)
@@ -265,13 +266,13 @@ def test_svmlight_stays_sparse_and_predicts_as_dense_csv(capsys, tmp_path, monke
     model = tmp_path / "m.npz"
     seen = []
     for method in ("fit", "predict", "predict_proba"):
-        original = getattr(SoftmaxRegression, method)
+        original = getattr(SoftmaxModel, method)
 
         def record(self, X, *args, _original=original, _name=method, **kwargs):
             seen.append((_name, type(X)))
             return _original(self, X, *args, **kwargs)
 
-        monkeypatch.setattr(SoftmaxRegression, method, record)
+        monkeypatch.setattr(SoftmaxModel, method, record)
     _no_densifying(monkeypatch)
     code, out, err = run(capsys, "train", svm, "-o", model, "--n-features", X.shape[1],
                          "--test-size", "0.25", "--random-state", "0")

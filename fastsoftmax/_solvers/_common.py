@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import DivergenceWarning
-
 Callback = Callable[[int, float], None]
 
 # stacklevel of the solvers' warnings: they point at the user's call of fit
-# (warn <- solver <- solve <- SoftmaxRegression._fit <- fit <- user).
+# (warn <- solver <- solve <- SoftmaxModel._solve <- fit <- user). The warning
+# classes are imported when a warning is raised: DivergenceWarning is
+# scikit-learn's ConvergenceWarning, and a run that warns of nothing (the
+# command line's) never imports scikit-learn.
 STACKLEVEL = 6
 
 
@@ -40,6 +41,8 @@ class FitResult:
 
 def warn_diverged(solver: str, eta: float, it: int) -> None:
     """DivergenceWarning: non-finite loss or weights at iteration ``it`` (0-based)."""
+    from ..exceptions import DivergenceWarning
+
     warnings.warn(
         f"{solver}: the loss or the weights became non-finite at iteration {it + 1} "
         f"with learning rate eta={eta:g}; training stopped and the last finite "
@@ -66,6 +69,8 @@ def rose(solver: str, curve: list[float], eta: float) -> bool:
     That means the learning rate is too large even if nothing overflowed.
     """
     if len(curve) > 1 and curve[-1] > curve[0]:
+        from ..exceptions import DivergenceWarning
+
         warnings.warn(
             f"{solver}: the loss rose from {curve[0]:.4g} to {curve[-1]:.4g} with learning "
             f"rate eta={eta:g}; lower eta0 (or standardise the features).",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.optimize
 
 from ._common import Callback, FitResult, Monitor, warn_not_converged
 
@@ -60,6 +59,8 @@ def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alph
     # stopped float32 fits far above the optimum (BENCHMARKS.md, target 7).
     # Where float32 noise does end the progress, the line search fails and
     # scipy stops at its best point.
+    import scipy.optimize  # here: 0.3-0.5 s to import, and only lbfgs needs it
+
     res = scipy.optimize.minimize(
         fun, theta0, jac=True, method="L-BFGS-B", callback=on_iter,
         options={"maxiter": max_iter, "gtol": tol, "ftol": 64 * np.finfo(np.float64).eps,

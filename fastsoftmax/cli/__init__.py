@@ -101,9 +101,9 @@ def _add_data_args(p: argparse.ArgumentParser, chunk_help: str) -> None:
 
 
 def _add_train_options(train: argparse.ArgumentParser) -> None:
-    from .. import SoftmaxRegression
+    from .._model import SoftmaxModel  # SoftmaxRegression less scikit-learn's import
 
-    default = SoftmaxRegression().get_params()
+    default = SoftmaxModel().get_params()
     option = PARAM_OPTIONS
     train.add_argument(option["solver"], choices=("auto", "newton", "lbfgs", "sgd", "bgd"),
                        default=argparse.SUPPRESS,

@@ -42,12 +42,16 @@ def option_error(exc: Exception) -> str:
 
 
 def estimator(args: argparse.Namespace, **fixed: Any) -> Any:
-    """Return a SoftmaxRegression with the options' parameters, ``fixed`` taking precedence."""
-    from .. import SoftmaxRegression
+    """Return a model with the options' parameters, ``fixed`` taking precedence.
+
+    The model is :class:`~fastsoftmax._model.SoftmaxModel`, SoftmaxRegression
+    without scikit-learn, whose import would cost about 1 s per command.
+    """
+    from .._model import SoftmaxModel
 
     params = {param: getattr(args, param) for param in PARAM_OPTIONS if hasattr(args, param)}
     params.update(fixed)
-    return SoftmaxRegression(**params)
+    return SoftmaxModel(**params)
 
 
 def report_warnings(caught: list[warnings.WarningMessage]) -> None:

@@ -306,13 +306,13 @@ def save_model(model: Any, path: str, extras: dict[str, np.ndarray]) -> None:
 
 def load_model(path: str) -> tuple[Any, dict[str, np.ndarray]]:
     """Return the model in ``path`` and the extra arrays the command line uses, checked."""
-    from .. import SoftmaxRegression
+    from .._model import SoftmaxModel  # SoftmaxRegression less scikit-learn's import
     from .._persistence import load
 
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such model file")
     try:
-        model, extras = load(SoftmaxRegression, path, CLI_KEYS)
+        model, extras = load(SoftmaxModel, path, CLI_KEYS)
     except (ValueError, OSError) as exc:
         raise CLIError(one_line(str(exc)) if str(path) in str(exc)
                        else f"{path}: {one_line(str(exc))}") from None
