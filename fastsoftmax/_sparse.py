@@ -18,11 +18,10 @@ no BLAS calls, so only Numba's thread count is set (:func:`numba_threads`);
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
-import scipy.sparse
 
 from ._kernels._hessp import _sparse_hessp
 from ._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING
@@ -38,6 +37,9 @@ from ._kernels._sparse import (
     _sparse_predict,
     _sparse_sgd_epoch,
 )
+
+if TYPE_CHECKING:  # scipy.sparse is imported where used: dense work never pays its import
+    import scipy.sparse
 from ._launch import first_bad, n_chunks
 from ._threads import numba_threads
 
@@ -87,6 +89,8 @@ class CSR:
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """Return the same matrix as a scipy ``csr_matrix`` (sharing the arrays)."""
+        import scipy.sparse
+
         return scipy.sparse.csr_matrix((self.data, self.indices, self.indptr),
                                        shape=self.shape, copy=False)
 
@@ -131,6 +135,8 @@ def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None 
     if isinstance(X, CSR):
         data, indices, indptr, shape = X.data, X.indices, X.indptr, X.shape
     else:
+        import scipy.sparse
+
         if not scipy.sparse.issparse(X):
             raise TypeError(f"{name} must be a scipy.sparse matrix or array, "
                             f"got {type(X).__name__}")

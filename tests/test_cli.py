@@ -400,7 +400,8 @@ def test_demo_quick_writes_plots(capsys, tmp_path):
 def test_commands_do_not_load_scikit_learn(csv_file, tmp_path):
     """``import fastsoftmax`` (the functions), ``--version``, ``--help``, and
     ``train`` (whole file and ``--chunksize``) and ``predict`` on a CSV leave
-    scikit-learn (about a second of start-up) and scipy.optimize unimported:
+    scikit-learn (about a second of start-up), scipy.optimize and
+    scipy.sparse unimported:
     the command line trains SoftmaxModel, the estimator without scikit-learn.
     The estimator loads scikit-learn on first use."""
     model, out = tmp_path / "m.npz", tmp_path / "p.csv"
@@ -422,6 +423,7 @@ def test_commands_do_not_load_scikit_learn(csv_file, tmp_path):
         "    assert code == 0, (argv, code)\n"
         "    assert 'sklearn' not in sys.modules, argv\n"
         "    assert 'scipy.optimize' not in sys.modules, argv\n"
+        "    assert 'scipy.sparse' not in sys.modules, argv\n"
         "fastsoftmax.SoftmaxRegression\n"
         "assert 'sklearn' in sys.modules\n"
     )

@@ -28,10 +28,10 @@ its dense equivalent and is read whole.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
-import scipy.sparse
 
 from ._common import CLIError
 
@@ -41,7 +41,9 @@ SPARSE_NPZ_KEYS = ("data", "shape", "format")
 
 def is_sparse(X: Any) -> bool:
     """X is a scipy.sparse matrix or array."""
-    return scipy.sparse.issparse(X)
+    # None exists before scipy.sparse is imported: dense files never import it.
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and bool(sparse.issparse(X))
 
 
 def read_svmlight(path: str, *, n_features: int | None = None,
@@ -55,6 +57,7 @@ def read_svmlight(path: str, *, n_features: int | None = None,
     smaller; when it is larger X keeps its own width, for the caller to
     report (:func:`check_n_features`, or predict's feature-count check).
     """
+    import scipy.sparse
     from sklearn.datasets import load_svmlight_file
 
     try:
@@ -97,6 +100,8 @@ def has_sparse_arrays(files: set[str]) -> bool:
 
 def read_sparse_npz(path: str) -> Any:
     """Read the matrix of a ``save_npz`` file as CSR (float32 kept, else float64)."""
+    import scipy.sparse
+
     try:
         X = scipy.sparse.load_npz(path)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
@@ -131,6 +136,8 @@ def sparse_scaler(X: Any) -> tuple[np.ndarray, np.ndarray]:
     spread. The mean is returned as zeros because the data are scaled,
     never centred.
     """
+    import scipy.sparse
+
     m, n = X.shape
     X = scipy.sparse.csr_matrix(X, dtype=np.float64, copy=True)
     X.sum_duplicates()  # one stored entry per cell, so the counts below are cells
@@ -150,6 +157,8 @@ def scale_rows(X: Any, scale: np.ndarray) -> Any:
     Dividing (rather than multiplying by the reciprocal) gives the very
     numbers the dense path computes for the same entries.
     """
+    import scipy.sparse
+
     out = scipy.sparse.csr_matrix(X, dtype=np.float64, copy=True)
     out.data /= scale[out.indices]
     return out
