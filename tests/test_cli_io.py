@@ -370,3 +370,26 @@ def test_moments_match_numpy_and_resist_cancellation():
     # The textbook one-pass formula, E[x^2] - E[x]^2, loses column 0 entirely.
     naive = np.sqrt(np.maximum((X**2).mean(axis=0) - X.mean(axis=0) ** 2, 0))
     assert not np.allclose(naive[:2], expected[:2], rtol=0.1)
+
+
+@pytest.mark.parametrize("writer", ["pyarrow", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_probabilities_read_back_exactly(writer, dtype, monkeypatch):
+    """Probabilities are written (pyarrow, or NumPy without it) so that every
+    value reads back as the same number, in blocks of rows, after one header."""
+    import io
+
+    rng = np.random.default_rng(7)
+    P = rng.dirichlet(np.ones(3), size=1000).astype(dtype)
+    P[0] = [1.0, 0.0, 0.0]
+    P[1, :2] = [np.finfo(dtype).tiny, np.finfo(dtype).eps]
+    monkeypatch.setattr(_io, "_WRITE_ROWS", 300)  # four blocks
+    if writer == "numpy":
+        monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow fails
+    fh = io.StringIO()
+    _io.write_predictions(fh, P, classes=np.array(["a", "b", "c"]), name="label",
+                          proba=True, header=True)
+    lines = fh.getvalue().splitlines()
+    assert lines[0] == "a,b,c" and len(lines) == 1001
+    back = np.array([[dtype(v) for v in line.split(",")] for line in lines[1:]])
+    np.testing.assert_array_equal(back, P)
