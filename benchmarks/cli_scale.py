@@ -28,7 +28,8 @@ process (``getrusage(RUSAGE_CHILDREN)``), which also times it. With
 ``--big-gb G`` a CSV of about G GB is written and trained on once with
 ``--chunksize`` (peak RSS and time), and the streamed model's accuracy on
 fresh rows is compared with a full-memory ``SoftmaxRegression("sgd")`` fit
-on the same rows, read whole (or on ``--sample`` fresh rows). Prints Markdown tables; asserts nothing.
+on the same rows, read whole (or on ``--sample`` fresh rows). Prints
+Markdown tables; asserts nothing.
 Everything is written to a temporary folder (``--dir`` to keep and reuse).
 """
 

@@ -10,8 +10,9 @@ are the figures to read, absolute times move with the machine's load.
 grad     loss and gradient, k = 20, float32 and float64, on
          make_text_like(100,000 x 100,000, 60 terms per row) and on
          200,000 x 2,000,000, 20 terms per row: fastsoftmax._sparse with
-         both schemes (per-chunk scatter; error rows + column pass over the
-         transposed copy) on 1 and 2 threads, against the SciPy reference
+         each scheme (per-chunk scatter; error rows + column pass over the
+         transposed copy; error rows and columns panel by panel over the
+         panel copy) on 1 and 2 threads, against the SciPy reference
          (X @ W, stable softmax, X.T @ E).
 memory   peak RSS of one loss_and_grad, and of three iterations of a Newton and
          of an L-BFGS fit, on 200,000 x 2,000,000 with 20 terms per row,
@@ -71,13 +72,16 @@ GRAD_PROBLEMS = (
 )
 
 
-def _grad_contenders(X, y, W, b, csr, XT) -> dict:
+def _grad_contenders(X, y, W, b, csr, XT, panels) -> dict:
     fns = {}
     for T in (2, 1):
         fns[f"scatter, {T} thread(s)"] = (
             lambda T=T: _sparse.loss_and_grad(csr, y, None, W, b, 1e-4, n_threads=T))
         fns[f"transpose, {T} thread(s)"] = (
             lambda T=T: _sparse.loss_and_grad(csr, y, None, W, b, 1e-4, n_threads=T, XT=XT))
+        fns[f"panels, {T} thread(s)"] = (
+            lambda T=T: _sparse.loss_and_grad(csr, y, None, W, b, 1e-4, n_threads=T,
+                                              XT=panels[T]))
     fns["SciPy reference"] = lambda: reference.loss_and_grad(X, y, W, b, alpha=1e-4)
     return fns
 
@@ -96,15 +100,22 @@ def bench_grad(rounds: int) -> None:
             t = time.perf_counter()
             XT = _sparse.transpose(csr)
             t_transpose = time.perf_counter() - t
+            _sparse.panels(csr, K, 2)  # compiled before it is timed
+            t = time.perf_counter()
+            panels = {2: _sparse.panels(csr, K, 2)}
+            t_panels = time.perf_counter() - t
+            panels[1] = _sparse.panels(csr, K, 1)
             chosen = _sparse.gradient_scheme(csr, K, 2)
-            med = _interleaved(_grad_contenders(X, y, W, b, csr, XT), rounds)
+            med = _interleaved(_grad_contenders(X, y, W, b, csr, XT, panels), rounds)
             ref = med["SciPy reference"]
             name = np.dtype(dt).name
             for label, sec in med.items():
                 mark = " (chosen)" if label == f"{chosen}, 2 thread(s)" else ""
                 print(f"| {name} | {label}{mark} | {sec * 1e3:.1f} | {ref / sec:.2f} |")
             print(f"| {name} | (nnz {X.nnz:,}; transpose(csr) once: "
-                  f"{t_transpose * 1e3:.0f} ms, {XT.nbytes / 2**20:.0f} MB) | | |")
+                  f"{t_transpose * 1e3:.0f} ms, {XT.nbytes / 2**20:.0f} MB; panels(csr) "
+                  f"once: {t_panels * 1e3:.0f} ms, {panels[2].nbytes / 2**20:.0f} MB, "
+                  f"{panels[2].ptr.shape[0]} panels) | | |")
 
 
 _MEMORY_CHILD = r"""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numba
 import numpy as np
 
-from ._kernels._hessp import _sparse_hessp
+from ._kernels._hessp import _panel_hessp_rows, _sparse_hessp
 from ._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING
 from ._kernels._sparse import (
     BAD_INDEX,
@@ -32,19 +32,23 @@ from ._kernels._sparse import (
     _csc_gather,
     _csr_first_bad_row,
     _finish_partials,
+    _panel_column_pass,
+    _panel_fill,
+    _panel_layout,
+    _panel_row_pass,
     _sparse_logits,
     _sparse_loss_grad,
     _sparse_predict,
     _sparse_sgd_epoch,
 )
-
-if TYPE_CHECKING:  # scipy.sparse is imported where used: dense work never pays its import
-    import scipy.sparse
 from ._launch import first_bad, n_chunks
 from ._threads import numba_threads
 
-__all__ = ["CSR", "as_csr", "transpose", "gradient_scheme", "loss_and_grad", "hessp",
-           "sgd_epoch", "logits", "predict_labels"]
+if TYPE_CHECKING:  # scipy.sparse is imported where used: dense work never pays its import
+    import scipy.sparse
+
+__all__ = ["CSR", "Panels", "as_csr", "transpose", "panels", "gradient_scheme",
+           "loss_and_grad", "hessp", "sgd_epoch", "logits", "predict_labels"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _INT32_MAX = np.iinfo(np.int32).max
@@ -209,7 +213,7 @@ def _kernel_weights(csr: CSR, W: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
     return W, (np.zeros(W.shape[1], dt) if b is None else np.ascontiguousarray(b, dtype=dt))
 
 
-def _row_pass_buffers(XT: CSR | None, m: int, n: int, k: int, chunks: int,
+def _row_pass_buffers(XT: CSR | Panels | None, m: int, n: int, k: int, chunks: int,
                       dt: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return a row pass's (rows, G0, Gp): rows (m, k) with XT, else G0 and Gp."""
     if XT is not None:
@@ -217,10 +221,16 @@ def _row_pass_buffers(XT: CSR | None, m: int, n: int, k: int, chunks: int,
     return np.empty((0, k), dt), np.empty((n, k), dt), np.empty((chunks - 1, n, k), dt)
 
 
-def _column_pass(XT: CSR | None, rows: np.ndarray, G0: np.ndarray, Gp: np.ndarray,
+def _column_pass(XT: CSR | Panels | None, rows: np.ndarray, G0: np.ndarray, Gp: np.ndarray,
                  W: np.ndarray, alpha: float, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
     """Return (Xᵀ rows, or G0 + the parts, plus alpha W; the blocks' ||W||²) after a row pass."""
     n, k = W.shape
+    if isinstance(XT, Panels):
+        G0 = np.empty((n, k), W.dtype)
+        wsq = np.empty(XT.ptr.shape[0], np.float64)
+        _panel_column_pass(XT.data, XT.indices, XT.ptr, XT.bounds, rows, W, float(alpha),
+                           G0, wsq)
+        return G0, wsq
     wsq = np.zeros(max(1, min(n, n_threads)), np.float64)
     if XT is not None:
         G0 = np.empty((n, k), W.dtype)
@@ -247,8 +257,114 @@ def transpose(csr: CSR) -> CSR:
                np.ascontiguousarray(xt.indptr, dtype=np.int64), (n, m))
 
 
+# Bytes of one panel's rows of W (n_panel x k). Measured on 100,000 x
+# 100,000 text with 60 entries per row, k = 20 (BENCHMARKS.md, "Sparse
+# panels"): 2 MiB panels (a core's L2 on the hosts measured) were the
+# fastest, 1.1-1.3x faster than 1 MiB and 1.3-1.8x faster than 4-8 MiB: each
+# panel costs a stream over the rows of E and the panel's offsets, each
+# L2 miss a random read.
+PANEL_BYTES = 1 << 21
+# Panels per thread at least: the column pass gives whole panels to
+# threads, so there is one at least for each, and a second evens the load.
+PANELS_PER_THREAD = 2
+# The panel scheme pays for each panel a pass over every row's offsets:
+# worth it while rows hold this many entries per panel, on average.
+PANEL_MIN_ENTRIES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Panels:
+    """X's entries regrouped by column panels: the panel scheme's copy of X.
+
+    Attributes
+    ----------
+    data, indices : ndarray of shape (nnz,)
+        The entries (global column indices), panel by panel, and within a
+        panel row by row.
+    ptr : ndarray of shape (n_panels, m + 1), int64
+        Row i's entries in panel p are ``ptr[p, i]:ptr[p, i + 1]``.
+    bounds : ndarray of shape (n_panels + 1,), int64
+        Panel p holds columns ``bounds[p]:bounds[p + 1]``.
+    shape : (m, n)
+    """
+
+    data: np.ndarray
+    indices: np.ndarray
+    ptr: np.ndarray
+    bounds: np.ndarray
+    shape: tuple[int, int]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the copy."""
+        return int(self.data.nbytes + self.indices.nbytes + self.ptr.nbytes)
+
+
+def panel_bounds(csr: CSR, n_classes: int, n_threads: int | None = None) -> np.ndarray:
+    """Column boundaries of the panels: about equal entries each, none too wide for L2.
+
+    At least ``PANELS_PER_THREAD`` panels per thread, and as many more as
+    keep each panel's rows of W within ``PANEL_BYTES``, rounded up to a
+    multiple of the threads (the column pass gives each thread as many);
+    boundaries at equal shares of the entries, then any panel still wider
+    than that split evenly.
+    """
+    m, n = csr.shape
+    threads = numba.get_num_threads() if n_threads is None else max(1, n_threads)
+    count = panel_count(csr, n_classes, threads)
+    width = _panel_width(csr, n_classes)
+    cum = np.cumsum(np.bincount(csr.indices, minlength=n))
+    inner = np.searchsorted(cum, cum[-1] * np.arange(1, count) / count, side="right") \
+        if cum.size and cum[-1] else np.linspace(0, n, count + 1)[1:-1]
+    bounds = np.unique(np.concatenate([[0], inner, [n]]).astype(np.int64))
+    pieces = [bounds[:1]]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        parts = -(-(hi - lo) // width)
+        pieces.append(np.linspace(lo, hi, parts + 1).round().astype(np.int64)[1:])
+    return np.concatenate(pieces)
+
+
+def _panel_width(csr: CSR, n_classes: int) -> int:
+    return max(1, PANEL_BYTES // (n_classes * csr.dtype.itemsize))
+
+
+def panel_count(csr: CSR, n_classes: int, threads: int) -> int:
+    """Panels the scheme aims at (before the split of any too wide)."""
+    count = max(PANELS_PER_THREAD * threads, -(-csr.shape[1] // _panel_width(csr, n_classes)))
+    return -(-count // threads) * threads
+
+
+def panels(csr: CSR, n_classes: int, n_threads: int | None = None) -> Panels:
+    """Return X regrouped by column panels, for the panel scheme (held by the caller).
+
+    Two parallel passes over the entries (count per row and panel, then
+    copy): the same size as X again, plus (n_panels, m + 1) offsets.
+    """
+    m, n = csr.shape
+    bounds = panel_bounds(csr, n_classes, n_threads)
+    col_panel = np.repeat(np.arange(len(bounds) - 1, dtype=np.int64), np.diff(bounds))
+    ptr = np.empty((len(bounds) - 1, m + 1), np.int64)
+    data = np.empty_like(csr.data)
+    indices = np.empty_like(csr.indices)
+    with numba_threads(n_threads):
+        chunks = n_chunks(m)
+        _panel_layout(csr.indices, csr.indptr, col_panel, ptr, chunks)
+        _panel_fill(csr.data, csr.indices, csr.indptr, col_panel, ptr, data, indices, chunks)
+    return Panels(data, indices, ptr, bounds, (m, n))
+
+
 def gradient_scheme(csr: CSR, n_classes: int, n_threads: int | None = None) -> str:
-    """Pick how Xᵀ E is formed: "scatter" or "transpose".
+    """Pick how Xᵀ E is formed: "panels", "scatter" or "transpose".
+
+    * "panels": X regrouped by column panels (:func:`panels`, held by the
+      caller) whose rows of W fit a core's L2; a row pass and a column pass
+      panel by panel, each panel's gathers and scatters hitting L2. Chosen
+      when W is wider than one panel and rows hold at least
+      ``PANEL_MIN_ENTRIES`` entries per panel on average (text with dozens
+      of terms per row and W of a few to a few tens of MB): there it was the
+      fastest scheme, 1.4-1.9x the faster of the other two (BENCHMARKS.md,
+      "Sparse panels").
+      Extra memory: the copy of X and E. Otherwise:
 
     * "scatter": rows scatter x_f e into per-thread (n, k) accumulators,
       added at the end. Extra memory (threads - 1) n k beyond the gradient;
@@ -267,8 +383,11 @@ def gradient_scheme(csr: CSR, n_classes: int, n_threads: int | None = None) -> s
     """
     m, n = csr.shape
     item = csr.dtype.itemsize
-    copy = csr.data.nbytes + csr.nnz * (4 if m <= _INT32_MAX else 8) + 8 * (n + 1)
     threads = numba.get_num_threads() if n_threads is None else n_threads
+    if n * n_classes * item > PANEL_BYTES and m and \
+            csr.nnz >= PANEL_MIN_ENTRIES * m * panel_count(csr, n_classes, max(1, threads)):
+        return "panels"
+    copy = csr.data.nbytes + csr.nnz * (4 if m <= _INT32_MAX else 8) + 8 * (n + 1)
     accumulators = max(1, threads) * n * n_classes * item
     return "transpose" if copy + m * n_classes * item <= accumulators else "scatter"
 
@@ -304,9 +423,9 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
     n_threads : int or None
     P : ndarray (m, k) of csr's dtype, C-contiguous, or None
         When given, receives softmax(X W + b) (for :func:`hessp`).
-    XT : CSR or None
-        ``transpose(csr)``: use the transpose scheme (see
-        :func:`gradient_scheme`); None: the scatter scheme.
+    XT : CSR, Panels or None
+        ``transpose(csr)``: use the transpose scheme; ``panels(csr, k)``: the
+        panel scheme (see :func:`gradient_scheme`); None: the scatter scheme.
     total : float or None
         The loss's normaliser; None: the sum of the weights (m unweighted).
         A Dask block passes the whole data set's.
@@ -340,9 +459,13 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
         bad_row = np.empty(chunks, np.int64)
         scratch = np.empty((chunks, 2 + _pad(k, dt), k), dt)
         E, G0, Gp = _row_pass_buffers(XT, m, n, k, chunks, dt)
-        _sparse_loss_grad(csr.data, csr.indices, csr.indptr, labels, targets, sw, soft,
-                          weighted, scale, W, bias, P_out, E, G0, Gp, gb, loss, bad_row,
-                          scratch)
+        if isinstance(XT, Panels):
+            _panel_row_pass(XT.data, XT.indices, XT.ptr, labels, targets, sw, soft, weighted,
+                            scale, W, bias, P_out, E, gb, loss, bad_row, scratch)
+        else:
+            _sparse_loss_grad(csr.data, csr.indices, csr.indptr, labels, targets, sw, soft,
+                              weighted, scale, W, bias, P_out, E, G0, Gp, gb, loss, bad_row,
+                              scratch)
         row = first_bad(bad_row)
         if row >= 0:
             from ._objective import logits_error
@@ -373,8 +496,8 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     alpha : float
         The L2 term alpha V is added to HV.
     n_threads : int or None
-    XT : CSR or None
-        ``transpose(csr)`` for the transpose scheme, as in :func:`loss_and_grad`.
+    XT : CSR, Panels or None
+        ``transpose(csr)`` or ``panels(csr, k)``, as in :func:`loss_and_grad`.
     total : float or None
         The loss's normaliser, as in :func:`loss_and_grad`.
 
@@ -397,8 +520,12 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
         hc = np.empty((chunks, k + _pad(1, dt)), dt)
         scratch = np.empty((chunks, 1 + _pad(k, dt), k), dt)
         S, H0, Hp = _row_pass_buffers(XT, m, n, k, chunks, dt)
-        _sparse_hessp(csr.data, csr.indices, csr.indptr, P, sw, weighted, dt.type(1.0 / total),
-                      V, cv, S, H0, Hp, hc, scratch)
+        if isinstance(XT, Panels):
+            _panel_hessp_rows(XT.data, XT.indices, XT.ptr, P, sw, weighted,
+                              dt.type(1.0 / total), V, cv, S, hc)
+        else:
+            _sparse_hessp(csr.data, csr.indices, csr.indptr, P, sw, weighted,
+                          dt.type(1.0 / total), V, cv, S, H0, Hp, hc, scratch)
         HV, _ = _column_pass(XT, S, H0, Hp, V, alpha, t)
     return HV, (hc.sum(axis=0)[:k] if c is not None else None)
 

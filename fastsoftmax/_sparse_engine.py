@@ -7,9 +7,9 @@ coef layout (k, n); the sparse kernels work in W layout (n, k). A coef
 that is the transposed view of a C-contiguous W goes in without a copy
 (else one O(n k) copy), and the gradient comes out as the transposed view
 of the kernels' fresh (n, k) result (Fortran-ordered coef layout), no copy.
-The gradient scheme ("scatter" or "transpose", see
+The gradient scheme ("panels", "scatter" or "transpose", see
 :func:`fastsoftmax._sparse.gradient_scheme`) is chosen once per engine;
-the transpose of X it may need is built once and kept.
+the copy of X it may need (transposed, or by panels) is built once and kept.
 
 Hessian products always read the probabilities P (m, k) stored by the
 gradient pass: on sparse data P is small next to what the products cost
@@ -35,8 +35,9 @@ class SparseEngine:
         self.k = data.n_classes
         self.dtype = data.dtype
         csr = data.X
-        self._XT = (_sparse.transpose(csr)
-                    if _sparse.gradient_scheme(csr, self.k) == "transpose" else None)
+        scheme = _sparse.gradient_scheme(csr, self.k)
+        self._XT = (_sparse.transpose(csr) if scheme == "transpose"
+                    else _sparse.panels(csr, self.k) if scheme == "panels" else None)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
 
     def _y(self):

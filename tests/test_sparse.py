@@ -55,6 +55,22 @@ def _raw_csr(rng, m, n, dtype, *, max_row=6, index_dtype=np.int32):
     return X
 
 
+SCHEMES = ["scatter", "transpose", "panels"]
+
+
+def _layout(c, scheme, k):
+    """The copy of X a gradient scheme needs (None for the scatter scheme).
+
+    The panel copy is cut into at least 4 panels per thread, here of one
+    or two of the 11 columns, so that every row crosses several panels.
+    """
+    if scheme == "transpose":
+        return _sparse.transpose(c)
+    if scheme == "panels":
+        return _sparse.panels(c, k, 2)
+    return None
+
+
 def _problem(dtype, *, m=37, n=11, k=4, seed=0, index_dtype=np.int32, soft=False,
              weighted=False):
     rng = np.random.default_rng(seed)
@@ -215,14 +231,14 @@ def test_reference_accepts_sparse(container):
 @pytest.mark.parametrize("soft", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
-@pytest.mark.parametrize("scheme", ["scatter", "transpose"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_loss_and_grad_matches_reference(dtype, n_threads, intercept, soft, weighted,
                                          index_dtype, scheme):
     X, y, sw, W, b = _problem(dtype, soft=soft, weighted=weighted, index_dtype=index_dtype)
     b = b if intercept else None
     alpha = 0.05
     c = as_csr(X)
-    XT = _sparse.transpose(c) if scheme == "transpose" else None
+    XT = _layout(c, scheme, W.shape[1])
     m, k = X.shape[0], W.shape[1]
     P = np.empty((m, k), dtype)
     loss, gW, gb = _sparse.loss_and_grad(c, y, sw, W, b, alpha, n_threads=n_threads, P=P,
@@ -255,8 +271,10 @@ def test_thread_count_and_scheme_change_only_rounding():
     X, y, sw, W, b = _problem(np.float64, m=203, weighted=True)
     c = as_csr(X)
     XT = _sparse.transpose(c)
+    layouts = [_sparse.panels(c, W.shape[1], 1), _sparse.panels(c, W.shape[1], 2)]
     one = _sparse.loss_and_grad(c, y, sw, W, b, 0.1, n_threads=1)
-    for n_threads, xt in [(2, None), (1, XT), (2, XT)]:
+    for n_threads, xt in [(2, None), (1, XT), (2, XT), *((t, p) for t in (1, 2)
+                                                         for p in layouts)]:
         other = _sparse.loss_and_grad(c, y, sw, W, b, 0.1, n_threads=n_threads, XT=xt)
         assert one[0] == pytest.approx(other[0], rel=1e-13)
         np.testing.assert_allclose(one[1], other[1], rtol=1e-12, atol=1e-15)
@@ -272,6 +290,48 @@ def test_transpose_is_the_csc_of_x():
     np.testing.assert_array_equal(XT.to_scipy().toarray(), X.toarray().T)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_panels_hold_every_entry_once(threads):
+    """The panel copy: columns cut at increasing bounds, every entry of X once,
+    in its panel and row, in its row's order."""
+    X, *_ = _problem(np.float64, m=57, n=40, index_dtype=np.int64)
+    c = as_csr(X)
+    p = _sparse.panels(c, 3, threads)
+    n_panels = p.ptr.shape[0]
+    assert p.bounds[0] == 0 and p.bounds[-1] == X.shape[1] and np.all(np.diff(p.bounds) > 0)
+    assert len(p.bounds) == n_panels + 1 and n_panels >= _sparse.PANELS_PER_THREAD * threads
+    assert p.ptr[0, 0] == 0 and p.ptr[-1, -1] == c.nnz
+    assert np.all(np.diff(p.ptr, axis=1) >= 0) and np.all(p.ptr[1:, 0] == p.ptr[:-1, -1])
+    for q in range(n_panels):
+        lo, hi = p.bounds[q], p.bounds[q + 1]
+        for i in range(X.shape[0]):
+            a, z = c.indptr[i], c.indptr[i + 1]
+            keep = (c.indices[a:z] >= lo) & (c.indices[a:z] < hi)
+            np.testing.assert_array_equal(p.indices[p.ptr[q, i]:p.ptr[q, i + 1]],
+                                          c.indices[a:z][keep])
+            np.testing.assert_array_equal(p.data[p.ptr[q, i]:p.ptr[q, i + 1]],
+                                          c.data[a:z][keep])
+
+
+def test_panels_fit_in_l2_and_split_the_entries_evenly():
+    rng = np.random.default_rng(0)
+    n, k = 40_000, 20
+    # Zipf-like columns: the first ones far fuller than the rest.
+    cols = np.minimum((rng.pareto(1.0, 200_000) * 10).astype(np.int32), n - 1)
+    rows = np.repeat(np.arange(2_000), 100)
+    X = sp.csr_matrix((np.ones(cols.size), (rows, cols)), shape=(2_000, n))
+    c = as_csr(X.astype(np.float32))
+    bounds = _sparse.panel_bounds(c, k, 2)
+    width = _sparse.PANEL_BYTES // (k * 4)
+    assert np.diff(bounds).max() <= width
+    counts = np.add.reduceat(np.bincount(c.indices, minlength=n), bounds[:-1])
+    # Equal shares of the entries (a panel too wide is split further), but
+    # for the fullest columns, which cannot be split.
+    share = c.nnz / _sparse.panel_count(c, k, 2)
+    assert counts.max() <= max(share * 1.25, np.bincount(c.indices).max())
+    assert len(bounds) - 1 > _sparse.panel_count(c, k, 2)  # the sparse tail was split
+
+
 def test_gradient_scheme_follows_memory():
     """Transpose only when the copy of X plus E fit in one (n, k) accumulator."""
     wide = CSR(np.ones(4000), np.zeros(4000, np.int32), np.arange(0, 4001, 20, dtype=np.int64),
@@ -280,6 +340,18 @@ def test_gradient_scheme_follows_memory():
                (100, 100))
     assert _sparse.gradient_scheme(wide, 20) == "transpose"
     assert _sparse.gradient_scheme(tall, 20) == "scatter"
+
+
+def test_gradient_scheme_takes_panels_for_full_rows_and_a_wide_w():
+    """Panels when W outgrows one panel and rows hold a few entries per panel."""
+    def text(m, n, per_row):
+        nnz = m * per_row
+        return CSR(np.ones(nnz, np.float32), np.zeros(nnz, np.int32),
+                   np.arange(0, nnz + 1, per_row, dtype=np.int64), (m, n))
+
+    assert _sparse.gradient_scheme(text(1000, 100_000, 60), 20, 2) == "panels"
+    assert _sparse.gradient_scheme(text(1000, 100_000, 8), 20, 2) != "panels"  # few per panel
+    assert _sparse.gradient_scheme(text(1000, 10_000, 60), 20, 2) != "panels"  # W fits one
 
 
 def test_gradient_central_differences():
@@ -309,7 +381,7 @@ def test_columns_never_touched_get_only_the_penalty():
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-@pytest.mark.parametrize("scheme", ["scatter", "transpose"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_non_finite_logits_name_the_first_row(n_threads, scheme):
     X, y, _, W, b = _problem(np.float64, m=40)
     X = X.tolil()
@@ -318,7 +390,7 @@ def test_non_finite_logits_name_the_first_row(n_threads, scheme):
     X[9, 3] = -1e300
     W = np.full_like(W, 1e10)
     c = as_csr(X)
-    XT = _sparse.transpose(c) if scheme == "transpose" else None
+    XT = _layout(c, scheme, W.shape[1])
     with pytest.raises(ValueError, match="not finite at row 9"):
         _sparse.loss_and_grad(c, y, None, W, b, n_threads=n_threads, XT=XT)
 
@@ -364,12 +436,12 @@ def _hessp_numpy(X, P, sw, V, c, alpha):
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("scheme", ["scatter", "transpose"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_hessp_matches_numpy(dtype, n_threads, intercept, weighted, scheme):
     X, y, sw, W, b = _problem(dtype, weighted=weighted)
     b = b if intercept else None
     c = as_csr(X)
-    XT = _sparse.transpose(c) if scheme == "transpose" else None
+    XT = _layout(c, scheme, W.shape[1])
     m, k = X.shape[0], W.shape[1]
     P = np.empty((m, k), dtype)
     _sparse.loss_and_grad(c, y, sw, W, b, 0.1, P=P, n_threads=n_threads, XT=XT)

@@ -54,7 +54,7 @@ from numba import njit, prange
 from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
-from ._sparse import _affine_row, _chunk_sums, _scatter
+from ._sparse import _affine_row, _chunk_sums, _gather, _scatter
 
 
 @njit(inline="always", **JIT)
@@ -258,3 +258,36 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
             _row_hvp(P[i], u, _row_weight(i, sw, weighted, scale), hcc)
             if not store_s:
                 _scatter(data, indices, indptr[i], indptr[i + 1], u, H)
+
+
+@njit(**PJIT)
+def _panel_hessp_rows(pdata, pindices, ptr, P, sw, weighted, scale, V, cv, S, hc):
+    """Run the panel scheme's row pass of a Hessian product: the rows s_i into S.
+
+    IN     pdata, pindices, ptr: X in the panel layout
+           (:func:`._sparse._panel_fill`).
+    IN     P, sw, weighted, scale, V, cv: as in :func:`_sparse_hessp`.
+    OUT    S (m, k): the rows s_i (Xᵀ S is :func:`._sparse._panel_column_pass`).
+    OUT    hc (n_chunks, k + pad): per-chunk sums of s_i in the first k entries.
+
+    u_i = Vᵀ x_i + cv is gathered panel by panel, as the loss's row pass
+    gathers the logits (:func:`._sparse._panel_row_pass`).
+    """
+    n_chunks = hc.shape[0]
+    n_panels = ptr.shape[0]
+    m = ptr.shape[1] - 1
+    k = V.shape[1]
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        hcc = hc[c]
+        _zero1(hcc)
+        for i in range(start, stop):
+            u = S[i]
+            for j in range(k):
+                u[j] = cv[j]
+        for p in range(n_panels):
+            pp = ptr[p]
+            for i in range(start, stop):
+                _gather(pdata, pindices, pp[i], pp[i + 1], V, S[i])
+        for i in range(start, stop):
+            _row_hvp(P[i], S[i], _row_weight(i, sw, weighted, scale), hcc)

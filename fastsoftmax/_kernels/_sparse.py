@@ -27,8 +27,18 @@ ways, picked by the launcher:
   a copy the caller keeps), each row of the result gathered by one thread.
   m k extra numbers plus the copy of X; no zeroing or adding of n k-sized
   buffers, which is what makes it the faster one on wide data.
+* panels: X's entries regrouped by column panels (a copy the caller
+  keeps, :func:`_panel_layout` and :func:`_panel_fill`), each panel's
+  columns few enough that its rows of W (or of the gradient) stay in a
+  core's L2 cache. The row pass (:func:`_panel_row_pass`) sweeps each
+  thread's rows once per panel, gathering from that panel's rows of W
+  only, and stores E; the column pass (:func:`_panel_column_pass`) gives
+  each panel to one thread, which scatters every row of E into its own
+  rows of the gradient. On data whose W is many times L2 (text), the
+  other two schemes' gathers and scatters miss L2 at random; here they hit
+  it, and E and X stream in order. m k extra numbers plus the copy of X.
 
-Neither ever writes one array from two threads.
+None ever writes one array from two threads.
 
 The per-row softmax error, loss term and finiteness test are the dense
 kernels' (:func:`._fused._row_error`), and so are the SGD step size and
@@ -268,6 +278,134 @@ def _finish_partials(G0, Gp, W, alpha, wsq):
                     g[j] += h[j]
             acc = _penalty_row(g, W[f], a, True, acc)
         wsq[c] = acc
+
+
+@njit(**PJIT)
+def _panel_layout(indices, indptr, col_panel, ptr, n_chunks):
+    """Count the entries of the panel scheme's layout, per panel and row, into offsets.
+
+    ptr[p, i] to ptr[p, i + 1] are row i's entries in panel p, panels one
+    after the other (panel-major).
+
+    IN     indices, indptr: the CSR arrays of X (m rows).
+    IN     col_panel (n,) int64: the panel of each column; n_chunks: row chunks.
+    OUT    ptr (n_panels, m + 1) int64.
+    """
+    n_panels = ptr.shape[0]
+    m = indptr.shape[0] - 1
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        for i in range(start, stop):
+            for p in range(n_panels):
+                ptr[p, i + 1] = 0
+            for q in range(indptr[i], indptr[i + 1]):
+                ptr[col_panel[indices[q]], i + 1] += 1
+    offset = 0
+    for p in range(n_panels):
+        ptr[p, 0] = offset
+        for i in range(m):
+            offset += ptr[p, i + 1]
+            ptr[p, i + 1] = offset
+
+
+@njit(**PJIT)
+def _panel_fill(data, indices, indptr, col_panel, ptr, pdata, pindices, n_chunks):
+    """Copy X's entries into the panel scheme's layout (offsets from :func:`_panel_layout`).
+
+    OUT    pdata, pindices (nnz,): the entries, panel by panel and, within a
+           panel, row by row in the order they have in their CSR row.
+    """
+    n_panels = ptr.shape[0]
+    m = indptr.shape[0] - 1
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        cursor = np.empty(n_panels, np.int64)
+        for i in range(start, stop):
+            for p in range(n_panels):
+                cursor[p] = ptr[p, i]
+            for q in range(indptr[i], indptr[i + 1]):
+                f = indices[q]
+                p = col_panel[f]
+                pdata[cursor[p]] = data[q]
+                pindices[cursor[p]] = f
+                cursor[p] += 1
+
+
+@njit(**PJIT)
+def _panel_row_pass(pdata, pindices, ptr, y, Y, sw, soft, weighted, scale, W, b,
+                    P, E, gb, loss, bad_row, scratch):
+    """Run the panel scheme's row pass: loss terms and the error rows E.
+
+    IN     pdata, pindices, ptr: X in the panel layout (:func:`_panel_fill`).
+    IN     y, Y, sw, soft, weighted, scale, W, b: as in :func:`_sparse_loss_grad`.
+    OUT    P (m, k) or empty, E (m, k), gb, loss, bad_row: as there.
+    SCRATCH scratch (n_chunks, 2 + pad, k): row 1 used.
+
+    Each chunk of rows first sets its rows of E to b, then, panel after
+    panel, adds each row's entries in that panel (a gather from the
+    panel's rows of W, which stay in L2 while the chunk's rows of E
+    stream past), then turns each row into its error row.
+    """
+    n_chunks = gb.shape[0]
+    n_panels = ptr.shape[0]
+    m = ptr.shape[1] - 1
+    k = W.shape[1]
+    store_p = P.shape[0] > 0
+    for c in prange(n_chunks):
+        start, stop = _chunk(m, n_chunks, c)
+        gbc = gb[c]
+        _zero1(gbc)
+        sc = scratch[c, 1]
+        bad_row[c] = -1
+        for i in range(start, stop):
+            z = E[i]
+            for j in range(k):
+                z[j] = b[j]
+        for p in range(n_panels):
+            pp = ptr[p]
+            for i in range(start, stop):
+                _gather(pdata, pindices, pp[i], pp[i + 1], W, E[i])
+        acc = 0.0
+        for i in range(start, stop):
+            z = E[i]
+            if store_p:
+                for j in range(k):
+                    P[i, j] = z[j]
+            part, ok = _row_error(z, i, y, Y, sw, soft, weighted, scale, gbc, sc)
+            if not ok:
+                bad_row[c] = i
+                break
+            acc += part
+            if store_p:
+                _softmax_inplace(P[i], sc)
+        loss[c] = acc
+
+
+@njit(**PJIT)
+def _panel_column_pass(pdata, pindices, ptr, bounds, E, W, alpha, G, wsq):
+    """Run the panel scheme's column pass: G = Xᵀ E + alpha W, and ||W||² per panel.
+
+    IN     pdata, pindices, ptr: X in the panel layout; bounds (n_panels + 1,):
+           panel p holds columns bounds[p] to bounds[p + 1].
+    IN     E (m, k): error rows (or a Hessian product's s rows).
+    IN     W (n, k), alpha.
+    OUT    G (n, k): panel p's rows written by one thread only.
+    OUT    wsq (n_panels,) float64: per-panel sums of ||W[f]||².
+    """
+    n_panels = ptr.shape[0]
+    m = ptr.shape[1] - 1
+    a = G.dtype.type(alpha)
+    for p in prange(n_panels):
+        acc = 0.0
+        for f in range(bounds[p], bounds[p + 1]):
+            acc = _penalty_row(G[f], W[f], a, False, acc)
+        pp = ptr[p]
+        for i in range(m):
+            lo = pp[i]
+            hi = pp[i + 1]
+            if lo < hi:
+                _scatter(pdata, pindices, lo, hi, E[i], G)
+        wsq[p] = acc
 
 
 @njit(**PJIT)
