@@ -175,7 +175,9 @@ class Hessian:
         dt = self._coef.dtype
         if c is not None and not self._fit_intercept:
             raise ValueError("an intercept direction c for a model without intercept")
-        V = np.ascontiguousarray(V, dtype=dt)
+        # V in its own memory order: each engine makes the layout its kernels
+        # read (a transposed view of the sparse or GEMM layout costs no copy).
+        V = np.asarray(V, dtype=dt)
         cv = np.zeros(V.shape[0], dt) if c is None else np.ascontiguousarray(c, dtype=dt)
         HV, Hc = self._engine.hessp(self._coef, self._bias, self._P, V, cv)
         if self._alpha:
