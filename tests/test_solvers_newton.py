@@ -97,3 +97,32 @@ def test_huge_features_never_give_non_finite_weights():
     assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
     assert np.all(np.isfinite(est.loss_curve_))
     assert est.score(X, y) > 0.9
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("size", [1, 7, 10_001])
+def test_cg_vector_kernels_match_numpy(threads, size):
+    """The fused CG updates (fastsoftmax._kernels._vector) against NumPy's operations."""
+    import numba
+
+    from fastsoftmax._kernels._vector import _cg_direction, _cg_update
+
+    rng = np.random.default_rng(size)
+    d, r, p, Hu = (rng.standard_normal(size) for _ in range(4))
+    step, step_r, beta = 0.37, 1.9, 0.61
+    want_d, want_r = d + step * p, r - step_r * Hu
+    want_p = want_r + beta * p
+    saved = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        parts = np.empty((min(size, threads), 2))
+        _cg_update(d, r, p, Hu, step, step_r, parts)
+        np.testing.assert_allclose(d, want_d, rtol=1e-15, atol=1e-15)
+        np.testing.assert_allclose(r, want_r, rtol=1e-15, atol=1e-15)
+        assert parts[:, 0].sum() == pytest.approx(want_r @ want_r, rel=1e-13)
+        assert parts[:, 1].sum() == pytest.approx(np.abs(want_r).sum(), rel=1e-13)
+        _cg_direction(p, r, beta, parts)
+        np.testing.assert_allclose(p, want_p, rtol=1e-15, atol=1e-15)
+        assert parts[:, 0].sum() == pytest.approx(want_p @ want_p, rel=1e-13)
+    finally:
+        numba.set_num_threads(saved)

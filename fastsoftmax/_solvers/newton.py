@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels._vector import _cg_direction, _cg_update
+from .._launch import n_chunks
 from ._common import Callback, FitResult, Monitor, warn_not_converged
 
 # Armijo sufficient-decrease constant and the backtracking factor.
@@ -98,20 +100,22 @@ def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, i
     scaled features (|x| ~ 1e150: gradients that large, curvatures of
     their square) do not overflow the product.
     """
-    # Every vector is updated in place, through one scratch vector: on wide
-    # models (millions of weights) a fresh temporary per operation cost
-    # as much as the products themselves. The arithmetic is the textbook
-    # form's, operation for operation.
+    # The vector updates are two fused passes per step
+    # (:mod:`fastsoftmax._kernels._vector`): on wide models (millions of
+    # weights) NumPy's one pass per operation cost as much time as the
+    # Hessian products themselves.
     d = np.zeros_like(g)
     r = np.negative(g)  # residual of H d = -g at d = 0
     p = r.copy()
     unit = np.empty_like(g)
-    tmp = np.empty_like(g)
+    parts = np.empty((n_chunks(g.shape[0]), 2))
     rr = float(r @ r)
+    r1 = float(np.abs(r).sum())
+    pp = rr
     for i in range(MAX_CG):
-        if np.abs(r, out=tmp).sum() <= tol:
+        if r1 <= tol:
             return d, i
-        norm = np.sqrt(float(p @ p))
+        norm = np.sqrt(pp)
         np.divide(p, norm, out=unit)
         with np.errstate(over="ignore", invalid="ignore"):
             Hu = hessp(unit)
@@ -121,11 +125,11 @@ def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, i
             # descent (the line search scales it), later keep what CG has.
             return (p if i == 0 else d), i + 1
         step = rr / norm / norm / curv
-        d += np.multiply(p, step, out=tmp)
-        r -= np.multiply(Hu, step * norm, out=tmp)
-        rr_new = float(r @ r)
-        p *= rr_new / rr
-        p += r
+        _cg_update(d, r, p, Hu, step, step * norm, parts)
+        rr_new = float(parts[:, 0].sum())
+        r1 = float(parts[:, 1].sum())
+        _cg_direction(p, r, rr_new / rr, parts)
+        pp = float(parts[:, 0].sum())
         rr = rr_new
     return d, MAX_CG
 
