@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._data import make_dataset, row_weights
-from ._objective import Objective, penalize
+from ._objective import Objective
+from ._penalty import penalize
 from ._solvers.sgd import EpochResult, epoch_order, run_epoch
 from ._threads import thread_policy
 from ._validation import (
@@ -272,7 +273,7 @@ class DaskHessian:
     """The Hessian at one point, its blocks held on the workers.
 
     The interface of :class:`fastsoftmax._objective.Hessian`: ``loss``,
-    ``grad_coef``, ``grad_intercept`` and ``matvec(V, c)``.
+    ``grad_coef``, ``grad_intercept`` and ``matvec(V, c, scale=, out=)``.
     """
 
     def __init__(self, objective, held, coef, fit_intercept, alpha, loss, grad_coef,
@@ -290,12 +291,18 @@ class DaskHessian:
                   if self._fit_intercept else None)
         return first, second
 
-    def matvec(self, V, c=None):
+    def matvec(self, V, c=None, *, scale=1.0, out=None):
         obj = self._objective
+        if scale != 1.0:
+            V = V * V.dtype.type(scale)
+            c = None if c is None else c * c.dtype.type(scale)
         HV, Hc = self._total(obj._broadcast_each(_hessian_matvec, self._held, (V, c),
                                                  obj.n_threads))
         if self._alpha:
             HV += HV.dtype.type(self._alpha) * V
+        if out is not None:
+            out[...] = HV
+            HV = out
         return HV, Hc
 
 

@@ -6,8 +6,8 @@ C-contiguous float X, in either strategy: "rows" (register-blocked tiles,
 weights in coef layout (k, n)) or "gemm" (BLAS on row blocks, W = coefᵀ,
 transposed here: O(n k) next to the pass's O(m n k)). Every launch sizes
 the chunk axis from the thread count in force and reduces the per-chunk
-partial sums serially; the L2 terms are the objective's (nothing here
-knows alpha). Per-chunk buffers are made once per chunk count and reused.
+partial sums serially, then adds the L2 term (:mod:`fastsoftmax._penalty`).
+Per-chunk buffers are made once per chunk count and reused.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ._launch import (
     n_chunks,
     run_one_chunk,
 )
+from ._penalty import penalize
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small
@@ -178,10 +179,12 @@ class DenseEngine:
         return self.no_proba
 
     # ------------------------------------------------------------ launches
-    def gradient(self, coef, bias, P=None):
-        """(Σ w_i CE_i / Σw, gradient in coef layout, intercept gradient), storing P.
+    def gradient(self, coef, bias, P=None, alpha=0.0):
+        """(J, its coef gradient in coef layout, intercept gradient), storing P.
 
-        Raises ValueError naming the first row whose logits are not finite.
+        J = Σ w_i CE_i / Σw + alpha/2 ||coef||² (the L2 term by
+        :func:`fastsoftmax._penalty.penalize`, after the pass). Raises
+        ValueError naming the first row whose logits are not finite.
         """
         from ._objective import logits_error
 
@@ -207,12 +210,21 @@ class DenseEngine:
         row = first_bad(bad_row)
         if row >= 0:
             raise logits_error(row, dt)
-        return (float(loss.sum()) / data.total_weight, self._to_coef(g),
-                gb.sum(axis=0)[:self.k])
+        grad = self._to_coef(g)
+        value = penalize(float(loss.sum()) / data.total_weight, grad, coef, alpha)
+        return value, grad, gb.sum(axis=0)[:self.k]
 
-    def hessp(self, coef, bias, P, V, cv):
-        """Return the data term of H (V, cv): (HV in coef layout, Hc)."""
+    def hessp(self, coef, bias, P, V, cv, alpha=0.0, scale=1.0, out=None):
+        """Return H (scale V, scale cv): (HV in coef layout, Hc), HV with its L2 term.
+
+        ``out`` (k, n): HV is written there too. Directions here have n k
+        entries, small next to X: the scale and the L2 term are NumPy
+        operations on them.
+        """
         dt = self.dtype
+        if scale != 1.0:
+            V = V * dt.type(scale)
+            cv = cv * dt.type(scale)
         chunks = self._chunks()
         if self.strategy == "rows":
             def make(c):
@@ -230,7 +242,13 @@ class DenseEngine:
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     np.ascontiguousarray(V.T), cv, G, gc, scratch, tmp)
             self._run(_hessp_gemm_chunk, _hessp_gemm, args)
-        return self._to_coef(G), gc.sum(axis=0)[:self.k]
+        HV = self._to_coef(G)
+        if alpha:
+            HV += dt.type(alpha) * V
+        if out is not None:
+            out[...] = HV
+            HV = out
+        return HV, gc.sum(axis=0)[:self.k]
 
     def _run(self, chunk_fn, kernel, args) -> None:
         """One chunk on this thread (serial), or the parallel kernel."""

@@ -1,4 +1,4 @@
-"""The objective over one validated data set, and the one L2 penalty.
+"""The objective over one validated data set.
 
     J(coef, b) = Σ_i w_i CE_i / Σ w  +  α/2 ‖coef‖²
 
@@ -22,27 +22,6 @@ from . import _calibration
 from ._data import Dataset
 from ._dense import DenseEngine
 from ._sparse_engine import SparseEngine
-
-
-def l2_penalty(coef: np.ndarray, alpha: float) -> float:
-    """α/2 ‖coef‖², summed in float64 (the one place the penalty is computed).
-
-    Overflow to inf is returned as inf, not warned about: callers treat a
-    non-finite objective as divergence.
-    """
-    if not alpha:
-        return 0.0
-    w64 = coef.ravel(order="K").astype(np.float64)  # memory order: no copy of a view
-    with np.errstate(over="ignore", invalid="ignore"):
-        return 0.5 * alpha * float(np.dot(w64, w64))
-
-
-def penalize(loss: float, grad_coef: np.ndarray, coef: np.ndarray,
-             alpha: float) -> float:
-    """Add the L2 term to a data loss and, in place, to its coef gradient."""
-    if alpha:
-        grad_coef += grad_coef.dtype.type(alpha) * coef
-    return loss + l2_penalty(coef, alpha)
 
 
 def logits_error(row: int, dtype: np.dtype) -> ValueError:
@@ -108,9 +87,8 @@ class Objective:
         grad_intercept None when intercept is None. Raises ValueError if the
         logits overflow to a non-finite value.
         """
-        loss, g_coef, g_b = self.engine.gradient(coef, self._bias(intercept))
-        return (penalize(loss, g_coef, coef, alpha), g_coef,
-                g_b if intercept is not None else None)
+        loss, g_coef, g_b = self.engine.gradient(coef, self._bias(intercept), alpha=alpha)
+        return loss, g_coef, g_b if intercept is not None else None
 
     def hessian(self, coef: np.ndarray, intercept: np.ndarray | None,
                 alpha: float = 0.0) -> Hessian:
@@ -122,8 +100,7 @@ class Objective:
         """
         bias = self._bias(intercept)
         P = self.engine.proba_buffer()
-        loss, g_coef, g_b = self.engine.gradient(coef, bias, P)
-        loss = penalize(loss, g_coef, coef, alpha)
+        loss, g_coef, g_b = self.engine.gradient(coef, bias, P, alpha)
         return Hessian(self.engine, coef, bias, intercept is not None, alpha, P,
                        loss, g_coef, g_b if intercept is not None else None)
 
@@ -138,13 +115,12 @@ class Objective:
         """
         dt = self.dtype
         cv = np.zeros(self.n_classes, dt) if c is None else c
-        HV, Hc = self.engine.hessp(coef, self._bias(intercept), self.engine.no_proba, V, cv)
+        HV, Hc = self.engine.hessp(coef, self._bias(intercept), self.engine.no_proba, V, cv,
+                                   alpha)
         if not (np.isfinite(HV).all() and np.isfinite(Hc).all()):
             self.engine.gradient(coef, self._bias(intercept))  # names the row that overflowed
             raise ValueError(f"the Hessian-vector product overflows {dt.name}: the "
                              "direction is too large (scale it down)")
-        if alpha:
-            HV += dt.type(alpha) * V
         return HV, (Hc if intercept is not None else None)
 
 
@@ -169,9 +145,14 @@ class Hessian:
         self.grad_coef = grad_coef
         self.grad_intercept = grad_intercept
 
-    def matvec(self, V: np.ndarray, c: np.ndarray | None = None,
-               ) -> tuple[np.ndarray, np.ndarray | None]:
-        """H (V, c): returns (HV (k, n), Hc (k,) or None without intercept); one pass over X."""
+    def matvec(self, V: np.ndarray, c: np.ndarray | None = None, *, scale: float = 1.0,
+               out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """H (scale V, scale c): (HV (k, n), Hc (k,) or None without intercept); one pass over X.
+
+        ``scale`` lets a caller take the product along a multiple of V
+        without forming it (Newton's unit directions); ``out`` (k, n)
+        receives HV (the caller's reused memory; None: a new array).
+        """
         dt = self._coef.dtype
         if c is not None and not self._fit_intercept:
             raise ValueError("an intercept direction c for a model without intercept")
@@ -179,7 +160,6 @@ class Hessian:
         # read (a transposed view of the sparse or GEMM layout costs no copy).
         V = np.asarray(V, dtype=dt)
         cv = np.zeros(V.shape[0], dt) if c is None else np.ascontiguousarray(c, dtype=dt)
-        HV, Hc = self._engine.hessp(self._coef, self._bias, self._P, V, cv)
-        if self._alpha:
-            HV += dt.type(self._alpha) * V
+        HV, Hc = self._engine.hessp(self._coef, self._bias, self._P, V, cv, self._alpha,
+                                    scale, out)
         return HV, (Hc if self._fit_intercept else None)

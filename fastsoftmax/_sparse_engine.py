@@ -11,6 +11,7 @@ The gradient scheme ("panels", "scatter" or "transpose", see
 :func:`fastsoftmax._sparse.gradient_scheme`) is chosen once per engine;
 the copy of X it may need (transposed, or by panels) is built once and kept.
 
+The L2 term is added inside the kernels' column pass (see ``gradient``).
 Hessian products always read the probabilities P (m, k) stored by the
 gradient pass: on sparse data P is small next to what the products cost
 otherwise (a recompute is a second gather pass over the nonzeros), and
@@ -47,23 +48,36 @@ class SparseEngine:
         """Where a gradient pass stores P (m, k) for later products."""
         return np.empty((self.data.n_rows, self.k), dtype=self.dtype)
 
-    def gradient(self, coef, bias, P=None):
-        """(Σ w_i CE_i / Σw, gradient in coef layout, intercept gradient), storing P.
+    def gradient(self, coef, bias, P=None, alpha=0.0):
+        """(J, its coef gradient in coef layout, intercept gradient), storing P.
 
-        Raises ValueError naming the first row whose logits are not finite.
+        J = Σ w_i CE_i / Σw + alpha/2 ||coef||². The L2 term goes into the
+        column pass, which writes each row of the gradient anyway: on wide
+        models (millions of weights) NumPy's separate passes over coef
+        cost as much as the pass over X. Raises ValueError naming the first
+        row whose logits are not finite.
         """
         data = self.data
         loss, G, gb = _sparse.loss_and_grad(
             data.X, self._y(), data.sample_weight, np.ascontiguousarray(coef.T), bias,
-            P=P, XT=self._XT, total=data.total_weight)
+            alpha=alpha, P=P, XT=self._XT, total=data.total_weight)
         return loss, G.T, gb  # a fresh (n, k) array: its transpose is the coef layout
 
-    def hessp(self, coef, bias, P, V, cv):
-        """Return the data term of H (V, cv): (HV in coef layout, Hc)."""
+    def hessp(self, coef, bias, P, V, cv, alpha=0.0, scale=1.0, out=None):
+        """Return H (scale V, scale cv): (HV in coef layout, Hc), HV with its L2 term.
+
+        ``out`` (k, n), the coef layout: HV is written there (without a
+        copy when out is the transpose of a C-contiguous (n, k)).
+        """
         if P.shape[0] == 0:  # the one-pass public product: P from a gradient pass
             P = self.proba_buffer()
             self.gradient(coef, bias, P)
+        target = out.T if out is not None and out.T.flags.c_contiguous else None
         HV, Hc = _sparse.hessp(self.data.X, P, self.data.sample_weight,
-                               np.ascontiguousarray(V.T), cv, XT=self._XT,
-                               total=self.data.total_weight)
-        return HV.T, Hc
+                               np.ascontiguousarray(V.T), cv, alpha=alpha, XT=self._XT,
+                               total=self.data.total_weight, scale=scale, out=target)
+        if out is None:
+            return HV.T, Hc
+        if target is None:
+            out[...] = HV.T
+        return out, Hc

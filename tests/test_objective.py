@@ -33,3 +33,32 @@ def test_moves_keep_the_settings_and_reject_bad_arguments(rng):
     H0 = product(X, y, W, None, None, 0.0, strategy="rows")
     with pytest.raises(ValueError, match="without intercept"):
         H0.matvec(W.T, np.ones(3))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("engine", ["rows", "gemm", "sparse"])
+def test_matvec_scale_and_out_give_the_product_along_the_scaled_direction(engine, dt, rng):
+    """matvec(V, c, scale=s, out=buf) is matvec(s V, s c), written into buf (what
+    Newton's conjugate gradients use: unit directions never formed)."""
+    import scipy.sparse as sp
+    from _helpers import dataset
+
+    from fastsoftmax._objective import Objective
+    from fastsoftmax._sparse import as_csr
+
+    X, y, W, b, _ = make_problem(rng, 40, 30, 4, dt)
+    if engine == "sparse":
+        X[np.abs(X) < 0.8] = 0
+        X = as_csr(sp.csr_matrix(X))
+    obj = Objective(dataset(X, y, 4), strategy=None if engine == "sparse" else engine)
+    H = obj.hessian(np.ascontiguousarray(W.T), b, 0.3)
+    V = rng.standard_normal((4, 30)).astype(dt)
+    c = rng.standard_normal(4).astype(dt)
+    want = H.matvec(np.float32(0.125) * V if dt == np.float32 else 0.125 * V, 0.125 * c)
+    # out in the layout the engine works in: the transpose of (n, k) or (k, n) itself
+    out = np.empty((30, 4), dt).T if engine != "rows" else np.empty((4, 30), dt)
+    got = H.matvec(V, c, scale=0.125, out=out)
+    assert got[0] is out
+    tol = dict(rtol=2e-6, atol=2e-6) if dt == np.float32 else dict(rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(got[0], want[0], **tol)
+    np.testing.assert_allclose(got[1], want[1], **tol)

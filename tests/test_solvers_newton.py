@@ -105,7 +105,7 @@ def test_cg_vector_kernels_match_numpy(threads, size):
     """The fused CG updates (fastsoftmax._kernels._vector) against NumPy's operations."""
     import numba
 
-    from fastsoftmax._kernels._vector import _cg_direction, _cg_update
+    from fastsoftmax._kernels._vector import _cg_direction, _cg_update, _dot_scaled
 
     rng = np.random.default_rng(size)
     d, r, p, Hu = (rng.standard_normal(size) for _ in range(4))
@@ -124,5 +124,11 @@ def test_cg_vector_kernels_match_numpy(threads, size):
         _cg_direction(p, r, beta, parts)
         np.testing.assert_allclose(p, want_p, rtol=1e-15, atol=1e-15)
         assert parts[:, 0].sum() == pytest.approx(want_p @ want_p, rel=1e-13)
+        _dot_scaled(p, Hu, 0.25, parts)
+        assert parts[:, 0].sum() == pytest.approx(0.25 * (p @ Hu), rel=1e-12, abs=1e-14)
+        # A direction far beyond float64's range times its product: the
+        # scale meets each entry first, so the dot stays finite.
+        _dot_scaled(p * 1e300, Hu * 1e300, 1e-300, parts)
+        assert parts[:, 0].sum() == pytest.approx(1e300 * (p @ Hu), rel=1e-12)
     finally:
         numba.set_num_threads(saved)

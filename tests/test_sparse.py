@@ -313,6 +313,29 @@ def test_panels_hold_every_entry_once(threads):
                                           c.data[a:z][keep])
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+def test_panel_owners_share_every_panel_once_and_evenly(threads):
+    """The column pass's owners: each panel formed by one owner, in increasing
+    order per owner, and no owner more than one panel's cost above another."""
+    rng = np.random.default_rng(1)
+    n = 40_000
+    cols = np.minimum((rng.pareto(1.0, 200_000) * 10).astype(np.int32), n - 1)
+    X = sp.csr_matrix((np.ones(cols.size), (np.repeat(np.arange(2_000), 100), cols)),
+                      shape=(2_000, n))
+    p = _sparse.panels(as_csr(X.astype(np.float32)), 20, 2)
+    owned, start = p.owners(threads)
+    n_panels = p.ptr.shape[0]
+    assert len(start) == min(threads, n_panels) + 1 and start[0] == 0
+    assert start[-1] == n_panels and np.all(np.diff(start) >= 1)
+    np.testing.assert_array_equal(np.sort(owned), np.arange(n_panels))
+    m = X.shape[0]
+    cost = p.ptr[:, m] - p.ptr[:, 0] + m
+    loads = [cost[owned[a:b]].sum() for a, b in zip(start[:-1], start[1:], strict=True)]
+    assert max(loads) - min(loads) <= cost.max()
+    for a, b in zip(start[:-1], start[1:], strict=True):
+        assert np.all(np.diff(owned[a:b]) > 0)
+
+
 def test_panels_fit_in_l2_and_split_the_entries_evenly():
     rng = np.random.default_rng(0)
     n, k = 40_000, 20

@@ -54,7 +54,7 @@ from numba import njit, prange
 from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
-from ._sparse import _affine_row, _chunk_sums, _gather, _scatter
+from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
 
 
 @njit(inline="always", **JIT)
@@ -225,7 +225,7 @@ def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch, tmp):
 
 
 @njit(**PJIT)
-def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
+def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, vscale, cv,
                   S, H0, Hp, hc, scratch):
     """Hessian of the mean cross-entropy times a direction (V, cv), P cached.
 
@@ -233,7 +233,8 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
     IN     P (m, k): the probabilities at the current weights (from
            :func:`._sparse._sparse_loss_grad`).
     IN     sw, weighted, scale: as in :func:`._sparse._sparse_loss_grad`.
-    IN     V (n, k), cv (k,): the direction (cv zero without an intercept).
+    IN     V (n, k), vscale, cv (k,): the direction is (vscale V, cv) (cv zero
+           without an intercept; the caller scales it).
     OUT    S (m, k): the rows s_i, written when S has m rows (transpose
            scheme; H0, Hp untouched); with an empty (0, k) S:
     OUT    H0 (n, k), Hp (n_chunks - 1, n, k): parts of sum_i x_i s_iᵀ.
@@ -241,7 +242,7 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
     SCRATCH scratch (n_chunks, 1 + pad, k): row 0 used. hc (n_chunks, k + pad):
            the first k entries of each row.
 
-    With u_i = Vᵀ x_i + cv, s_i = scale * w_i * (p_i * u_i - p_i (p_i . u_i)).
+    With u_i = vscale Vᵀ x_i + cv, s_i = scale * w_i * (p_i * u_i - p_i (p_i . u_i)).
     The L2 term alpha V is the caller's. The row pass of
     :func:`._sparse._sparse_loss_grad`, with the dense kernels' s_i
     (:func:`_row_hvp`); Xᵀ S by the same scatter or transpose scheme.
@@ -254,23 +255,23 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, cv,
         H, hcc = _chunk_sums(c, H0, Hp, hc, store_s)
         for i in range(start, stop):
             u = S[i] if store_s else scratch[c, 0]
-            _affine_row(data, indices, indptr, i, V, cv, u)
+            _affine_row_scaled(data, indices, indptr, i, V, cv, u, vscale)
             _row_hvp(P[i], u, _row_weight(i, sw, weighted, scale), hcc)
             if not store_s:
                 _scatter(data, indices, indptr[i], indptr[i + 1], u, H)
 
 
 @njit(**PJIT)
-def _panel_hessp_rows(pdata, pindices, ptr, P, sw, weighted, scale, V, cv, S, hc):
+def _panel_hessp_rows(pdata, pindices, ptr, P, sw, weighted, scale, V, vscale, cv, S, hc):
     """Run the panel scheme's row pass of a Hessian product: the rows s_i into S.
 
     IN     pdata, pindices, ptr: X in the panel layout
            (:func:`._sparse._panel_fill`).
-    IN     P, sw, weighted, scale, V, cv: as in :func:`_sparse_hessp`.
+    IN     P, sw, weighted, scale, V, vscale, cv: as in :func:`_sparse_hessp`.
     OUT    S (m, k): the rows s_i (Xᵀ S is :func:`._sparse._panel_column_pass`).
     OUT    hc (n_chunks, k + pad): per-chunk sums of s_i in the first k entries.
 
-    u_i = Vᵀ x_i + cv is gathered panel by panel, as the loss's row pass
+    u_i = vscale Vᵀ x_i + cv is gathered panel by panel, as the loss's row pass
     gathers the logits (:func:`._sparse._panel_row_pass`).
     """
     n_chunks = hc.shape[0]
@@ -288,6 +289,6 @@ def _panel_hessp_rows(pdata, pindices, ptr, P, sw, weighted, scale, V, cv, S, hc
         for p in range(n_panels):
             pp = ptr[p]
             for i in range(start, stop):
-                _gather(pdata, pindices, pp[i], pp[i + 1], V, S[i])
+                _gather_scaled(pdata, pindices, pp[i], pp[i + 1], V, S[i], vscale)
         for i in range(start, stop):
             _row_hvp(P[i], S[i], _row_weight(i, sw, weighted, scale), hcc)

@@ -72,7 +72,18 @@ WSCALE_MIN = 1e-9
 
 @njit(inline="always", **JIT)
 def _gather(data, indices, lo, hi, W, z):
-    """Add sum over p in [lo, hi) of data[p] * W[indices[p]] to z (one CSR row).
+    """Add sum over p in [lo, hi) of data[p] * W[indices[p]] to z (one CSR row)."""
+    _gather_scaled(data, indices, lo, hi, W, z, W.dtype.type(1))
+
+
+@njit(inline="always", **JIT)
+def _gather_scaled(data, indices, lo, hi, W, z, s):
+    """Add sum over p in [lo, hi) of (s data[p]) * W[indices[p]] to z (one CSR row).
+
+    The scale goes on each value before it meets W: a Hessian product
+    along a huge direction (features ~1e150 give gradients that large)
+    is taken along the direction times a small s without forming it, and
+    without the product of the two overflowing first.
 
     Four entries per pass over z: z stays in memory (k is not known when
     compiling), and each += on it is a store-to-load chain of ~9 cycles per
@@ -84,10 +95,10 @@ def _gather(data, indices, lo, hi, W, z):
     k = z.shape[0]
     p = lo
     while p + 4 <= hi:
-        v0 = data[p]
-        v1 = data[p + 1]
-        v2 = data[p + 2]
-        v3 = data[p + 3]
+        v0 = s * data[p]
+        v1 = s * data[p + 1]
+        v2 = s * data[p + 2]
+        v3 = s * data[p + 3]
         w0 = W[indices[p]]
         w1 = W[indices[p + 1]]
         w2 = W[indices[p + 2]]
@@ -96,7 +107,7 @@ def _gather(data, indices, lo, hi, W, z):
             z[j] += (v0 * w0[j] + v1 * w1[j]) + (v2 * w2[j] + v3 * w3[j])
         p += 4
     while p < hi:
-        v = data[p]
+        v = s * data[p]
         w = W[indices[p]]
         for j in range(k):
             z[j] += v * w[j]
@@ -117,9 +128,15 @@ def _scatter(data, indices, lo, hi, e, G):
 @njit(inline="always", **JIT)
 def _affine_row(data, indices, indptr, i, W, b, z):
     """OUT z = x_i W + b for row i of a CSR matrix (z (k,), W (n, k))."""
+    _affine_row_scaled(data, indices, indptr, i, W, b, z, W.dtype.type(1))
+
+
+@njit(inline="always", **JIT)
+def _affine_row_scaled(data, indices, indptr, i, W, b, z, s):
+    """OUT z = s x_i W + b for row i of a CSR matrix (see :func:`_gather_scaled`)."""
     for j in range(z.shape[0]):
         z[j] = b[j]
-    _gather(data, indices, indptr[i], indptr[i + 1], W, z)
+    _gather_scaled(data, indices, indptr[i], indptr[i + 1], W, z, s)
 
 
 @njit(inline="always", **JIT)
@@ -382,30 +399,35 @@ def _panel_row_pass(pdata, pindices, ptr, y, Y, sw, soft, weighted, scale, W, b,
 
 
 @njit(**PJIT)
-def _panel_column_pass(pdata, pindices, ptr, bounds, E, W, alpha, G, wsq):
+def _panel_column_pass(pdata, pindices, ptr, bounds, owned, owner_start, E, W, alpha, G, wsq):
     """Run the panel scheme's column pass: G = Xᵀ E + alpha W, and ||W||² per panel.
 
     IN     pdata, pindices, ptr: X in the panel layout; bounds (n_panels + 1,):
            panel p holds columns bounds[p] to bounds[p + 1].
+    IN     owned (n_panels,), owner_start (n_owners + 1,) int64: owner t (one
+           per thread) forms the panels owned[owner_start[t]:owner_start[t + 1]]
+           (:meth:`fastsoftmax._sparse.Panels.owners`).
     IN     E (m, k): error rows (or a Hessian product's s rows).
     IN     W (n, k), alpha.
-    OUT    G (n, k): panel p's rows written by one thread only.
+    OUT    G (n, k): panel p's rows written by its owner only.
     OUT    wsq (n_panels,) float64: per-panel sums of ||W[f]||².
     """
-    n_panels = ptr.shape[0]
+    n_owners = owner_start.shape[0] - 1
     m = ptr.shape[1] - 1
     a = G.dtype.type(alpha)
-    for p in prange(n_panels):
-        acc = 0.0
-        for f in range(bounds[p], bounds[p + 1]):
-            acc = _penalty_row(G[f], W[f], a, False, acc)
-        pp = ptr[p]
-        for i in range(m):
-            lo = pp[i]
-            hi = pp[i + 1]
-            if lo < hi:
-                _scatter(pdata, pindices, lo, hi, E[i], G)
-        wsq[p] = acc
+    for t in prange(n_owners):
+        for q in range(owner_start[t], owner_start[t + 1]):
+            p = owned[q]
+            acc = 0.0
+            for f in range(bounds[p], bounds[p + 1]):
+                acc = _penalty_row(G[f], W[f], a, False, acc)
+            pp = ptr[p]
+            for i in range(m):
+                lo = pp[i]
+                hi = pp[i + 1]
+                if lo < hi:
+                    _scatter(pdata, pindices, lo, hi, E[i], G)
+            wsq[p] = acc
 
 
 @njit(**PJIT)

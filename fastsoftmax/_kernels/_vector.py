@@ -1,11 +1,17 @@
 """Fused updates of the Newton solver's conjugate-gradient vectors.
 
 One conjugate-gradient step updates four vectors of the model's size
-(the step d, the residual r, the direction p) and needs two of their norms.
+(the step d, the residual r, the direction p) and needs two of their norms
+and the curvature along p (a dot product with its Hessian product).
 On wide models (millions of weights) NumPy's one operation per pass read
 and wrote them about twenty times per step, as much time as the Hessian
 product itself; these kernels do it in two passes, split over the threads.
 Sums are float64 per chunk, added by the caller in chunk order.
+
+Each chunk's loop runs over slices of the vectors from index 0: over
+``range(lo, hi)`` LLVM cannot prove the index non-negative, keeps Numba's
+wrap-around of negative indices, and vectorises the loads as gathers
+(3.4x slower for the dot product, measured on 2.6 million entries).
 """
 
 from numba import njit, prange
@@ -24,12 +30,13 @@ def _cg_update(d, r, p, Hu, step, step_r, parts):
     n_chunks = parts.shape[0]
     for c in prange(n_chunks):
         lo, hi = _chunk(size, n_chunks, c)
+        dc, rc, pc, hc = d[lo:hi], r[lo:hi], p[lo:hi], Hu[lo:hi]
         rr = 0.0
         r1 = 0.0
-        for i in range(lo, hi):
-            d[i] += step * p[i]
-            v = r[i] - step_r * Hu[i]
-            r[i] = v
+        for i in range(hi - lo):
+            dc[i] += step * pc[i]
+            v = rc[i] - step_r * hc[i]
+            rc[i] = v
             rr += v * v
             r1 += abs(v)
         parts[c, 0] = rr
@@ -46,9 +53,29 @@ def _cg_direction(p, r, beta, parts):
     n_chunks = parts.shape[0]
     for c in prange(n_chunks):
         lo, hi = _chunk(size, n_chunks, c)
+        pc, rc = p[lo:hi], r[lo:hi]
         pp = 0.0
-        for i in range(lo, hi):
-            v = r[i] + beta * p[i]
-            p[i] = v
+        for i in range(hi - lo):
+            v = rc[i] + beta * pc[i]
+            pc[i] = v
             pp += v * v
         parts[c, 0] = pp
+
+
+@njit(**PJIT)
+def _dot_scaled(a, b, s, parts):
+    """Per chunk, parts[c, 0] = sum of (s a_i) b_i: the dot of s a with b, without s a.
+
+    IN a, b (size,) float64, s; OUT parts (n_chunks, 2), column 0. The
+    scale meets each a_i before b_i does, so a huge a (|a| |b| beyond
+    float64's range) with a small s does not overflow.
+    """
+    size = a.shape[0]
+    n_chunks = parts.shape[0]
+    for c in prange(n_chunks):
+        lo, hi = _chunk(size, n_chunks, c)
+        ac, bc = a[lo:hi], b[lo:hi]
+        acc = 0.0
+        for i in range(hi - lo):
+            acc += (s * ac[i]) * bc[i]
+        parts[c, 0] = acc

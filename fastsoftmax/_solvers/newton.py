@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels._vector import _cg_direction, _cg_update
+from .._kernels._vector import _cg_direction, _cg_update, _dot_scaled
 from .._launch import n_chunks
 from ._common import Callback, FitResult, Monitor, warn_not_converged
 
@@ -88,9 +88,32 @@ class _Packing:
         coef = self._coef_part(x).astype(self.dtype, copy=False)
         return coef, (x[self.size:].astype(self.dtype, copy=False) if self.fit_b else None)
 
+    def direction(self, x: np.ndarray, scale: float
+                  ) -> tuple[np.ndarray, np.ndarray | None, float]:
+        """Return (coef, intercept, rest): the direction scale x is rest (coef, intercept).
+
+        float64 data: views of x and rest = scale, which the product applies
+        as it reads them (no pass over x here). float32 data: scale x cast
+        to float32 (one pass, scaled in float64 first so that a direction
+        beyond float32's range fits) and rest = 1.
+        """
+        if self.dtype == np.float64:
+            return (*self.unpack(x), scale)
+        coef = np.empty(self.shape, self.dtype, order="F" if self.transposed else "C")
+        np.multiply(self._coef_part(x), scale, out=coef, casting="unsafe")
+        intercept = (np.multiply(x[self.size:], scale).astype(self.dtype) if self.fit_b
+                     else None)
+        return coef, intercept, 1.0
+
+    def coef_part(self, x: np.ndarray) -> np.ndarray | None:
+        """Return the (k, n) view of x's coef part where products can be written, else None."""
+        return self._coef_part(x) if self.dtype == np.float64 else None
+
 
 def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, int]:
     """Approximately solve H d = -g; return (d, products used).
+
+    ``hessp(v, scale)`` returns H (scale v).
 
     Stops when |r|_1 <= tol, after MAX_CG steps, or at (numerically)
     non-positive curvature: the Hessian of this objective is positive
@@ -107,7 +130,6 @@ def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, i
     d = np.zeros_like(g)
     r = np.negative(g)  # residual of H d = -g at d = 0
     p = r.copy()
-    unit = np.empty_like(g)
     parts = np.empty((n_chunks(g.shape[0]), 2))
     rr = float(r @ r)
     r1 = float(np.abs(r).sum())
@@ -116,10 +138,12 @@ def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, i
         if r1 <= tol:
             return d, i
         norm = np.sqrt(pp)
-        np.divide(p, norm, out=unit)
         with np.errstate(over="ignore", invalid="ignore"):
-            Hu = hessp(unit)
-            curv = float(unit @ Hu)  # curvature along the unit direction
+            # The product along the unit direction p / |p|, which it forms
+            # as it reads p (no pass over p here).
+            Hu = hessp(p, 1.0 / norm)
+            _dot_scaled(p, Hu, 1.0 / norm, parts)
+            curv = float(parts[:, 0].sum())  # curvature along the unit direction
         if not (np.isfinite(curv) and curv > CURVATURE_FLOOR):
             # No usable curvature: on the first step fall back to steepest
             # descent (the line search scales it), later keep what CG has.
@@ -161,8 +185,15 @@ def newton(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alp
             break
         g1 = np.abs(g).sum()
 
-        def hessp(v, H=H):
-            return packing.pack(*H.matvec(*packing.unpack(v)), out=product)
+        def hessp(v, scale, H=H):
+            coef, intercept, rest = packing.direction(v, scale)
+            target = packing.coef_part(product)
+            HV, Hc = H.matvec(coef, intercept, scale=rest, out=target)
+            if target is None:
+                return packing.pack(HV, Hc, out=product)
+            if Hc is not None:
+                product[packing.size:] = Hc
+            return product
 
         d, _ = _conjugate_gradient(hessp, g, min(0.5, np.sqrt(g1)) * g1)
         slope = float(g @ d)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _sparse
 from .._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING, _sgd_epoch, sgd_hyper
 from .._launch import n_chunks
-from .._objective import l2_penalty
+from .._penalty import l2_penalty
 from ._common import (
     Callback,
     FitResult,
