@@ -5,9 +5,13 @@ dask dispatch, then one call here). Each function takes the fitted
 estimator, checks X for it once (:func:`prepared`), and runs one pass over
 X in the model's dtype under the estimator's thread policy:
 
-* dense X: the row-block kernels of :mod:`fastsoftmax._kernels._predict`
-  (logits, probabilities or log-probabilities finished block by block;
-  labels without the (m, k) logits);
+* labels of dense X: one BLAS matrix product per block of rows and the
+  arg-max of each row (:func:`labels`), in NumPy: nothing else is needed,
+  and no compiled kernel is loaded (a process that only predicts, such as
+  ``fastsoftmax predict``, skips Numba's one-time set-up);
+* logits, probabilities or log-probabilities of dense X: the row-block
+  kernels of :mod:`fastsoftmax._kernels._predict`, which finish each block
+  (the exps and normalisation) on every core;
 * CSR X: the sparse launchers :func:`fastsoftmax._sparse.logits` (then the
   row-wise softmax or the finiteness check in place) and
   :func:`fastsoftmax._sparse.predict_labels`.
@@ -21,17 +25,21 @@ from __future__ import annotations
 import numpy as np
 
 from . import _sparse
-from ._kernels._predict import BLOCK_ROWS, LOG_PROBA, LOGITS, PROBA, _predict_labels, _scores
+from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _scores
 from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits, _rowwise
 from ._launch import first_bad, n_chunks
-from ._threads import check_n_threads, thread_policy
-from ._validation import check_X, first_nonfinite_row
+from ._threads import blas_threads, check_n_threads, thread_policy
+from ._validation import check_finite, check_X, first_nonfinite_row
 
 __all__ = ["LOGITS", "PROBA", "LOG_PROBA", "prepared", "scores", "decision_function",
            "labels"]
 
-def prepared(est, X):
-    """Return X checked for prediction with the fitted ``est``, in the model's dtype."""
+def prepared(est, X, finite=True):
+    """Return X checked for prediction with the fitted ``est``, in the model's dtype.
+
+    ``finite=False`` leaves dense X's finiteness to the caller (its pass
+    over X checks each row's logits, which every entry of the row reaches).
+    """
     est._check_fitted()
     # O(k n): a model whose weights were made non-finite (by hand, or by
     # code outside fit) would otherwise predict class 0 everywhere.
@@ -39,7 +47,7 @@ def prepared(est, X):
         raise ValueError(
             "this model's coef_ or intercept_ holds NaN or inf, so it cannot "
             "predict; refit it (with a smaller eta0 if training diverged)")
-    X_checked = check_X(X, dtype=est.coef_.dtype)
+    X_checked = check_X(X, dtype=est.coef_.dtype, finite=finite)
     est._check_features(X)
     return X_checked
 
@@ -93,21 +101,51 @@ def decision_function(est, X):
     return d
 
 
+# Rows per block of dense labels: at most 4 MiB of X and 128 KiB of logits
+# (the block's logits stay in cache for the arg-max, and only one block of
+# them is ever allocated), at least 64 (one BLAS call per block).
+_LABEL_X_BYTES = 1 << 22
+_LABEL_Z_BYTES = 1 << 17
+
+
 def labels(est, X):
     """Return the index (int64, m) of each row's most probable class, ties to the lowest.
 
-    Allocates only the answer and a few row blocks per thread: the logits
-    are never stored for all rows.
+    Allocates only the answer and one block of logits: the logits are never
+    stored for all rows. A row whose logits are not finite is an error: its
+    NaN or inf entry of X is named, or else the overflow.
     """
-    X = prepared(est, X)
+    X = prepared(est, X, finite=False)
     m = X.shape[0]
     idx = np.empty(m, dtype=np.int64)
-    if m:
+    if not m:
+        return idx
+    if not isinstance(X, np.ndarray):
         W = np.ascontiguousarray(est.coef_.T)
         with thread_policy(check_n_threads(est.n_threads)):
-            if isinstance(X, np.ndarray):
-                scratch = np.empty((n_chunks(m), min(BLOCK_ROWS, m), W.shape[1]), dtype=W.dtype)
-                _predict_labels(X, W, est.intercept_, idx, scratch)
+            return _sparse.predict_labels(X, W, est.intercept_)
+    (m, n), k, item = X.shape, est.coef_.shape[0], X.dtype.itemsize
+    rows = int(min(m, max(64, min(_LABEL_X_BYTES // (n * item), _LABEL_Z_BYTES // (k * item)))))
+    Z = np.empty((rows, k), dtype=X.dtype)
+    W = est.coef_.T  # a transposed view: BLAS reads it as it is
+    with blas_threads(check_n_threads(est.n_threads)), \
+            np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, m, rows):
+            block = X[start:start + rows]
+            z = Z[:block.shape[0]]
+            np.matmul(block, W, out=z)
+            z += est.intercept_
+            # One sum to test the block (a NaN or inf anywhere makes it
+            # non-finite); only then the rows, one by one.
+            if not np.isfinite(z.sum()):
+                finite = np.isfinite(z).all(axis=1)
+                if not finite.all():
+                    row = start + int(np.argmin(finite))
+                    check_finite(X[row:row + 1], "X", offset=row)  # names a NaN or inf of X
+                    raise _overflow(row, X.dtype)
+            out = idx[start:start + block.shape[0]]
+            if k == 2:  # a comparison instead of NumPy's row-wise reduction of 2
+                np.greater(z[:, 1], z[:, 0], out=out, casting="unsafe")
             else:
-                idx = _sparse.predict_labels(X, W, est.intercept_)
+                np.argmax(z, axis=1, out=out)
     return idx

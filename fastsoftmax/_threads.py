@@ -9,6 +9,11 @@
 * holds every BLAS library loaded in the process (OpenBLAS, MKL, BLIS) at
   one thread, and restores the user's settings on return.
 
+The one exception is work that is BLAS alone, the labels of dense data
+(one matrix product per block of rows): :func:`blas_threads` runs BLAS on
+``n_threads`` threads there (None: BLAS's own setting), and no Numba
+kernel runs.
+
 Why BLAS is held at one thread: fastsoftmax parallelises over row chunks
 itself, and the BLAS calls it makes are either inside those chunks (the
 GEMM strategy: one call per chunk at a time) or on (n, k)-sized vectors
@@ -126,19 +131,19 @@ def _blas_controller():
 
 
 @contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """Limit every loaded BLAS library to one thread for the block.
+def _blas_limit(limit: int) -> Iterator[None]:
+    """Limit every loaded BLAS library to ``limit`` threads for the block.
 
     BLAS's thread count is process-wide, so blocks entered from several
     Python threads at once share one limit: the first to enter sets it and
     the last to leave restores the original. (Nested threadpoolctl limits
     entered and left out of order would otherwise restore each other's
-    values and leave BLAS at one thread for good.)
+    values and leave BLAS limited for good.)
     """
     global _blas_depth, _blas_limiter
     with _controller_lock:
         if _blas_depth == 0:
-            _blas_limiter = _blas_controller().limit(limits=1)
+            _blas_limiter = _blas_controller().limit(limits=limit)
         _blas_depth += 1
     try:
         yield
@@ -150,6 +155,11 @@ def single_threaded_blas() -> Iterator[None]:
                 _blas_limiter = None
 
 
+def single_threaded_blas():
+    """Limit every loaded BLAS library to one thread for the block (see :func:`_blas_limit`)."""
+    return _blas_limit(1)
+
+
 @contextlib.contextmanager
 def thread_policy(n_threads: int | None) -> Iterator[int]:
     """Apply the package's thread policy to one computing call (module docstring).
@@ -159,3 +169,20 @@ def thread_policy(n_threads: int | None) -> Iterator[int]:
     """
     with single_threaded_blas(), numba_threads(n_threads) as nt:
         yield nt
+
+
+@contextlib.contextmanager
+def blas_threads(n_threads: int | None) -> Iterator[None]:
+    """Run the block's BLAS calls on ``n_threads`` threads (None: BLAS's own setting).
+
+    For work that is BLAS alone (dense prediction: one matrix product per
+    block of rows), where BLAS's own threads are the parallelism. While
+    blocks of several Python threads overlap, the first one's limit holds
+    for all (:func:`_blas_limit`): a prediction next to a fit runs its
+    products at the fit's one thread.
+    """
+    if n_threads is None:
+        yield
+        return
+    with _blas_limit(n_threads):
+        yield

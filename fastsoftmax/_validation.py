@@ -98,7 +98,7 @@ def _describe(v: float) -> str:
 
 
 def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
-            allow_empty: bool = False) -> Any:
+            allow_empty: bool = False, finite: bool = True) -> Any:
     """Training or prediction data: 2-D, at least one row and one feature, finite.
 
     Dense input: scikit-learn's ``check_array`` does the conversion, so the
@@ -114,6 +114,9 @@ def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
     out-of-range indices and malformed index arrays, naming the row.
 
     ``allow_empty`` accepts 0 rows (a Dask block may have none).
+    ``finite=False`` skips the scan of dense X for NaN and inf (the caller
+    checks what its own pass computes); a value that the cast to ``dtype``
+    took out of range is still named.
     """
     if is_sparse(X):
         return _check_sparse_X(X, dtype, offset, allow_empty)
@@ -128,6 +131,9 @@ def check_X(X: Any, *, dtype: Any = None, offset: int = 0,
                             order="C", ensure_all_finite=False,
                             ensure_min_samples=0 if allow_empty else 1)
     X = kernel_view(np.ascontiguousarray(X))
+    if not finite:
+        _name_out_of_range(source, X, offset)
+        return X
     try:
         check_finite(X, "X", offset=offset)
     except ValueError:
@@ -140,6 +146,11 @@ def _name_out_of_range(source: Any, X: np.ndarray, offset: int) -> None:
     """Raise ValueError for the first entry that is finite in ``source`` but not in X (a cast)."""
     if not isinstance(source, np.ndarray) or source.shape != X.shape or source is X:
         return
+    if source.dtype.kind not in "biuf":  # objects: their values as float64
+        try:
+            source = np.asarray(source, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            return
     with np.errstate(invalid="ignore"):
         lost = ~np.isfinite(X) & np.isfinite(source)
     if lost.any():

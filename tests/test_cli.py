@@ -397,6 +397,26 @@ def test_demo_quick_writes_plots(capsys, tmp_path):
         assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_predict_runs_no_compiled_kernel(csv_file, tmp_path):
+    """``predict`` (labels) of dense data is BLAS and NumPy alone: a process
+    that only predicts never pays Numba's one-time set-up before its first
+    kernel (its CPU target's registries, which import numba.np.arraymath)."""
+    model, out = tmp_path / "m.npz", tmp_path / "p.csv"
+    from fastsoftmax.cli import main
+
+    assert main(["train", str(csv_file), "-o", str(model), "--target", "species"]) == 0
+    code = (
+        "import sys, contextlib, io\n"
+        "from fastsoftmax.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['predict', {str(model)!r}, {str(csv_file)!r}, '-o', {str(out)!r}]) == 0\n"
+        "assert 'numba.np.arraymath' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_commands_do_not_load_scikit_learn(csv_file, tmp_path):
     """``import fastsoftmax`` (the functions), ``--version``, ``--help``, and
     ``train`` (whole file and ``--chunksize``) and ``predict`` on a CSV leave

@@ -244,3 +244,39 @@ def test_cache_shared_by_processes_started_at_once(tmp_path, monkeypatch):
     assert coef == results[0][0]  # and the same model, bit for bit, in a new process
     assert stats, "no kernel was used"
     assert all(hits > 0 and misses == 0 for hits, misses in stats.values()), stats
+
+
+def test_blas_limits_of_overlapping_blocks_never_leak():
+    """BLAS's thread count is process-wide: predictions with n_threads (BLAS at
+    n) and fits (BLAS at 1) entered and left out of order from several Python
+    threads leave the user's setting as it was."""
+    from fastsoftmax._threads import blas_threads as predict_blas
+    from fastsoftmax._threads import single_threaded_blas
+
+    before = blas_threads()
+    with predict_blas(1):
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+    a, b = predict_blas(1), single_threaded_blas()
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)  # left before the block entered after it
+    assert set(blas_threads()) == {1}
+    b.__exit__(None, None, None)
+    assert blas_threads() == before
+
+    X, y = data(m=3000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SoftmaxRegression(max_iter=20, n_threads=1).fit(X, y)
+    want = model.predict(X)
+
+    def job(i):
+        if i % 2:
+            return [np.array_equal(model.predict(X), want) for _ in range(10)]
+        fs.loss_and_grad(X, y, np.zeros((20, 5)))
+        return [True]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(ok for oks in pool.map(job, range(8)) for ok in oks)
+    assert blas_threads() == before

@@ -14,7 +14,7 @@ docstrings. Inputs are checked and coerced once, at the edge
 * :mod:`._fused` -- the fused loss-and-gradient pass over X (small-k and GEMM strategies).
 * :mod:`._hessp` -- Hessian-vector products, fused over X (dense and CSR).
 * :mod:`._sgd` -- one whole mini-batch SGD epoch per call, with momentum.
-* :mod:`._predict` -- arg-max prediction in row blocks, without the (m, k) logits.
+* :mod:`._predict` -- logits, probabilities and log-probabilities in row blocks.
 * :mod:`._sparse` -- the same for CSR data: loss/gradient, SGD epoch, logits and
   prediction, validation scan, and the CSR row helpers the CSR Hessian product uses.
 """

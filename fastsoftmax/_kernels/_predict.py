@@ -1,4 +1,8 @@
-"""Prediction kernels: logits, probabilities and arg-max labels in row blocks.
+"""Prediction kernels: logits, probabilities and log-probabilities in row blocks.
+
+(Labels of dense data need no kernel: one BLAS product per block of rows
+and an arg-max, :func:`fastsoftmax._prediction.labels`.)
+
 
 Rows go through BLAS GEMM in blocks of R rows, then each row of the block
 is finished while it is still in cache: checked for non-finite logits,
@@ -64,31 +68,3 @@ def _scores(X, W, b, mode, out, bad_row):
                     _log_softmax_row(z, mx, z, ex, sc)
             if failed:
                 break
-
-
-@njit(**PJIT)
-def _predict_labels(X, W, b, out, scratch):
-    """out[i] = argmax_j (X[i] @ W + b)_j, ties to the lowest j.
-
-    IN: X (m, n), W (n, k), b (k,). OUT: out (m,) int64.
-    SCRATCH: scratch (n_chunks, R, k), one block of logits per chunk.
-    """
-    m = X.shape[0]
-    k = W.shape[1]
-    n_chunks = scratch.shape[0]
-    R = scratch.shape[1]
-    for c in prange(n_chunks):
-        start, stop = _chunk(m, n_chunks, c)
-        for r0 in range(start, stop, R):
-            rr = min(R, stop - r0)
-            Zb = scratch[c, :rr]
-            np.dot(X[r0:r0 + rr], W, Zb)
-            for q in range(rr):
-                best = 0
-                top = Zb[q, 0] + b[0]
-                for j in range(1, k):
-                    v = Zb[q, j] + b[j]
-                    if v > top:
-                        top = v
-                        best = j
-                out[r0 + q] = best

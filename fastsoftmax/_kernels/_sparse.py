@@ -447,7 +447,7 @@ def _sparse_predict(data, indices, indptr, W, b, out, scratch):
     SCRATCH scratch (n_chunks, r, k), r >= 1: row 0 holds one row of logits
     per chunk, so no (m, k) array is built (the other rows keep chunks'
     rows off each other's cache lines). Same comparison as the dense
-    :func:`._predict._predict_labels`.
+    :func:`fastsoftmax._prediction.labels`.
     """
     m = indptr.shape[0] - 1
     k = W.shape[1]
