@@ -408,8 +408,9 @@ def test_predict_runs_no_compiled_kernel(csv_file, tmp_path):
     code = (
         "import sys, contextlib, io\n"
         "from fastsoftmax.cli import main\n"
+        f"argv = ['predict', {str(model)!r}, {str(csv_file)!r}, '-o', {str(out)!r}]\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert main(['predict', {str(model)!r}, {str(csv_file)!r}, '-o', {str(out)!r}]) == 0\n"
+        "    assert main(argv) == 0\n"
         "assert 'numba.np.arraymath' not in sys.modules\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
