@@ -9,7 +9,6 @@ and reduce that report; the thread count itself is set by
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 # Below this much work (:func:`launch_work`) a kernel call runs without a
@@ -61,6 +60,8 @@ def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
     directly; so too before the first parallel launch of the process, when
     the layer is not yet known, and for calls below :data:`DIRECT_WORK`.
     """
+    import numba
+
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel kernel has run yet
@@ -81,6 +82,8 @@ def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
 
 def n_chunks(m: int) -> int:
     """Return the chunk count for ``m`` rows: one per thread in force, at most m."""
+    import numba
+
     return max(1, min(int(m), numba.get_num_threads()))
 
 

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _sparse
-from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _scores
-from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits, _rowwise
 from ._launch import first_bad, n_chunks
 from ._threads import blas_threads, check_n_threads, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row
 
-__all__ = ["LOGITS", "PROBA", "LOG_PROBA", "prepared", "scores", "decision_function",
-           "labels"]
+# The compiled kernels and the sparse launchers are imported by the functions
+# that use them: dense labels need neither, nor Numba (see the docstring).
+
+__all__ = ["MODES", "prepared", "scores", "decision_function", "labels"]
+
+MODES = ("logits", "proba", "log_proba")
 
 def prepared(est, X, finite=True):
     """Return X checked for prediction with the fitted ``est``, in the model's dtype.
@@ -59,7 +60,15 @@ def _overflow(row, dtype):
 
 
 def scores(est, X, mode):
-    """Return the logits, probabilities or log-probabilities (``mode``), (m, k), in one pass."""
+    """Return the logits, probabilities or log-probabilities, (m, k), in one pass.
+
+    ``mode`` is one of :data:`MODES`.
+    """
+    from . import _sparse
+    from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _scores
+    from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits, _rowwise
+
+    code = {"logits": LOGITS, "proba": PROBA, "log_proba": LOG_PROBA}[mode]
     X = prepared(est, X)
     m = X.shape[0]
     out = np.empty((m, est.coef_.shape[0]), dtype=X.dtype)
@@ -68,14 +77,14 @@ def scores(est, X, mode):
         with thread_policy(check_n_threads(est.n_threads)):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             if isinstance(X, np.ndarray):
-                _scores(X, W, est.intercept_, mode, out, bad_row)
+                _scores(X, W, est.intercept_, code, out, bad_row)
             else:
                 _sparse.logits(X, W, est.intercept_, out)
                 bad_code = np.empty_like(bad_row)
-                if mode == LOGITS:
+                if code == LOGITS:
                     _check_logits(out, False, bad_row, bad_code)
                 else:
-                    _rowwise(out, SOFTMAX if mode == PROBA else LOG_SOFTMAX, out,
+                    _rowwise(out, SOFTMAX if code == PROBA else LOG_SOFTMAX, out,
                              bad_row, bad_code)
         row = first_bad(bad_row)
         if row >= 0:
@@ -87,7 +96,7 @@ def decision_function(est, X):
     """Return the logits (m, k), or for two classes the (m,) log-odds of ``classes_[1]``."""
     est._check_fitted()
     if len(est.classes_) > 2:
-        return scores(est, X, LOGITS)
+        return scores(est, X, "logits")
     # The log-odds directly from the difference of the two weight rows:
     # only the (m,) answer is allocated, never the (m, 2) logits.
     X = prepared(est, X)
@@ -121,6 +130,8 @@ def labels(est, X):
     if not m:
         return idx
     if not isinstance(X, np.ndarray):
+        from . import _sparse
+
         W = np.ascontiguousarray(est.coef_.T)
         with thread_policy(check_n_threads(est.n_threads)):
             return _sparse.predict_labels(X, W, est.intercept_)

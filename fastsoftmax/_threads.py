@@ -36,7 +36,9 @@ import sys
 import threading
 from collections.abc import Iterator
 
-import numba
+# Numba is imported by the functions that need it, not here: a process that
+# only predicts labels of dense data (the command line's ``predict``), or
+# asks for ``--version``, never imports it (about 0.2 s).
 
 _controller = None
 _controller_modules = -1  # len(sys.modules) when the controller was built
@@ -49,6 +51,8 @@ _layer_safe: bool | None = None  # Numba's threading layer is thread-safe (None:
 
 def thread_limit() -> int:
     """Return Numba's maximum thread count, ``NUMBA_NUM_THREADS``."""
+    import numba
+
     # numba.core.config assigns this from a function (``global``), so mypy
     # does not see it as a module attribute.
     return numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
@@ -78,6 +82,8 @@ def _needs_serialising() -> bool:
     """
     global _layer_safe
     if _layer_safe is None:
+        import numba
+
         try:
             layer = numba.threading_layer()
         except ValueError:  # no parallel kernel has run yet
@@ -96,6 +102,8 @@ def numba_threads(n_threads: int | None) -> Iterator[int]:
     layer the blocks of different Python threads are serialised by a
     (re-entrant) lock.
     """
+    import numba
+
     serial = _needs_serialising()
     if serial:
         _launch_lock.acquire()

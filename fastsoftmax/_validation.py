@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels._checks import _first_bad_distribution_row, _first_nonfinite_row
 from ._launch import first_bad, n_chunks
 from ._threads import numba_threads
 
@@ -70,6 +69,8 @@ def first_nonfinite_row(a: np.ndarray, n_threads: int | None = None) -> int:
     """
     if a.size == 0:
         return -1
+    from ._kernels._checks import _first_nonfinite_row  # Numba on first use
+
     a2 = a.reshape(a.shape[0], -1)
     with numba_threads(n_threads):
         bad_row = np.empty(n_chunks(a2.shape[0]), dtype=np.int64)
@@ -213,12 +214,12 @@ def is_dask_collection(x: Any) -> bool:
 
 def is_sparse(X: Any) -> bool:
     """X is a scipy.sparse matrix or array, or an already checked CSR."""
-    from ._sparse import CSR
-
-    if isinstance(X, CSR):
+    # No CSR exists before fastsoftmax._sparse is imported, and no
+    # scipy.sparse object before scipy.sparse is: dense input pays for
+    # neither import (the first loads Numba, about 0.2 s; the second 0.1 s).
+    ours = sys.modules.get("fastsoftmax._sparse")
+    if ours is not None and isinstance(X, ours.CSR):
         return True
-    # No scipy.sparse object exists before scipy.sparse is imported: dense
-    # input never pays that import (about 0.1 s).
     sparse = sys.modules.get("scipy.sparse")
     return sparse is not None and bool(sparse.issparse(X))
 
@@ -277,6 +278,8 @@ def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> n
             f"{name} as a target matrix must have shape ({m}, {k}) "
             f"(rows of X, columns of W), got {arr.shape}"
         )
+    from ._kernels._checks import _first_bad_distribution_row  # Numba on first use
+
     tol = float(np.sqrt(np.finfo(dtype).eps))
     with numba_threads(None):
         bad_row = np.empty(n_chunks(m), dtype=np.int64)

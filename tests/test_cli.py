@@ -397,10 +397,12 @@ def test_demo_quick_writes_plots(capsys, tmp_path):
         assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_predict_runs_no_compiled_kernel(csv_file, tmp_path):
+def test_predict_and_version_do_not_load_numba(csv_file, tmp_path):
     """``predict`` (labels) of dense data is BLAS and NumPy alone: a process
-    that only predicts never pays Numba's one-time set-up before its first
-    kernel (its CPU target's registries, which import numba.np.arraymath)."""
+    that only predicts, or asks for ``--version``, imports neither Numba
+    (about 0.2 s) nor, through it, SciPy, and never pays Numba's one-time
+    set-up before its first kernel (about 0.45 s); nor pandas where pyarrow
+    reads the CSV."""
     model, out = tmp_path / "m.npz", tmp_path / "p.csv"
     from fastsoftmax.cli import main
 
@@ -410,8 +412,12 @@ def test_predict_runs_no_compiled_kernel(csv_file, tmp_path):
         "from fastsoftmax.cli import main\n"
         f"argv = ['predict', {str(model)!r}, {str(csv_file)!r}, '-o', {str(out)!r}]\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['--version']) == 0\n"
+        "    assert 'numba' not in sys.modules and 'scipy' not in sys.modules\n"
         "    assert main(argv) == 0\n"
-        "assert 'numba.np.arraymath' not in sys.modules\n"
+        "assert 'numba' not in sys.modules and 'scipy' not in sys.modules\n"
+        "import importlib.util\n"
+        "assert importlib.util.find_spec('pyarrow') is None or 'pandas' not in sys.modules\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

@@ -31,6 +31,17 @@ def frame():
     return pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "species": SPECIES[codes]})
 
 
+@pytest.fixture(params=["pyarrow", "pandas"])
+def csv_engine(request, monkeypatch):
+    """Each CSV test with both parsers: pyarrow's (where installed) and pandas'."""
+    if request.param == "pyarrow":
+        pytest.importorskip("pyarrow")
+        monkeypatch.setattr(_tables, "_ARROW", None)  # found again on first use
+    else:
+        monkeypatch.setattr(_tables, "_ARROW", False)
+    return request.param
+
+
 def write(tmp_path, name, text):
     path = tmp_path / name
     path.write_bytes(text.encode() if isinstance(text, str) else text)
@@ -43,7 +54,7 @@ def coefficients(path):
 
 
 # --------------------------------------------------------------------- CSV
-def test_csv_gzip_and_string_labels(capsys, tmp_path, frame):
+def test_csv_gzip_and_string_labels(capsys, tmp_path, frame, csv_engine):
     plain, packed = tmp_path / "d.csv", tmp_path / "d.csv.gz"
     frame.to_csv(plain, index=False)
     frame.to_csv(packed, index=False)  # gzip, by the extension
@@ -62,7 +73,7 @@ def test_csv_gzip_and_string_labels(capsys, tmp_path, frame):
     assert out.splitlines()[0] == "species" and len(out.splitlines()) == len(frame) + 1
 
 
-def test_csv_values_parsed_exactly_and_labels_typed(tmp_path):
+def test_csv_values_parsed_exactly_and_labels_typed(tmp_path, csv_engine):
     rng = np.random.default_rng(1)
     values = rng.standard_normal(500) * 10.0 ** rng.integers(-30, 30, 500)
     text = "x,y\n" + "".join(f" {float(v)!r} ,{i % 3}\n" for i, v in enumerate(values))
@@ -79,7 +90,7 @@ def test_csv_values_parsed_exactly_and_labels_typed(tmp_path):
     assert table.y.tolist() == ["1.0", "2", "NA"]
 
 
-def test_csv_read_in_blocks_grows_its_buffer(tmp_path, monkeypatch):
+def test_csv_read_in_blocks_grows_its_buffer(tmp_path, monkeypatch, csv_engine):
     # Short rows first: the estimate from the first block falls short and
     # the buffer must grow (several times, with blocks of 7 rows).
     short = [f"{i},{i % 2}" for i in range(100)]
@@ -117,7 +128,7 @@ BAD_CSV = [
 
 @pytest.mark.parametrize("text, needles", [case[1:] for case in BAD_CSV],
                          ids=[case[0] for case in BAD_CSV])
-def test_bad_csv_is_one_line_naming_line_and_column(capsys, tmp_path, text, needles):
+def test_bad_csv_is_one_line_naming_line_and_column(capsys, tmp_path, text, needles, csv_engine):
     path = write(tmp_path, "bad.csv", text)
     for extra in ([], ["--chunksize", "1"]):  # read whole, and streamed
         code, out, err = run(capsys, "train", path, "-o", tmp_path / "m.npz", *extra)
@@ -126,7 +137,7 @@ def test_bad_csv_is_one_line_naming_line_and_column(capsys, tmp_path, text, need
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]  # nothing written
 
 
-def test_bad_row_far_into_the_file(capsys, tmp_path, frame):
+def test_bad_row_far_into_the_file(capsys, tmp_path, frame, csv_engine):
     """The line is counted from the file's start, in a later block or chunk as in the first."""
     lines = frame.to_csv(index=False).splitlines()
     lines[201] = lines[201].replace(",", ",,", 1)  # data row 201 at line 202: a field too many
@@ -146,7 +157,7 @@ def test_bad_row_far_into_the_file(capsys, tmp_path, frame):
     assert not (tmp_path / "m.npz").exists()
 
 
-def test_predict_on_bad_csv_writes_nothing(capsys, tmp_path, frame):
+def test_predict_on_bad_csv_writes_nothing(capsys, tmp_path, frame, csv_engine):
     frame.to_csv(tmp_path / "d.csv", index=False)
     assert run(capsys, "train", tmp_path / "d.csv", "-o", tmp_path / "m.npz")[0] == 0
     lines = (tmp_path / "d.csv").read_text().splitlines()
@@ -162,6 +173,33 @@ def test_predict_on_bad_csv_writes_nothing(capsys, tmp_path, frame):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "d.csv", "m.npz",
                                                           "old.csv"]
     assert old.read_text() == "an older file\n"
+
+
+def test_what_pyarrow_refuses_is_read_by_the_other_readers(tmp_path, monkeypatch):
+    """A line of spaces and a number written 1_000 are data to pandas and Python's
+    float(): pyarrow's refusal hands them over (pandas in the first block, the csv
+    module after it) and the rows come out as pandas alone reads them."""
+    pytest.importorskip("pyarrow")
+    monkeypatch.setattr(_tables, "ARROW_BLOCK_BYTES", 1024)
+    rows = [f"{i},{(i * 7) % 11},{'ab'[i % 2]}" for i in range(600)]
+    for where in (3, 450):  # in the first block, and far after it
+        lines = list(rows)
+        lines[where] = "1_000,2,a"
+        lines.insert(where + 1, "   ")
+        path = write(tmp_path, f"odd{where}.csv", "a,b,y\n" + "\n".join(lines) + "\n")
+        monkeypatch.setattr(_tables, "_ARROW", None)
+        got = _io.read(str(path), "auto", need_target=True)
+        monkeypatch.setattr(_tables, "_ARROW", False)
+        want = _io.read(str(path), "auto", need_target=True)
+        np.testing.assert_array_equal(got.X, want.X)
+        assert got.X[where, 0] == 1000.0 and got.X.shape == (600, 2)
+        assert got.y.tolist() == want.y.tolist()
+        for extra in (7, 100):  # streamed, with chunks ending before and after the odd rows
+            monkeypatch.setattr(_tables, "_ARROW", None)
+            source = _io.open_source(str(path), "csv")
+            chunks = list(source.chunks(extra, ["a", "b"], "y"))
+            np.testing.assert_array_equal(np.concatenate([c.X for c in chunks]), want.X)
+            assert [c.start for c in chunks] == list(range(0, 600, extra))
 
 
 # ------------------------------------------------------------ Parquet, Feather

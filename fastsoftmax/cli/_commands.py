@@ -24,6 +24,7 @@ from ._common import (
     PROG,
     CLIError,
     apply_scaler,
+    block_rows,
     one_line,
     progress_wanted,
     scale_in_place,
@@ -239,12 +240,18 @@ def _preparation(model: Any, extras: dict[str, np.ndarray],
 
 def _blocks(args: argparse.Namespace, model: Any, extras: dict[str, np.ndarray],
             prepare: _io.Transform) -> Iterator[np.ndarray]:
-    """Yield the prepared features of ``args.data``: all, or ``--chunksize`` rows at a time."""
+    """Yield the prepared features of ``args.data``, a block of rows at a time.
+
+    CSV, Parquet and Feather files are read ``--chunksize`` rows at a time,
+    by default blocks of about 8 MiB of features: each block is predicted
+    and written before the next is read, so the file is never held whole.
+    Sparse and ``.npz`` files are read whole.
+    """
     names = [str(s) for s in extras["feature_names"]] if "feature_names" in extras else None
     target = str(extras["target_name"]) if "target_name" in extras else None
     _io.check_data_path(args.data)
     kind = _io.detect_format(args.data, args.format)
-    if args.chunksize is None:
+    if args.chunksize is None and kind not in _io.TABLE_FORMATS:
         zero_based = (bool(extras["svmlight_zero_based"]) if "svmlight_zero_based" in extras
                       else False)  # svmlight's own convention when the model does not say
         yield _io.read(args.data, kind, need_target=False, feature_names=names,
@@ -258,7 +265,8 @@ def _blocks(args: argparse.Namespace, model: Any, extras: dict[str, np.ndarray],
     features, _ = _io.select_columns(source, need_target=False, feature_names=names,
                                      model_target=target)
     rows = 0
-    for chunk in source.chunks(args.chunksize, features, None):
+    size = args.chunksize or block_rows(len(features))
+    for chunk in source.chunks(size, features, None):
         assert chunk.X is not None
         rows += chunk.X.shape[0]
         yield prepare(chunk.X, chunk.start)

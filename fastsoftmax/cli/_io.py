@@ -370,7 +370,7 @@ def _format_value(v: Any) -> str:
 
 def write_predictions(fh: IO[str], result: np.ndarray, *, classes: np.ndarray,
                       name: str, proba: bool, header: bool) -> None:
-    """Labels under the header ``name``, or probabilities under the class names.
+    """Labels (each one of ``classes``) under the header ``name``, or probabilities.
 
     Each probability is written so that it reads back as the same number:
     by pyarrow's CSV writer (the shortest such text, in C++) where pyarrow
@@ -395,6 +395,20 @@ def write_predictions(fh: IO[str], result: np.ndarray, *, classes: np.ndarray,
                                                             quoting_style="none"))
             fh.write(sink.getvalue().decode("ascii"))
         return
-    import pandas as pd
+    # One column of labels, each one of the classes: each class is written
+    # once as the csv module quotes it (as pandas' to_csv would), then the
+    # rows are that text looked up per row.
+    texts = np.array([_csv_field(_format_value(c)) for c in classes], dtype=object)
+    order = np.argsort(classes, kind="stable")  # classes_ is sorted; any order works
+    codes = order[np.searchsorted(classes[order], result)]
+    if header:
+        fh.write(_csv_field(name) + "\n")
+    if len(result):
+        fh.write("\n".join(texts[codes]) + "\n")
 
-    pd.DataFrame({name: result}).to_csv(fh, index=False, header=header, lineterminator="\n")
+
+def _csv_field(text: str) -> str:
+    """``text`` as the only field of a CSV row (quoted where the csv module quotes it)."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow([text])
+    return out.getvalue()[:-1]
