@@ -37,17 +37,19 @@ def _mnist4000():
     return (X[:4000] / 255.0).astype(np.float64), y[:4000]
 
 
-# Warm-up: at least this many calls and this many seconds of calls. The
-# first calls of a BLAS-backed contender (fastsoftmax's GEMM strategy, the
-# NumPy reference, the peers) touch its packing buffers for the first time:
-# two calls were not enough (fastsoftmax at (20000, 100, 100) float32 ran
-# its first ~8 calls at 14-16 ms, then 6.3 ms; measured), and every
-# contender gets the same warm-up.
+# Warm-up: a first call (compilation, caches), then at least this many
+# calls and this many seconds of calls. The first calls after it still run
+# slow: fastsoftmax at (20000, 100, 100) float32 ran its 2nd to 7th calls at
+# 15-24 ms, then 7-8 ms (measured; the cores' clocks and BLAS's packing
+# buffers warm up), and a warm-up that counted the first call's second of
+# cache loading towards its 0.5 s timed those slow calls. Every contender
+# gets the same warm-up.
 WARMUP_CALLS = 3
 WARMUP_SECONDS = 0.5
 
 
 def _timed(fn, rounds, pause):
+    fn()  # compilation and caches: not part of the timed warm-up
     start = time.perf_counter()
     calls = 0
     while calls < WARMUP_CALLS or time.perf_counter() - start < WARMUP_SECONDS:
