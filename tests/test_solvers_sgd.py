@@ -115,3 +115,34 @@ def test_shuffle_false_makes_sgd_independent_of_random_state():
     W, b = np.zeros((2, 3)), np.zeros(3)
     reference.sgd_epoch(X, y, W, b, np.arange(len(y)), batch_size=16, eta=0.1)
     np.testing.assert_allclose(est.coef_, W.T, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_per_sample_epoch_without_momentum_leaves_the_velocity_of_its_last_step(dtype):
+    """Per-sample steps without momentum skip the velocity (it takes no part in
+    them); the epoch's last step still leaves it as the momentum update does,
+    -eta times the last gradient, so a later momentum > 0 starts from it."""
+    from _helpers import dataset, sgd_params
+
+    from fastsoftmax._solvers.sgd import SGDState, run_epoch
+    from fastsoftmax._threads import thread_policy
+
+    rng = np.random.default_rng(3)
+    m, n, k = 57, 6, 3
+    X = rng.standard_normal((m, n)).astype(dtype)
+    y = rng.integers(0, k, m)
+    W0 = (0.1 * rng.standard_normal((n, k))).astype(dtype)
+    b0 = np.zeros(k, dtype)
+    order = rng.permutation(m)
+    VW, Vb = np.zeros_like(W0), np.zeros_like(b0)
+    W_ref, _ = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order, batch_size=1, eta=0.05,
+                                   alpha=0.01, VW=VW, Vb=Vb)
+    state = SGDState.start(W0.T, b0)
+    with thread_policy(1):
+        run_epoch(dataset(X, y, k), state, order,
+                  sgd_params(alpha=0.01, eta0=0.05, learning_rate="constant", batch_size=1,
+                             momentum=0.0),
+                  steps_per_epoch=m)
+    np.testing.assert_allclose(state.coef.T, W_ref, **TOL[dtype])
+    np.testing.assert_allclose(state.velocity_coef.T, VW, **TOL[dtype])
+    np.testing.assert_allclose(state.velocity_intercept, Vb, **TOL[dtype])

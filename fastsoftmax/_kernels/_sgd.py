@@ -229,6 +229,29 @@ def _update_row_then_logits(Wt, VWt, x, e, xn, zn, a, mu, eta, nesterov):
         zn[j] = acc
 
 
+@njit(inline="always", **JIT)
+def _step_row_then_logits(Wt, x, e, xn, zn, a, eta):
+    """:func:`_update_row_then_logits` without momentum: W <- W - eta (e xᵀ + a W).
+
+    The velocity is neither read nor written: with momentum 0 it plays no
+    part in the step, and W alone fits the cache better than W and V
+    together (per-sample SGD is bound by these sweeps). The epoch's last
+    step, never fused, goes through :func:`_update` and leaves V as the
+    momentum path leaves it (-eta times the last gradient).
+    """
+    k, n = Wt.shape
+    zero = Wt.dtype.type(0)
+    for j in range(k):
+        wj = Wt[j]
+        ej = e[j]
+        acc = zero
+        for f in range(n):
+            w = wj[f] - eta * (ej * x[f] + a * wj[f])
+            wj[f] = w
+            acc += w * xn[f]
+        zn[j] = acc
+
+
 @njit(**PJIT)
 def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                Wt, b, VWt, Vb, gWt, gb, loss_out):
@@ -315,8 +338,11 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
         fuse_next = use_row and stop < m and batch_size == 1
         if fuse_next:
             zn = scratch[0, 1]
-            _update_row_then_logits(Wt, VWt, X[i], e, X[order[stop]], zn, a, mu, eta,
-                                    nesterov)
+            if hyper.momentum != 0.0:
+                _update_row_then_logits(Wt, VWt, X[i], e, X[order[stop]], zn, a, mu, eta,
+                                        nesterov)
+            else:
+                _step_row_then_logits(Wt, X[i], e, X[order[stop]], zn, a, eta)
         else:
             _update(Wt, VWt, G, X[i], e, use_row, a, mu, eta, nesterov)
         if hyper.fit_intercept:
