@@ -14,6 +14,8 @@ torch          eager autograd; ``torch.set_num_threads(n_threads)``
 torch.compile  the same function through torch.compile; same pool
 jax            jax.jit(jax.value_and_grad); XLA's pool, limited by the CPU
                affinity the worker process runs under
+gemms          not a peer: the two products X W and Xᵀ E alone, through
+               NumPy's OpenBLAS at ``n_threads`` (benchmarks/gemm_floor.py)
 ============== =====================================================
 
 Each contender should run in its own process (``benchmarks/_worker.py``):
@@ -32,7 +34,7 @@ CONTENDERS = ("fastsoftmax", "numpy", "sklearn", "onedal", "torch", "torch.compi
 def available(name: str) -> bool:
     """Return True when the package behind contender ``name`` is installed."""
     module = {"sklearn": "sklearn", "onedal": "daal4py", "torch": "torch",
-              "torch.compile": "torch", "jax": "jax"}.get(name, "numpy")
+              "torch.compile": "torch", "jax": "jax"}.get(name, "numpy")  # gemms: NumPy
     return importlib.util.find_spec(module) is not None
 
 
@@ -65,6 +67,20 @@ def _numpy(X, y, W, b, alpha, n_threads):
 
     threadpool_limits(n_threads, user_api="blas")  # this process only runs this contender
     return lambda: reference.loss_and_grad(X, y, W, b, alpha=alpha)
+
+
+def _gemms(X, y, W, b, alpha, n_threads):
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(n_threads, user_api="blas")  # this process only runs this contender
+    Z = np.empty((X.shape[0], W.shape[1]), X.dtype)
+    G = np.empty_like(W)
+
+    def products():
+        np.dot(X, W, Z)
+        np.dot(X.T, Z, G)
+
+    return products
 
 
 def _sklearn(X, y, W, b, alpha, n_threads):

@@ -42,3 +42,10 @@ def test_hot_cold_script():
 def test_ratio_tables(table):
     rows = run_script("benchmarks/ratios.py", table, "--rounds", "1")
     assert_table(rows, {"threads": 2, "softmax": 4}[table])
+
+
+def test_gemm_floor_script():
+    # One cell: the two products alone and fastsoftmax, each in its own process.
+    rows = run_script("benchmarks/gemm_floor.py", "--ks", "100", "--ns", "20",
+                      "--dtypes", "float32", "--rounds", "1", "--work", "2e5")
+    assert_table(rows, 1)
