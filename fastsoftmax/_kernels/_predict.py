@@ -3,7 +3,6 @@
 (Labels of dense data need no kernel: one BLAS product per block of rows
 and an arg-max, :func:`fastsoftmax._prediction.labels`.)
 
-
 Rows go through BLAS GEMM in blocks of R rows, then each row of the block
 is finished while it is still in cache: checked for non-finite logits,
 turned into probabilities or log-probabilities in place, or reduced to its
