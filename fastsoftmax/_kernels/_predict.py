@@ -5,9 +5,9 @@ and an arg-max, :func:`fastsoftmax._prediction.labels`.)
 
 Rows go through BLAS GEMM in blocks of R rows, then each row of the block
 is finished while it is still in cache: checked for non-finite logits,
-turned into probabilities or log-probabilities in place, or reduced to its
-arg-max. BLAS must be limited to one thread by the caller (the thread
-policy does so): the parallelism is over row chunks.
+turned into probabilities or log-probabilities in place. BLAS must be
+limited to one thread by the caller (the thread policy does so): the
+parallelism is over row chunks.
 """
 
 import numpy as np
