@@ -194,8 +194,8 @@ class DenseEngine:
 
         def make(c):
             g, gb = self._accumulators(c)
-            scratch = (self._row_scratch(c, 5),) if self.strategy == "rows" else (
-                np.empty((c, self._rows + 1, self.k), dtype=dt), self._block_sums(c))
+            scratch = (self._row_scratch(c, 8),) if self.strategy == "rows" else (
+                np.empty((c, self._rows + 4, self.k), dtype=dt), self._block_sums(c))
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 

@@ -107,6 +107,26 @@ def _exp_shifted(z, mx, out, scale):
     return s
 
 
+
+@njit(inline="always", **JIT)
+def _exp_flat(z, scale):
+    """z[j] = exp(z[j]) in place, for arguments z[j] <= 0 (-inf gives 0).
+
+    ``scale`` is a scratch array of z's length and dtype. The loop of
+    :func:`_exp_shifted` with the shift already applied, for a block of rows
+    shifted by their own maxima and stored end to end (one vector loop over
+    all of them; the fused kernels' :func:`._fused._error4`).
+    """
+    dt = z.dtype.type
+    if z.itemsize == 4:
+        _exp_loop(z, dt(0), z, scale.view(np.int32), dt(_EXP_LO32), dt(_LN2_HI32),
+                  dt(_LN2_LO32), _EXP_POLY32, np.int32(127), np.int32(23))
+    else:
+        _exp_loop(z, dt(0), z, scale.view(np.int64), dt(_EXP_LO64), dt(_LN2_HI64),
+                  dt(_LN2_LO64), _EXP_POLY64, np.int64(1023), np.int64(52))
+    for j in range(z.shape[0]):
+        z[j] *= scale[j]
+
 @njit(inline="always", **JIT)
 def _row_max(z):
     """Row maximum and a status code; one read of the row."""

@@ -49,7 +49,7 @@ branch per block of rows, not a second compiled specialisation.
 import numpy as np
 from numba import njit, prange
 
-from ._common import _chunk, _exp_shifted
+from ._common import _chunk, _exp_flat, _exp_shifted
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 
@@ -116,6 +116,125 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
 
 
 @njit(inline="always", **JIT)
+def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb, bits):
+    """:func:`_row_error` on the four rows z4 (data rows i0..i3) at once.
+
+    IN/OUT z4 (4, k) C-contiguous: logits in, scaled error rows out. SCRATCH
+    bits: 4k entries of z4's dtype. Returns (sum of w_i * cross-entropy, -1),
+    or (0, q) where row q is the first whose logits are not finite (z4 is
+    then unchanged).
+
+    The same arithmetic as four calls of :func:`_row_error`, reorganised so
+    that short rows vectorise: the per-row loops run over the four rows
+    side by side, and the exp -- most of the work -- runs once over the
+    4k contiguous entries (after each row's maximum is subtracted), where a
+    row of k = 2 or 10 alone is too short for a vector loop. The four log
+    terms are one log of the product of the row sums: each sum lies in
+    [1, k], so the product cannot overflow float64 for any k below 10^77.
+    """
+    k = z4.shape[1]
+    dt = z4.dtype.type
+    one = dt(1)
+    big = np.finfo(z4.dtype).max
+    m0 = z4[0, 0]
+    m1 = z4[1, 0]
+    m2 = z4[2, 0]
+    m3 = z4[3, 0]
+    fin = True
+    for j in range(k):
+        v0 = z4[0, j]
+        v1 = z4[1, j]
+        v2 = z4[2, j]
+        v3 = z4[3, j]
+        m0 = max(m0, v0)
+        m1 = max(m1, v1)
+        m2 = max(m2, v2)
+        m3 = max(m3, v3)
+        fin = fin & (abs(v0) <= big) & (abs(v1) <= big) & (abs(v2) <= big) & (abs(v3) <= big)
+    if not fin:
+        for q in range(4):
+            for j in range(k):
+                if not abs(z4[q, j]) <= big:
+                    return 0.0, q
+    # <Y_i, z_i - max_i> before z is overwritten (as in _row_error).
+    if soft:
+        y0 = dt(0)
+        y1 = dt(0)
+        y2 = dt(0)
+        y3 = dt(0)
+        for j in range(k):
+            t0 = Y[i0, j]
+            t1 = Y[i1, j]
+            t2 = Y[i2, j]
+            t3 = Y[i3, j]
+            if t0 != 0:
+                y0 += t0 * (z4[0, j] - m0)
+            if t1 != 0:
+                y1 += t1 * (z4[1, j] - m1)
+            if t2 != 0:
+                y2 += t2 * (z4[2, j] - m2)
+            if t3 != 0:
+                y3 += t3 * (z4[3, j] - m3)
+    else:
+        y0 = z4[0, y[i0]] - m0
+        y1 = z4[1, y[i1]] - m1
+        y2 = z4[2, y[i2]] - m2
+        y3 = z4[3, y[i3]] - m3
+    for j in range(k):
+        z4[0, j] -= m0
+        z4[1, j] -= m1
+        z4[2, j] -= m2
+        z4[3, j] -= m3
+    zf = z4.reshape(4 * k)
+    _exp_flat(zf, bits)
+    s0 = dt(0)
+    s1 = dt(0)
+    s2 = dt(0)
+    s3 = dt(0)
+    for j in range(k):
+        s0 += z4[0, j]
+        s1 += z4[1, j]
+        s2 += z4[2, j]
+        s3 += z4[3, j]
+    w0 = sw[i0] if weighted else one
+    w1 = sw[i1] if weighted else one
+    w2 = sw[i2] if weighted else one
+    w3 = sw[i3] if weighted else one
+    f0 = scale * w0 / s0
+    f1 = scale * w1 / s1
+    f2 = scale * w2 / s2
+    f3 = scale * w3 / s3
+    for j in range(k):
+        z4[0, j] *= f0
+        z4[1, j] *= f1
+        z4[2, j] *= f2
+        z4[3, j] *= f3
+    if soft:
+        g0 = scale * w0
+        g1 = scale * w1
+        g2 = scale * w2
+        g3 = scale * w3
+        for j in range(k):
+            z4[0, j] -= g0 * Y[i0, j]
+            z4[1, j] -= g1 * Y[i1, j]
+            z4[2, j] -= g2 * Y[i2, j]
+            z4[3, j] -= g3 * Y[i3, j]
+    else:
+        z4[0, y[i0]] -= scale * w0
+        z4[1, y[i1]] -= scale * w1
+        z4[2, y[i2]] -= scale * w2
+        z4[3, y[i3]] -= scale * w3
+    for j in range(k):
+        gb[j] += (z4[0, j] + z4[1, j]) + (z4[2, j] + z4[3, j])
+    if weighted:
+        loss = (w0 * (np.log(s0) - y0) + w1 * (np.log(s1) - y1)
+                + w2 * (np.log(s2) - y2) + w3 * (np.log(s3) - y3))
+        return float(loss), -1
+    prod = (float(s0) * float(s1)) * (float(s2) * float(s3))
+    return np.log(prod) - (float(y0) + float(y1) + float(y2) + float(y3)), -1
+
+
+@njit(inline="always", **JIT)
 def _store_proba(Zb, nrows, r0, P, sc):
     """OUT P[r0:r0 + nrows] = softmax(Zb[:nrows]), Zb unchanged. SCRATCH sc (k,).
 
@@ -143,18 +262,30 @@ def _store_proba(Zb, nrows, r0, P, sc):
 
 
 @njit(inline="always", **JIT)
-def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, sc):
+def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, sc, bits):
     """:func:`_row_error` on the rows Zb[:nrows] (data rows r0...).
 
-    Returns the summed loss terms (float64) and -1, or the block-local index
-    of the first row with non-finite logits.
+    Four rows at a time through :func:`_error4` (SCRATCH bits: 4k entries),
+    the last nrows mod 4 one by one (SCRATCH sc: k entries). Returns the
+    summed loss terms (float64) and -1, or the block-local index of the
+    first row with non-finite logits.
     """
     loss = 0.0
-    for q in range(nrows):
+    q = 0
+    while q + 4 <= nrows:
+        i = r0 + q
+        part, bad = _error4(Zb[q:q + 4], i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
+                            scale, gb, bits)
+        if bad >= 0:
+            return loss, q + bad
+        loss += part
+        q += 4
+    while q < nrows:
         part, ok = _row_error(Zb[q], r0 + q, y, Y, sw, soft, weighted, scale, gb, sc)
         if not ok:
             return loss, q
         loss += part
+        q += 1
     return loss, -1
 
 
@@ -190,6 +321,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     start, stop, G, gbc = _chunk_start(c, X.shape[0], gWt, gb, bad_row)
     z4 = scratch[c, :4]
     sc = scratch[c, 4]
+    bits = scratch[c, 4:8].reshape(4 * Wt.shape[0])
     acc = 0.0
     store = P.shape[0] != 0
     i = start
@@ -197,7 +329,8 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z4)
         if store:
             _store_proba(z4, 4, i, P, sc)
-        part, bad = _block_error(z4, 4, i, y, Y, sw, soft, weighted, scale, gbc, sc)
+        part, bad = _error4(z4, i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
+                            scale, gbc, bits)
         if bad >= 0:
             bad_row[c] = i + bad
             loss[c] = acc
@@ -227,8 +360,8 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     """Small-k strategy: rows four at a time, weights stored transposed.
 
     Wt is (k, n); gWt is (n_chunks, k, n) partial sums of Eᵀ X; gb
-    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 5, k): four
-    rows of logits/errors and the exp scratch row. OUT P: (m, k) receives
+    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 8, k): four
+    rows of logits/errors and four scratch rows for the exp. OUT P: (m, k) receives
     softmax(X W + b), or an empty (0, k) array: not stored.
     """
     for c in prange(gWt.shape[0]):
@@ -242,9 +375,11 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     """Chunk c of the GEMM strategy (as :func:`_rows_chunk`)."""
     m, n = X.shape
     k = W.shape[1]
-    R = scratch.shape[1] - 1
+    R = scratch.shape[1] - 4
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
     T = tmp[c]
+    sc = scratch[c, R]
+    bits = scratch[c, R:].reshape(4 * k)
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
@@ -255,9 +390,9 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
             for j in range(k):
                 Zb[q, j] += b[j]
         if P.shape[0] != 0:
-            _store_proba(Zb, rr, r0, P, scratch[c, R])
+            _store_proba(Zb, rr, r0, P, sc)
         part, bad = _block_error(Zb, rr, r0, y, Y, sw, soft, weighted,
-                                 scale, gbc, scratch[c, R])
+                                 scale, gbc, sc, bits)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
@@ -278,8 +413,8 @@ def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
     """Large-k strategy: BLAS GEMM on row blocks.
 
     W is (n, k); gW is (n_chunks, n, k) partial sums of Xᵀ E; scratch
-    (n_chunks, R + 1, k) holds one row block's logits and errors, and the
-    exp scratch row; tmp (n_chunks, n, k) receives each block's Xᵀ E before
+    (n_chunks, R + 4, k) holds one row block's logits and errors, and four
+    scratch rows for the exp; tmp (n_chunks, n, k) receives each block's Xᵀ E before
     it is added (a chunk's first block writes into gW directly, so tmp may
     be (n_chunks, 0, k) when no chunk has a second block). OUT P: (m, k)
     probabilities or an empty (0, k) array, as in :func:`_loss_grad_rows`.

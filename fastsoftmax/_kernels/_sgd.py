@@ -38,7 +38,7 @@ from numba import njit, prange
 
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
-from ._fused import _row_error
+from ._fused import _error4, _row_error
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 
 SCHEDULE_CONSTANT = 0
@@ -113,8 +113,10 @@ def _intercept_step(b, Vb, gb, mu, eta, nesterov):
 # nothing measurable (BENCHMARKS.md, "compile time").
 @njit(**JIT)
 def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
-                    G, gb, z4, sc):
+                    G, gb, z4, sc, bits):
     """G, gb <- the scaled gradient sums of the rows order[lo:hi].
+
+    SCRATCH z4 (4, k), sc (k,), bits (4 k,): as in ``_fused._rows_chunk``.
 
     Returns (sum of w_i * CE_i, ok); ok is False when a row's logits are not
     finite (then G is incomplete and the caller abandons the epoch).
@@ -129,13 +131,10 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
         i2 = order[p + 2]
         i3 = order[p + 3]
         _logits4(X, i0, i1, i2, i3, Wt, b, z4)
-        c0, ok0 = _row_error(z4[0], i0, y, Y, sw, soft, weighted, coef, gb, sc)
-        c1, ok1 = _row_error(z4[1], i1, y, Y, sw, soft, weighted, coef, gb, sc)
-        c2, ok2 = _row_error(z4[2], i2, y, Y, sw, soft, weighted, coef, gb, sc)
-        c3, ok3 = _row_error(z4[3], i3, y, Y, sw, soft, weighted, coef, gb, sc)
-        if not (ok0 and ok1 and ok2 and ok3):
+        part, bad = _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, coef, gb, bits)
+        if bad >= 0:
             return total, False
-        total += c0 + c1 + c2 + c3
+        total += part
         _accumulate4(X, i0, i1, i2, i3, z4, G)
         p += 4
     while p < hi:
@@ -281,7 +280,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     n_steps = 0
     G = gWt[0]
     g0 = gb[0]
-    scratch = np.empty((n_chunks, 5, k), dtype=Wt.dtype)
+    scratch = np.empty((n_chunks, 8, k), dtype=Wt.dtype)
     ok_parts = np.empty(n_chunks, dtype=np.bool_)
     loss_parts = np.empty(n_chunks, dtype=np.float64)
     have_logits = False
@@ -313,7 +312,8 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                 lo, hi = _chunk(bs, n_chunks, c)
                 part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
                                            start + lo, start + hi, coef, Wt, b,
-                                           gWt[c], gb[c], scratch[c, :4], scratch[c, 4])
+                                           gWt[c], gb[c], scratch[c, :4], scratch[c, 4],
+                                           scratch[c, 4:].reshape(4 * k))
                 ok_parts[c] = ok
                 loss_parts[c] = part
             for c in range(n_chunks):
@@ -329,7 +329,8 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                         G[j, f] += Gc[j, f]
         else:
             part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start, stop,
-                                       coef, Wt, b, G, g0, scratch[0, :4], scratch[0, 4])
+                                       coef, Wt, b, G, g0, scratch[0, :4], scratch[0, 4],
+                                       scratch[0, 4:].reshape(4 * k))
             if not ok:
                 return -(n_steps + 1)
             total += part
