@@ -113,10 +113,10 @@ def _intercept_step(b, Vb, gb, mu, eta, nesterov):
 # nothing measurable (BENCHMARKS.md, "compile time").
 @njit(**JIT)
 def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
-                    G, gb, z4, sc, bits):
+                    G, gb, z4, bits):
     """G, gb <- the scaled gradient sums of the rows order[lo:hi].
 
-    SCRATCH z4 (4, k), sc (k,), bits (4 k,): as in ``_fused._rows_chunk``.
+    SCRATCH z4 (4, k), bits (4 k,): as in ``_fused._rows_chunk``.
 
     Returns (sum of w_i * CE_i, ok); ok is False when a row's logits are not
     finite (then G is incomplete and the caller abandons the epoch).
@@ -137,16 +137,20 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
         total += part
         _accumulate4(X, i0, i1, i2, i3, z4, G)
         p += 4
-    while p < hi:
-        i = order[p]
-        z = z4[0]
-        _logits1(X[i], Wt, b, z)
-        ce, ok = _row_error(z, i, y, Y, sw, soft, weighted, coef, gb, sc)
-        if not ok:
+    # The last r = (hi - lo) mod 4 rows: one block of r rows (the indices
+    # past them repeat the last one and are not read).
+    r = hi - p
+    if r > 0:
+        last = hi - 1
+        for q in range(r):
+            _logits1(X[order[p + q]], Wt, b, z4[q])
+        part, bad = _error4(z4[:r], order[p], order[min(p + 1, last)], order[min(p + 2, last)],
+                            order[min(p + 3, last)], y, Y, sw, soft, weighted, coef, gb, bits)
+        if bad >= 0:
             return total, False
-        total += ce
-        _accumulate1(X[i], z, G)
-        p += 1
+        total += part
+        for q in range(r):
+            _accumulate1(X[order[p + q]], z4[q], G)
     return total, True
 
 
@@ -312,7 +316,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                 lo, hi = _chunk(bs, n_chunks, c)
                 part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
                                            start + lo, start + hi, coef, Wt, b,
-                                           gWt[c], gb[c], scratch[c, :4], scratch[c, 4],
+                                           gWt[c], gb[c], scratch[c, :4],
                                            scratch[c, 4:].reshape(4 * k))
                 ok_parts[c] = ok
                 loss_parts[c] = part
@@ -329,7 +333,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                         G[j, f] += Gc[j, f]
         else:
             part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start, stop,
-                                       coef, Wt, b, G, g0, scratch[0, :4], scratch[0, 4],
+                                       coef, Wt, b, G, g0, scratch[0, :4],
                                        scratch[0, 4:].reshape(4 * k))
             if not ok:
                 return -(n_steps + 1)
