@@ -64,10 +64,12 @@ def sgd_hyper(*, alpha, momentum, eta0, power_t, t0, steps_per_epoch, schedule, 
 PARALLEL_MIN_ROWS = 32
 
 # A batch is split across threads only if it holds at least this many
-# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: a
-# parallel launch per batch costs more than the work of a smaller batch
-# (a batch of 64 MNIST rows is 0.5 M multiply-adds; BENCHMARKS.md, "SGD").
-PARALLEL_WORK = 1 << 21
+# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: below
+# it a parallel launch per batch costs more than it saves. A batch of 64
+# MNIST rows (0.5 M multiply-adds) is split: on the 2-core AMD host a B = 64
+# epoch took about 25 % less time split than on one thread (float64,
+# interleaved runs; BENCHMARKS.md, "Fifth session").
+PARALLEL_WORK = 1 << 18
 
 
 # The epoch kernel is compiled with parallel=True for its prange over the
