@@ -71,6 +71,13 @@ PARALLEL_MIN_ROWS = 32
 # interleaved runs; BENCHMARKS.md, "Fifth session").
 PARALLEL_WORK = 1 << 18
 
+# ...and a split batch gives each thread at least this many rows: every
+# chunk's partial gradient (k n entries) is added serially after the
+# parallel part, so on many cores a batch of 64 cut into one piece per
+# thread would spend more in that sum than in its share of the rows
+# (16 cores: 16 sums of k n for 4 rows each).
+MIN_CHUNK_ROWS = 16
+
 
 # The epoch kernel is compiled with parallel=True for its prange over the
 # chunks of a large batch, and Numba turns every array expression (a[:] = 0,
@@ -314,19 +321,20 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                 return -(n_steps + 1)
             total += ce
         elif bs >= PARALLEL_MIN_ROWS and n_chunks > 1 and bs * n * k >= PARALLEL_WORK:
-            for c in prange(n_chunks):
-                lo, hi = _chunk(bs, n_chunks, c)
+            used = min(n_chunks, bs // MIN_CHUNK_ROWS)
+            for c in prange(used):
+                lo, hi = _chunk(bs, used, c)
                 part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
                                            start + lo, start + hi, coef, Wt, b,
                                            gWt[c], gb[c], scratch[c, :4],
                                            scratch[c, 4:].reshape(4 * k))
                 ok_parts[c] = ok
                 loss_parts[c] = part
-            for c in range(n_chunks):
+            for c in range(used):
                 if not ok_parts[c]:
                     return -(n_steps + 1)
                 total += loss_parts[c]
-            for c in range(1, n_chunks):
+            for c in range(1, used):
                 Gc = gWt[c]
                 gbc = gb[c]
                 for j in range(k):
