@@ -46,7 +46,11 @@ SMALL_K = 48
 SMALL_N = 128
 
 GRID_N = (16, 48, 128, 384, 784, 1536, 3072)
-GRID_K = (2, 3, 5, 10, 20, 48, 100)
+# k = 7 sits where the two strategies cross in float64 on a 32 KB-L1 host
+# (four rows of a wide X and three weight rows stop fitting L1 together):
+# with only 5 and 10 to go by, k = 7 took the k = 5 column's "rows" and ran
+# 1.4-1.6x slower than GEMM (BENCHMARKS.md, "Fifth session").
+GRID_K = (2, 3, 5, 7, 10, 20, 48, 100)
 # Multiply-adds per timed call: long enough to time, short enough that the
 # whole grid takes seconds.
 CELL_WORK = 1 << 23
@@ -152,8 +156,10 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
         return fixed_rule(n_features, n_classes)
     if n_classes > SMALL_K:  # as _winner decides: wisdom written before it said so too
         return "gemm"
-    i = int(np.argmin(np.abs(np.log(GRID_N) - np.log(max(n_features, 1)))))
-    j = int(np.argmin(np.abs(np.log(GRID_K) - np.log(max(n_classes, 2)))))
+    # The table's own axes: wisdom written by a version with another grid
+    # is still read right.
+    i = int(np.argmin(np.abs(np.log(table["n"]) - np.log(max(n_features, 1)))))
+    j = int(np.argmin(np.abs(np.log(table["k"]) - np.log(max(n_classes, 2)))))
     return table["winner"][i][j]
 
 

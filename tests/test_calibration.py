@@ -69,3 +69,16 @@ def test_an_unwritable_cache_keeps_the_wisdom_in_memory(fresh, monkeypatch):
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(blocked / "sub"))  # not a folder
     table = cal.calibrate(("float64",))["float64"]
     assert cal.strategy(16, 3, np.float64) == table["winner"][0][0]
+
+
+def test_wisdom_of_another_grid_is_read_on_its_own_axes(fresh):
+    """A wisdom file written with a different grid (another version) is
+    looked up along the n and k it records, not the current grid's."""
+    table = {"n": [16, 100, 1000], "k": [2, 50],
+             "winner": [["gemm", "rows"], ["rows", "gemm"], ["gemm", "gemm"]],
+             "rows_s": [[1.0, 1.0]] * 3, "gemm_s": [[1.0, 1.0]] * 3}
+    cal.wisdom_path().write_text(json.dumps({"float64": table}))
+    cal.forget()
+    assert cal.strategy(110, 2, np.float64) == "rows"   # cell (100, 2)
+    assert cal.strategy(110, 40, np.float64) == "gemm"  # cell (100, 50)
+    assert cal.strategy(20, 45, np.float64) == "rows"   # cell (16, 50)
