@@ -68,7 +68,9 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
     scale * w_i * (softmax(z_i) - Y_i). The loss term is logsumexp(z_i) -
     <Y_i, z_i>, written as (max - <Y_i, z_i>) + log(sum exp(z - max)) so
     that it never goes through log(p) and stays finite for extreme logits.
-    Shared by the full gradient (both strategies) and the SGD epoch.
+    Used row by row by the sparse kernels and per-sample SGD; the dense
+    gradient's blocks of rows go through :func:`_error4`, the same
+    arithmetic four rows at a time.
     """
     k = z.shape[0]
     one = z.dtype.type(1)
