@@ -55,6 +55,30 @@ from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 
 
 @njit(inline="always", **JIT)
+def _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb):
+    """INOUT z: the exp terms of row i, of sum s -> scale * w_i * (z / s - Y_i).
+
+    Also adds the result to gb.
+
+    Returns the row's weight w_i (1 without sample weights).
+    """
+    k = z.shape[0]
+    w = sw[i] if weighted else z.dtype.type(1)
+    f = scale * w / s
+    for j in range(k):
+        z[j] *= f
+    if soft:
+        g = scale * w
+        for j in range(k):
+            z[j] -= g * Y[i, j]
+    else:
+        z[y[i]] -= scale * w
+    for j in range(k):
+        gb[j] += z[j]
+    return w
+
+
+@njit(inline="always", **JIT)
 def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
     """Turn the logits z (row i of the data) into its scaled error, in place.
 
@@ -73,7 +97,6 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
     arithmetic four rows at a time.
     """
     k = z.shape[0]
-    one = z.dtype.type(1)
     # Row maximum and a finiteness test of every logit in one branch-free
     # (vectorisable) sweep: a NaN (inf - inf in X W, or a NaN/inf in X
     # times anything) is invisible to the max, and the vector exp would
@@ -102,18 +125,7 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
         yz = z[y[i]] - mx
     # Vectorised exp (see _softmax._exp_shifted); sc is a k-row scratch.
     s = _exp_shifted(z, mx, z, sc)
-    w = sw[i] if weighted else one
-    f = scale * w / s
-    for j in range(k):
-        z[j] *= f
-    if soft:
-        g = scale * w
-        for j in range(k):
-            z[j] -= g * Y[i, j]
-    else:
-        z[y[i]] -= scale * w
-    for j in range(k):
-        gb[j] += z[j]
+    w = _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb)
     return w * (np.log(s) - yz), True
 
 
@@ -174,18 +186,7 @@ def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb, bits):
         s = dt(0)
         for j in range(k):
             s += z[j]
-        w = sw[i] if weighted else dt(1)
-        f = scale * w / s
-        for j in range(k):
-            z[j] *= f
-        if soft:
-            g = scale * w
-            for j in range(k):
-                z[j] -= g * Y[i, j]
-        else:
-            z[y[i]] -= scale * w
-        for j in range(k):
-            gb[j] += z[j]
+        w = _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb)
         if weighted:
             loss += w * np.log(s)
         else:
