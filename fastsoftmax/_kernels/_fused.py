@@ -55,6 +55,19 @@ from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 
 
 @njit(inline="always", **JIT)
+def _max_finite(z):
+    """(max of z, whether every entry is finite), in one branch-free sweep."""
+    big = np.finfo(z.dtype).max
+    mx = z[0]
+    fin = True
+    for j in range(z.shape[0]):
+        v = z[j]
+        mx = max(mx, v)
+        fin = fin & (abs(v) <= big)
+    return mx, fin
+
+
+@njit(inline="always", **JIT)
 def _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb):
     """INOUT z: the exp terms of row i, of sum s -> scale * w_i * (z / s - Y_i).
 
@@ -104,13 +117,7 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
     # +-inf; without "nnan"/"ninf" in the fast-math flags LLVM keeps the
     # comparison. The public loss_and_grad relies on this test instead of
     # pre-scanning X (every entry of X reaches every logit of its row).
-    big = np.finfo(z.dtype).max
-    mx = z[0]
-    fin = True
-    for j in range(k):
-        v = z[j]
-        mx = max(mx, v)
-        fin = fin & (abs(v) <= big)
+    mx, fin = _max_finite(z)
     if not fin:
         return 0.0, False
     # <Y_i, z_i> before z is overwritten; zero targets are skipped so a
@@ -152,18 +159,12 @@ def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb, bits):
     """
     r, k = z4.shape
     dt = z4.dtype.type
-    big = np.finfo(z4.dtype).max
     rows = (i0, i1, i2, i3)
     loss = 0.0
     for q in range(r):
         z = z4[q]
         i = rows[q]
-        mx = z[0]
-        fin = True
-        for j in range(k):
-            v = z[j]
-            mx = max(mx, v)
-            fin = fin & (abs(v) <= big)
+        mx, fin = _max_finite(z)
         if not fin:
             return 0.0, q
         for j in range(k):
