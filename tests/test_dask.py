@@ -343,7 +343,12 @@ def test_sparse_blocks_train_the_in_memory_model(client, solver):
         on_cluster = SoftmaxRegression(**params).fit(dX, dy)
         in_memory = SoftmaxRegression(**params).fit(X, y)
     assert on_cluster.n_iter_ == in_memory.n_iter_
-    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, rtol=1e-6, atol=1e-8)
+    # bgd stops at max_iter here, short of the optimum, and 100 momentum
+    # steps carry rounding-level differences of the summed gradients (Dask
+    # adds the blocks in another order) into the weights: in memory alone,
+    # 1 thread against 2 gave weights 7e-8 apart (4.8e-6 relative).
+    tol = dict(rtol=1e-5, atol=5e-7) if solver == "bgd" else dict(rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(on_cluster.coef_, in_memory.coef_, **tol)
     np.testing.assert_array_equal(on_cluster.predict(dX).compute(), in_memory.predict(X))
     bad = X.copy()
     bad.data[bad.indptr[1234]] = np.nan
