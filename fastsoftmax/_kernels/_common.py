@@ -92,11 +92,11 @@ def _exp_loop(z, mx, out, bits, lo, ln2_hi, ln2_lo, poly, bias, shift):
 
 
 @njit(inline="always", **JIT)
-def _exp_shifted(z, mx, out, scale):
-    """out[j] = exp(z[j] - mx) for one row; returns the row sum.
+def _exp_parts(z, mx, out, scale):
+    """out[j] = exp(z[j] - mx) without its 2^n factor, which goes to ``scale``.
 
-    ``scale`` is a scratch row of the same length and dtype. ``out`` may be
-    ``z`` (in place). Arguments below the normal range give exactly 0.
+    :func:`_exp_loop` with the constants of z's dtype; ``scale`` is a
+    scratch array of z's length and dtype, ``out`` may be ``z``.
     """
     dt = z.dtype.type
     if z.itemsize == 4:
@@ -105,7 +105,17 @@ def _exp_shifted(z, mx, out, scale):
     else:
         _exp_loop(z, mx, out, scale.view(np.int64), dt(_EXP_LO64), dt(_LN2_HI64),
                   dt(_LN2_LO64), _EXP_POLY64, np.int64(1023), np.int64(52))
-    s = dt(0)
+
+
+@njit(inline="always", **JIT)
+def _exp_shifted(z, mx, out, scale):
+    """out[j] = exp(z[j] - mx) for one row; returns the row sum.
+
+    ``scale`` is a scratch row of the same length and dtype. ``out`` may be
+    ``z`` (in place). Arguments below the normal range give exactly 0.
+    """
+    _exp_parts(z, mx, out, scale)
+    s = z.dtype.type(0)
     for j in range(z.shape[0]):
         e = out[j] * scale[j]
         out[j] = e
@@ -113,25 +123,18 @@ def _exp_shifted(z, mx, out, scale):
     return s
 
 
-
 @njit(inline="always", **JIT)
 def _exp_flat(z, scale):
     """z[j] = exp(z[j]) in place, for arguments z[j] <= 0 (-inf gives 0).
 
-    ``scale`` is a scratch array of z's length and dtype. The loop of
-    :func:`_exp_shifted` with the shift already applied, for a block of rows
-    shifted by their own maxima and stored end to end (one vector loop over
-    all of them; the fused kernels' :func:`._fused._error4`).
+    ``scale`` is a scratch array of z's length and dtype. For a block of
+    rows shifted by their own maxima and stored end to end: one vector loop
+    over all of them (the fused kernels' :func:`._fused._error4`).
     """
-    dt = z.dtype.type
-    if z.itemsize == 4:
-        _exp_loop(z, dt(0), z, scale.view(np.int32), dt(_EXP_LO32), dt(_LN2_HI32),
-                  dt(_LN2_LO32), _EXP_POLY32, np.int32(127), np.int32(23))
-    else:
-        _exp_loop(z, dt(0), z, scale.view(np.int64), dt(_EXP_LO64), dt(_LN2_HI64),
-                  dt(_LN2_LO64), _EXP_POLY64, np.int64(1023), np.int64(52))
+    _exp_parts(z, z.dtype.type(0), z, scale)
     for j in range(z.shape[0]):
         z[j] *= scale[j]
+
 
 @njit(inline="always", **JIT)
 def _row_max(z):

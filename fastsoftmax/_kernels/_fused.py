@@ -5,7 +5,7 @@ the row sums, the loss terms, E = softmax(Z) - Y in place of Z, and then
 accumulate Xᵀ E, so each row of X is read from memory once per gradient and
 no (m, k) array is ever allocated: the scratch space is a few rows per chunk.
 
-Two strategies share the per-row arithmetic (:func:`_block_error`):
+Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a time):
 
 * :func:`_loss_grad_rows` -- small k. Weights are stored transposed, (k, n),
   so the inner loops run along contiguous features and vectorise. Blocks of
