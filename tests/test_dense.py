@@ -67,6 +67,17 @@ def test_strategy_and_mode_match_reference(strategy, mode, k, dt, variant, rng, 
     assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
 
 
+@pytest.mark.parametrize("k", range(1, 14))
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_rows_blocks_of_every_class_count(k, dt, rng):
+    # The rows kernels split the classes into register blocks of 5 (float64
+    # on AVX-512 hosts), 3, 2 and 1 by what remains (_kernels._micro): k = 1
+    # to 13 runs every sequence of them, at four rows a block plus 1-3 left.
+    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, weights=True)
+    got = _objective_for(X, y, sw, k, "rows", False)(W, b, 0.0)
+    assert_close(got, truth(X, y, W, b, sample_weight=sw), dt)
+
+
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", [(2000, 160, 10), (2000, 20, 10), (3000, 50, 60)])
 def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):

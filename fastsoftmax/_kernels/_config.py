@@ -22,3 +22,22 @@ PJIT = {**JIT, "parallel": True}
 # Validation scans get no fast-math at all: under "reassoc" LLVM may rewrite
 # the arithmetic a NaN/inf test relies on (x - x folded to 0 was observed).
 PJIT_STRICT = {"nogil": True, "cache": True, "parallel": True, "error_model": "numpy"}
+
+
+def _wide_registers() -> bool:
+    """Whether the CPU the kernels are compiled for has 32 vector registers (AVX-512).
+
+    Read from the features Numba compiles for: ``NUMBA_CPU_FEATURES`` when
+    set (a portable build), else the host's.
+    """
+    from numba.core import config
+
+    features = config.CPU_FEATURES
+    if features is None:
+        from llvmlite import binding
+
+        features = binding.get_host_cpu_features().flatten()
+    return "+avx512f" in features.split(",")
+
+
+WIDE_REGISTERS = _wide_registers()

@@ -11,7 +11,14 @@ tile that LLVM keeps in vector registers.
 
 from numba import njit
 
-from ._config import JIT
+from ._config import JIT, WIDE_REGISTERS
+
+# The forward product's 4 x 5 block (20 accumulators, 4 x-vectors and a
+# w-vector: 25 vector registers) needs AVX-512's 32 registers; with 16 it
+# spills, and the 4 x 3 block stays the widest. A constant folded in at
+# compile time: the kernels of one host are compiled, and cached, for its
+# features.
+_TILE5 = WIDE_REGISTERS
 
 
 @njit(inline="always", **JIT)
@@ -31,6 +38,15 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     4 x 3 is the largest block that keeps the spills to a handful with
     AVX2's 16 vector registers (it beat 4 x 1, 4 x 2 and 3 x 4 side by
     side). Leftover classes (k mod 3) take a 4 x 2 or 4 x 1 block.
+
+    In float64 on an AVX-512 host (:data:`_TILE5`) blocks of 4 x 5 come
+    first: 9 loads for 20 FMAs. Side by side on Zen 4 (both versions in one
+    process, interleaved) they made the logits-and-accumulate sweep 5-8 %
+    faster for n = 784 (k = 10 and 48) and left n <= 300 unchanged
+    (BENCHMARKS.md, "Sixth session"); in float32 they gained nothing and
+    lost up to 4 % at k = 12 and 48, so float32 keeps the 4 x 3 blocks. The backward sweep (:func:`_accumulate4`)
+    has no 4 x 5 block: with five rows of G loaded and stored per step it
+    ran 1.7x slower at k = 10.
     """
     n = X.shape[1]
     k = Wt.shape[0]
@@ -40,6 +56,90 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     x2 = X[i2]
     x3 = X[i3]
     j = 0
+    # A remainder of 6 classes goes as 3 + 3, not 5 + a load-bound 4 x 1.
+    # (itemsize is a compile-time constant: float32 compiles without this loop.)
+    while _TILE5 and X.itemsize == 8 and k - j >= 5 and k - j != 6:
+        w0 = Wt[j]
+        w1 = Wt[j + 1]
+        w2 = Wt[j + 2]
+        w3 = Wt[j + 3]
+        w4 = Wt[j + 4]
+        a00 = zero
+        a01 = zero
+        a02 = zero
+        a03 = zero
+        a04 = zero
+        a10 = zero
+        a11 = zero
+        a12 = zero
+        a13 = zero
+        a14 = zero
+        a20 = zero
+        a21 = zero
+        a22 = zero
+        a23 = zero
+        a24 = zero
+        a30 = zero
+        a31 = zero
+        a32 = zero
+        a33 = zero
+        a34 = zero
+        for f in range(n):
+            c0 = x0[f]
+            c1 = x1[f]
+            c2 = x2[f]
+            c3 = x3[f]
+            u0 = w0[f]
+            u1 = w1[f]
+            u2 = w2[f]
+            u3 = w3[f]
+            u4 = w4[f]
+            a00 += c0 * u0
+            a01 += c0 * u1
+            a02 += c0 * u2
+            a03 += c0 * u3
+            a04 += c0 * u4
+            a10 += c1 * u0
+            a11 += c1 * u1
+            a12 += c1 * u2
+            a13 += c1 * u3
+            a14 += c1 * u4
+            a20 += c2 * u0
+            a21 += c2 * u1
+            a22 += c2 * u2
+            a23 += c2 * u3
+            a24 += c2 * u4
+            a30 += c3 * u0
+            a31 += c3 * u1
+            a32 += c3 * u2
+            a33 += c3 * u3
+            a34 += c3 * u4
+        b0 = b[j + 0]
+        b1 = b[j + 1]
+        b2 = b[j + 2]
+        b3 = b[j + 3]
+        b4 = b[j + 4]
+        z4[0, j] = a00 + b0
+        z4[0, j + 1] = a01 + b1
+        z4[0, j + 2] = a02 + b2
+        z4[0, j + 3] = a03 + b3
+        z4[0, j + 4] = a04 + b4
+        z4[1, j] = a10 + b0
+        z4[1, j + 1] = a11 + b1
+        z4[1, j + 2] = a12 + b2
+        z4[1, j + 3] = a13 + b3
+        z4[1, j + 4] = a14 + b4
+        z4[2, j] = a20 + b0
+        z4[2, j + 1] = a21 + b1
+        z4[2, j + 2] = a22 + b2
+        z4[2, j + 3] = a23 + b3
+        z4[2, j + 4] = a24 + b4
+        z4[3, j] = a30 + b0
+        z4[3, j + 1] = a31 + b1
+        z4[3, j + 2] = a32 + b2
+        z4[3, j + 3] = a33 + b3
+        z4[3, j + 4] = a34 + b4
+        j += 5
     # k = 3q + 1 ends in two 4 x 2 blocks rather than a load-bound 4 x 1.
     while j + 3 <= k and k - j != 4:
         w0 = Wt[j]
