@@ -49,3 +49,8 @@ def test_gemm_floor_script():
     rows = run_script("benchmarks/gemm_floor.py", "--ks", "100", "--ns", "20",
                       "--dtypes", "float32", "--rounds", "1", "--work", "2e5")
     assert_table(rows, 1)
+
+
+def test_idle_pools_script():
+    rows = run_script("benchmarks/idle_pools.py", "--rounds", "1", "--m", "2000")
+    assert len(rows) == 7 and rows[2].startswith("| default environment"), rows

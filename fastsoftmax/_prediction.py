@@ -8,7 +8,10 @@ X in the model's dtype under the estimator's thread policy:
 * labels of dense X: one BLAS matrix product per block of rows and the
   arg-max of each row (:func:`labels`), in NumPy: nothing else is needed,
   and no compiled kernel is loaded (a process that only predicts, such as
-  ``fastsoftmax predict``, skips Numba's one-time set-up);
+  ``fastsoftmax predict``, skips Numba's one-time set-up). The blocks run
+  on Python threads with BLAS at one thread each
+  (:func:`fastsoftmax._threads.blas_map`), so that no BLAS pool is left
+  spinning to slow the next fit;
 * logits, probabilities or log-probabilities of dense X: the row-block
   kernels of :mod:`fastsoftmax._kernels._predict`, which finish each block
   (the exps and normalisation) on every core;
@@ -25,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._launch import first_bad, n_chunks
-from ._threads import blas_threads, check_n_threads, thread_policy
+from ._threads import blas_map, check_n_threads, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row
 
 # The compiled kernels and the sparse launchers are imported by the functions
@@ -111,8 +114,8 @@ def decision_function(est, X):
 
 
 # Rows per block of dense labels: at most 4 MiB of X and 128 KiB of logits
-# (the block's logits stay in cache for the arg-max, and only one block of
-# them is ever allocated), at least 64 (one BLAS call per block).
+# (the block's logits stay in cache for the arg-max, and each thread holds
+# one block of them at a time), at least 64 (one BLAS call per block).
 _LABEL_X_BYTES = 1 << 22
 _LABEL_Z_BYTES = 1 << 17
 
@@ -120,8 +123,8 @@ _LABEL_Z_BYTES = 1 << 17
 def labels(est, X):
     """Return the index (int64, m) of each row's most probable class, ties to the lowest.
 
-    Allocates only the answer and one block of logits: the logits are never
-    stored for all rows. A row whose logits are not finite is an error: its
+    Allocates only the answer and one block of logits per thread: the
+    logits are never stored for all rows. A row whose logits are not finite is an error: its
     NaN or inf entry of X is named, or else the overflow.
     """
     X = prepared(est, X, finite=False)
@@ -137,15 +140,14 @@ def labels(est, X):
             return _sparse.predict_labels(X, W, est.intercept_)
     (m, n), k, item = X.shape, est.coef_.shape[0], X.dtype.itemsize
     rows = int(min(m, max(64, min(_LABEL_X_BYTES // (n * item), _LABEL_Z_BYTES // (k * item)))))
-    Z = np.empty((rows, k), dtype=X.dtype)
     W = est.coef_.T  # a transposed view: BLAS reads it as it is
-    with blas_threads(check_n_threads(est.n_threads)), \
-            np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, m, rows):
-            block = X[start:start + rows]
-            z = Z[:block.shape[0]]
-            np.matmul(block, W, out=z)
-            z += est.intercept_
+    b = est.intercept_
+
+    def block(start: int) -> None:
+        # errstate is per thread: this runs on a pool thread.
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = X[start:start + rows] @ W
+            z += b
             # One sum to test the block (a NaN or inf anywhere makes it
             # non-finite); only then the rows, one by one.
             if not np.isfinite(z.sum()):
@@ -154,9 +156,12 @@ def labels(est, X):
                     row = start + int(np.argmin(finite))
                     check_finite(X[row:row + 1], "X", offset=row)  # names a NaN or inf of X
                     raise _overflow(row, X.dtype)
-            out = idx[start:start + block.shape[0]]
-            if k == 2:  # a comparison instead of NumPy's row-wise reduction of 2
-                np.greater(z[:, 1], z[:, 0], out=out, casting="unsafe")
-            else:
-                np.argmax(z, axis=1, out=out)
+        out = idx[start:start + z.shape[0]]
+        if k == 2:  # a comparison instead of NumPy's row-wise reduction of 2
+            np.greater(z[:, 1], z[:, 0], out=out, casting="unsafe")
+        else:
+            np.argmax(z, axis=1, out=out)
+
+    # Blocks in row order: the first row at fault is the one reported.
+    blas_map(block, range(0, m, rows), check_n_threads(est.n_threads))
     return idx

@@ -10,8 +10,8 @@
   one thread, and restores the user's settings on return.
 
 The one exception is work that is BLAS alone, the labels of dense data
-(one matrix product per block of rows): :func:`blas_threads` runs BLAS on
-``n_threads`` threads there (None: BLAS's own setting), and no Numba
+(one matrix product per block of rows): :func:`blas_map` runs the blocks
+on a pool of Python threads, each calling BLAS at one thread, and no Numba
 kernel runs.
 
 Why BLAS is held at one thread: fastsoftmax parallelises over row chunks
@@ -24,6 +24,15 @@ times slower than the same fit with BLAS at one thread (BENCHMARKS.md,
 "threads"). Setting and restoring the limit costs microseconds, so it is
 done per call, never left behind.
 
+Why BLAS-only work runs on Python threads rather than BLAS's own: an
+OpenBLAS pool keeps every worker but the caller spinning for about 0.1 s
+after each multithreaded call (2^28 clock ticks, its THREAD_TIMEOUT), and
+lowering its thread count does not stop them. Labels computed that way
+took a core from the next fit for that long: an SGD epoch of MNIST size
+run right after ``score`` took 1.6-2x as long as one run back to back
+(BENCHMARKS.md, "Sixth session"). Idle Python threads block instead of
+spinning, and BLAS at one thread never wakes its pool.
+
 Numba's threading layer is not chosen here: changing it is a global side
 effect on the user's process (docs/user_guide/functions.rst, "Threads").
 """
@@ -32,9 +41,15 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # Numba is imported by the functions that need it, not here: a process that
 # only predicts labels of dense data (the command line's ``predict``), or
@@ -179,18 +194,75 @@ def thread_policy(n_threads: int | None) -> Iterator[int]:
         yield nt
 
 
-@contextlib.contextmanager
-def blas_threads(n_threads: int | None) -> Iterator[None]:
-    """Run the block's BLAS calls on ``n_threads`` threads (None: BLAS's own setting).
+def blas_workers(n_threads: int | None) -> int:
+    """Return the Python threads for BLAS-only work: ``n_threads``, or BLAS's own setting.
 
-    For work that is BLAS alone (dense prediction: one matrix product per
-    block of rows), where BLAS's own threads are the parallelism. While
-    blocks of several Python threads overlap, the first one's limit holds
-    for all (:func:`_blas_limit`): a prediction next to a fit runs its
-    products at the fit's one thread.
+    BLAS's own setting is the largest thread count among the loaded BLAS
+    libraries (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``
+    or by default every core), so that the user's BLAS configuration
+    still sizes this work. While a fastsoftmax call in another Python
+    thread holds BLAS at one thread, that setting reads 1.
     """
-    if n_threads is None:
-        yield
-        return
-    with _blas_limit(n_threads):
-        yield
+    if n_threads is not None:
+        return n_threads
+    with _controller_lock:
+        counts = [int(lib.num_threads) for lib in _blas_controller().lib_controllers]
+    return max(counts, default=1)
+
+
+# One pool per worker count, made on first use and kept: idle Python
+# threads cost nothing (they block), and starting 16 of them per call would
+# cost about a millisecond. A forked child inherits the pools' objects but
+# not their threads, so it drops them and makes its own.
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+# Tasks per thread in :func:`blas_map` (see the comment there).
+_GROUPS_PER_WORKER = 4
+
+
+def _drop_pools() -> None:
+    _pools.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_pools)
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(workers)
+        if pool is None:
+            pool = _pools[workers] = ThreadPoolExecutor(
+                workers, thread_name_prefix="fastsoftmax-blas")
+        return pool
+
+
+def blas_map(fn: Callable[[T], R], items: Iterable[T], n_threads: int | None) -> list[R]:
+    """Return ``[fn(item) for item in items]``, computed on up to ``n_threads`` Python threads.
+
+    For work that is BLAS alone (dense labels: one matrix product per block
+    of rows). Every loaded BLAS library is held at one thread meanwhile
+    (:func:`single_threaded_blas`): the parallelism is the Python threads',
+    and no BLAS pool is woken, so none is left spinning after the call
+    (module docstring). ``n_threads`` None: BLAS's own setting
+    (:func:`blas_workers`). The results come back in the order of
+    ``items``; if calls raise, the exception of the first such item in that
+    order propagates (the later items may or may not have run).
+    """
+    items = list(items)
+    workers = min(blas_workers(n_threads), len(items))
+    with single_threaded_blas():
+        if workers <= 1:
+            return [fn(item) for item in items]
+        # Consecutive items go together, a few groups per thread: one task
+        # per item cost more than the products of small blocks (100,000 x
+        # 100 x 100 in blocks of 163 rows: 18 % slower than BLAS's own
+        # threads, measured), and a few groups per thread still even out a
+        # thread that runs late.
+        groups = min(len(items), _GROUPS_PER_WORKER * workers)
+        bounds = [len(items) * g // groups for g in range(groups + 1)]
+
+        def run(g: int) -> list[R]:
+            return [fn(item) for item in items[bounds[g]:bounds[g + 1]]]
+
+        return [r for part in _pool(workers).map(run, range(groups)) for r in part]

@@ -10,6 +10,9 @@
   a stated tolerance.
 - Numba's disk cache shared by processes started at once: no crash, and a
   later process loads every kernel from it.
+- Dense labels, computed on Python threads with BLAS at one thread, equal
+  the one-thread answer, name the first bad row, and leave no BLAS worker
+  spinning to slow the next fit.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pathlib
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -247,17 +251,16 @@ def test_cache_shared_by_processes_started_at_once(tmp_path, monkeypatch):
 
 
 def test_blas_limits_of_overlapping_blocks_never_leak():
-    """BLAS's thread count is process-wide: predictions with n_threads (BLAS at
-    n) and fits (BLAS at 1) entered and left out of order from several Python
-    threads leave the user's setting as it was."""
-    from fastsoftmax._threads import blas_threads as predict_blas
+    """BLAS's thread count is process-wide: predictions and fits (each holding
+    BLAS at 1) entered and left out of order from several Python threads
+    leave the user's setting as it was."""
     from fastsoftmax._threads import single_threaded_blas
 
     before = blas_threads()
-    with predict_blas(1):
+    with single_threaded_blas():
         assert set(blas_threads()) == {1}
     assert blas_threads() == before
-    a, b = predict_blas(1), single_threaded_blas()
+    a, b = single_threaded_blas(), single_threaded_blas()
     a.__enter__()
     b.__enter__()
     a.__exit__(None, None, None)  # left before the block entered after it
@@ -280,3 +283,54 @@ def test_blas_limits_of_overlapping_blocks_never_leak():
     with ThreadPoolExecutor(4) as pool:
         assert all(ok for oks in pool.map(job, range(8)) for ok in oks)
     assert blas_threads() == before
+
+
+# ------------------------------------------------------------ dense labels
+def _cpu_seconds_while_idle(seconds=0.15):
+    """CPU time this process spends while its calling thread sleeps: busy-waiting workers."""
+    start = time.process_time()
+    time.sleep(seconds)
+    return time.process_time() - start
+
+
+def test_dense_labels_leave_no_blas_worker_spinning():
+    """An OpenBLAS pool keeps its workers spinning for ~0.1 s after a
+    multithreaded call, and lowering its thread count does not stop them;
+    labels computed that way took a core from the next fit. They run on
+    Python threads with BLAS at one thread instead: nothing spins after."""
+    if max(blas_threads(), default=1) < 2:
+        pytest.skip("BLAS runs one thread here: no pool to leave spinning")
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((600, 600))
+    time.sleep(0.3)  # earlier tests' workers settle
+    A @ A  # noqa: B018 -- a multithreaded product, the positive control
+    spun = _cpu_seconds_while_idle()
+    if spun < 0.03:
+        pytest.skip(f"this BLAS does not spin after a call ({spun:.3f} s): nothing to show")
+    X, y = data(m=40_000, n=200, k=10)  # 64 MB: 16 blocks of rows
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SoftmaxRegression(max_iter=3).fit(X[:2000], y[:2000])
+    time.sleep(0.3)
+    model.predict(X)
+    after = _cpu_seconds_while_idle()
+    assert after < spun / 4, (after, spun)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, None])
+def test_dense_labels_on_threads_match_one_thread_and_name_the_first_bad_row(n_threads):
+    from fastsoftmax._prediction import _LABEL_X_BYTES
+
+    X, y = data(m=30_000, n=100, k=7)  # 24 MB: 6 blocks of rows
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SoftmaxRegression(max_iter=5).fit(X[:3000], y[:3000])
+    assert X.nbytes > 4 * _LABEL_X_BYTES
+    want = np.argmax(X @ model.coef_.T + model.intercept_, axis=1)
+    got = model.set_params(n_threads=n_threads).predict(X)
+    np.testing.assert_array_equal(got, model.classes_[want])
+    bad = X.copy()
+    bad[25_000, 3] = np.nan  # in a late block
+    bad[9_000, 50] = np.inf  # in an earlier one: this is the row named
+    with pytest.raises(ValueError, match="9000"):
+        model.predict(bad)

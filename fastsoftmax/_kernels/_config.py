@@ -32,7 +32,7 @@ def _wide_registers() -> bool:
     """
     from numba.core import config
 
-    features = config.CPU_FEATURES
+    features = config.CPU_FEATURES  # type: ignore[attr-defined]  # assigned at run time
     if features is None:
         from llvmlite import binding
 

@@ -44,9 +44,9 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     process, interleaved) they made the logits-and-accumulate sweep 5-8 %
     faster for n = 784 (k = 10 and 48) and left n <= 300 unchanged
     (BENCHMARKS.md, "Sixth session"); in float32 they gained nothing and
-    lost up to 4 % at k = 12 and 48, so float32 keeps the 4 x 3 blocks. The backward sweep (:func:`_accumulate4`)
-    has no 4 x 5 block: with five rows of G loaded and stored per step it
-    ran 1.7x slower at k = 10.
+    lost up to 4 % at k = 12 and 48, so float32 keeps the 4 x 3 blocks.
+    The backward sweep (:func:`_accumulate4`) has no 4 x 5 block: with five
+    rows of G loaded and stored per step it ran 1.7x slower at k = 10.
     """
     n = X.shape[1]
     k = Wt.shape[0]
