@@ -45,6 +45,31 @@ def test_epoch_matches_numpy_loop(dtype, batch_size, momentum, nesterov, weighte
     assert steps == -(-m // batch_size)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", range(1, 8))
+@pytest.mark.parametrize("momentum, nesterov", [(0.0, False), (0.9, False), (0.9, True)])
+def test_per_sample_sweeps_of_every_class_count_match_numpy_loop(dtype, k, momentum, nesterov):
+    # Per-sample steps sweep the classes two at a time, the last of an odd
+    # k alone (_kernels._sgd): k = 1 to 7 runs every case, with and
+    # without momentum, the L2 term included.
+    rng = np.random.default_rng(k)
+    m, n = 61, 37
+    X = rng.standard_normal((m, n)).astype(dtype)
+    y = rng.integers(0, k, m)
+    W0 = (0.1 * rng.standard_normal((n, k))).astype(dtype)
+    b0 = (0.1 * rng.standard_normal(k)).astype(dtype)
+    order = rng.permutation(m)
+    W_ref, b_ref = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order, batch_size=1,
+                                       eta=0.05, alpha=0.01, momentum=momentum,
+                                       nesterov=nesterov)
+    W, b, steps, ok = sgd_epoch(X, y, k, W0, b0, order, alpha=0.01, eta0=0.05,
+                                learning_rate="constant", momentum=momentum,
+                                nesterov=nesterov, batch_size=1)
+    assert ok and steps == m
+    np.testing.assert_allclose(W, W_ref, **TOL[dtype])
+    np.testing.assert_allclose(b, b_ref, **TOL[dtype])
+
+
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_sgd_batches_split_across_threads_match_numpy_loop(dt, n_threads):

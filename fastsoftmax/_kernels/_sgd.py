@@ -24,8 +24,8 @@ contiguous features. The per-row arithmetic is the fused gradient's
 (:mod:`._fused`): the 4 rows x 3 classes register-blocked micro-kernels
 (given the rows' indices in the shuffled order) and the per-row softmax
 error with its finiteness test of every logit. Per-sample SGD (B = 1)
-skips the gradient buffer: the update is applied directly from the row's
-error and x, in one pass over W. Mini-batches of at least ``PARALLEL_MIN_ROWS``
+skips the gradient buffer and makes two steps per sweep over W
+(:func:`_per_sample_epoch`). Mini-batches of at least ``PARALLEL_MIN_ROWS``
 rows are split across threads (per-chunk partial gradients, serial
 reduction); smaller ones run on one thread, because a parallel launch per
 batch would cost more than the batch.
@@ -164,104 +164,406 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
 
 
 @njit(inline="always", **JIT)
-def _update(Wt, VWt, G, x, e, use_row, a, mu, eta, nesterov):
-    """W, V <- one (heavy-ball or Nesterov) momentum step, L2 term fused.
-
-    The gradient of W is G, or, when ``use_row`` (B = 1), the outer product
-    e xᵀ of one row's error and features formed on the fly (no G pass).
-    """
+def _update(Wt, VWt, G, a, mu, eta, nesterov):
+    """W, V <- one (heavy-ball or Nesterov) momentum step on the gradient G, L2 term fused."""
     k, n = Wt.shape
     for j in range(k):
         wj = Wt[j]
         vj = VWt[j]
-        if use_row:
-            ej = e[j]
-            if nesterov:
-                for f in range(n):
-                    g = ej * x[f] + a * wj[f]
-                    v = mu * vj[f] - eta * g
-                    vj[f] = v
-                    wj[f] += mu * v - eta * g
-            else:
-                for f in range(n):
-                    g = ej * x[f] + a * wj[f]
-                    v = mu * vj[f] - eta * g
-                    vj[f] = v
-                    wj[f] += v
-        else:
-            gj = G[j]
-            if nesterov:
-                for f in range(n):
-                    g = gj[f] + a * wj[f]
-                    v = mu * vj[f] - eta * g
-                    vj[f] = v
-                    wj[f] += mu * v - eta * g
-            else:
-                for f in range(n):
-                    g = gj[f] + a * wj[f]
-                    v = mu * vj[f] - eta * g
-                    vj[f] = v
-                    wj[f] += v
-
-
-@njit(inline="always", **JIT)
-def _update_row_then_logits(Wt, VWt, x, e, xn, zn, a, mu, eta, nesterov):
-    """Per-sample step fused with the next sample's forward pass.
-
-    W, V <- one momentum step with the gradient e xᵀ + a W (formed on the
-    fly), and, in the same sweep over W, zn[j] = W_new[j] . xn: the logits
-    (without the intercept) of the next row under the updated weights --
-    exactly what the next step would compute, but W is read from the cache
-    once per sample instead of twice (W and V of MNIST size do not fit in
-    L1 together, so per-sample SGD is bound by these sweeps).
-    """
-    k, n = Wt.shape
-    zero = Wt.dtype.type(0)
-    for j in range(k):
-        wj = Wt[j]
-        vj = VWt[j]
-        ej = e[j]
-        acc = zero
+        gj = G[j]
         if nesterov:
             for f in range(n):
-                g = ej * x[f] + a * wj[f]
+                g = gj[f] + a * wj[f]
                 v = mu * vj[f] - eta * g
                 vj[f] = v
-                w = wj[f] + (mu * v - eta * g)
-                wj[f] = w
-                acc += w * xn[f]
+                wj[f] += mu * v - eta * g
         else:
             for f in range(n):
-                g = ej * x[f] + a * wj[f]
+                g = gj[f] + a * wj[f]
                 v = mu * vj[f] - eta * g
                 vj[f] = v
-                w = wj[f] + v
-                wj[f] = w
-                acc += w * xn[f]
-        zn[j] = acc
+                wj[f] += v
+
+
+# ------------------------------------------------------------ per-sample SGD
+#
+# Per-sample SGD (batch_size 1) is bound by its sweeps over W (and V): of
+# MNIST size in float64, W alone is 62.7 KB, twice Zen 4's L1, so every step
+# reads it from L2 and writes it back. The epoch below makes two steps per
+# sweep. One step is an affine map of each weight and its velocity,
+#
+#     w' = A w + B v + alpha_j x,    v' = C w + D v + beta_j x,
+#
+# with A, B, C, D the same for every weight of the step and alpha_j, beta_j
+# proportional to class j's error (:func:`_step_map`), so two steps are one
+# such map in w, v, x_p and x_p+1. What the second step's error needs, the
+# logits W_p+1 x_p+1, follows from dot products taken in the previous
+# sweep: W_p+1 x_p+1 = A W_p x_p+1 + B V_p x_p+1 + alpha_j (x_p . x_p+1).
+# So each sweep applies two steps and takes, of the weights it writes, the
+# dots with the next two rows: W (and V) read and written once per two
+# samples. The result is the sequential algorithm's, up to rounding. The
+# classes go four at a time without momentum (each row of x loaded serves
+# four weight rows), two at a time with it (two weight and two velocity
+# rows). The epoch kernel at MNIST size, float64, no momentum: 2.5 us a
+# step with one step a sweep and one class at a time, 1.8 us with this
+# (BENCHMARKS.md, "Sixth session").
 
 
 @njit(inline="always", **JIT)
-def _step_row_then_logits(Wt, x, e, xn, zn, a, eta):
-    """:func:`_update_row_then_logits` without momentum: W <- W - eta (e xᵀ + a W).
+def _step_map(eta, a, mu, one, nesterov):
+    """Return one step's (A, B, C, D, ca, cb): alpha_j = ca e_j, beta_j = cb e_j.
 
-    The velocity is neither read nor written: with momentum 0 it plays no
-    part in the step, and W alone fits the cache better than W and V
-    together (per-sample SGD is bound by these sweeps). The epoch's last
-    step, never fused, goes through :func:`_update` and leaves V as the
-    momentum path leaves it (-eta times the last gradient).
+    Heavy ball: v' = mu v - eta (e_j x + a w), w' = w + v'. Nesterov: the
+    same v', w' = w + mu v' - eta (e_j x + a w). Without momentum (mu = 0)
+    both give w' = (1 - eta a) w - eta e_j x, and v' is unused. Every
+    argument (``one`` is 1) and result is of the weights' dtype: a Python
+    1 would make float32 arithmetic float64.
     """
-    k, n = Wt.shape
-    zero = Wt.dtype.type(0)
-    for j in range(k):
+    C = -eta * a
+    if nesterov:
+        return one + (one + mu) * C, mu * mu, C, mu, -eta * (one + mu), -eta
+    return one + C, mu, C, mu, -eta, -eta
+
+
+@njit(inline="always", **JIT)
+def _dot(x, z):
+    acc = x.dtype.type(0)
+    for f in range(x.shape[0]):
+        acc += x[f] * z[f]
+    return acc
+
+
+@njit(inline="always", **JIT)
+def _sweep_quad_plain(w0, w1, w2, w3, p, g0, g1, g2, g3, h0, h1, h2, h3, xa, xb, xc, xd):
+    """Four rows at once, as :func:`_sweep_pair_plain`: returns the eight dots, row by row."""
+    zero = xa.dtype.type(0)
+    s00 = zero
+    s01 = zero
+    s10 = zero
+    s11 = zero
+    s20 = zero
+    s21 = zero
+    s30 = zero
+    s31 = zero
+    for f in range(xa.shape[0]):
+        ya = xa[f]
+        yb = xb[f]
+        u0 = p * w0[f] + g0 * ya + h0 * yb
+        u1 = p * w1[f] + g1 * ya + h1 * yb
+        u2 = p * w2[f] + g2 * ya + h2 * yb
+        u3 = p * w3[f] + g3 * ya + h3 * yb
+        w0[f] = u0
+        w1[f] = u1
+        w2[f] = u2
+        w3[f] = u3
+        yc = xc[f]
+        yd = xd[f]
+        s00 += u0 * yc
+        s01 += u0 * yd
+        s10 += u1 * yc
+        s11 += u1 * yd
+        s20 += u2 * yc
+        s21 += u2 * yd
+        s30 += u3 * yc
+        s31 += u3 * yd
+    return s00, s01, s10, s11, s20, s21, s30, s31
+
+
+@njit(inline="always", **JIT)
+def _sweep_pair_plain(w0, w1, p, g0, g1, h0, h1, xa, xb, xc, xd):
+    """Rows w0, w1 <- p w + g xa + h xb (two steps without momentum).
+
+    Returns the new rows' dots with xc and xd: (w0.xc, w0.xd, w1.xc, w1.xd).
+    """
+    zero = xa.dtype.type(0)
+    s00 = zero
+    s01 = zero
+    s10 = zero
+    s11 = zero
+    for f in range(xa.shape[0]):
+        ya = xa[f]
+        yb = xb[f]
+        u0 = p * w0[f] + g0 * ya + h0 * yb
+        u1 = p * w1[f] + g1 * ya + h1 * yb
+        w0[f] = u0
+        w1[f] = u1
+        yc = xc[f]
+        yd = xd[f]
+        s00 += u0 * yc
+        s01 += u0 * yd
+        s10 += u1 * yc
+        s11 += u1 * yd
+    return s00, s01, s10, s11
+
+
+@njit(inline="always", **JIT)
+def _sweep_one_plain(w, p, g, h, xa, xb, xc, xd):
+    """:func:`_sweep_pair_plain` for one row (the last of an odd k): returns (w.xc, w.xd)."""
+    zero = xa.dtype.type(0)
+    s0 = zero
+    s1 = zero
+    for f in range(xa.shape[0]):
+        u = p * w[f] + g * xa[f] + h * xb[f]
+        w[f] = u
+        s0 += u * xc[f]
+        s1 += u * xd[f]
+    return s0, s1
+
+
+@njit(inline="always", **JIT)
+def _sweep_momentum_pair(w0, v0, w1, v1, p11, p12, p21, p22, g0, h0, q0, r0, g1, h1, q1, r1,
+                         xa, xb, xc, xd):
+    """Two rows and their velocities at once, as :func:`_sweep_momentum`.
+
+    Returns (w0.xc, w0.xd, v0.xd, w1.xc, w1.xd, v1.xd).
+    """
+    zero = xa.dtype.type(0)
+    s0 = zero
+    s1 = zero
+    s2 = zero
+    t0 = zero
+    t1 = zero
+    t2 = zero
+    for f in range(xa.shape[0]):
+        ya = xa[f]
+        yb = xb[f]
+        yc = xc[f]
+        yd = xd[f]
+        wf = w0[f]
+        vf = v0[f]
+        u = p11 * wf + p12 * vf + g0 * ya + h0 * yb
+        t = p21 * wf + p22 * vf + q0 * ya + r0 * yb
+        w0[f] = u
+        v0[f] = t
+        s0 += u * yc
+        s1 += u * yd
+        s2 += t * yd
+        wf = w1[f]
+        vf = v1[f]
+        u = p11 * wf + p12 * vf + g1 * ya + h1 * yb
+        t = p21 * wf + p22 * vf + q1 * ya + r1 * yb
+        w1[f] = u
+        v1[f] = t
+        t0 += u * yc
+        t1 += u * yd
+        t2 += t * yd
+    return s0, s1, s2, t0, t1, t2
+
+
+@njit(inline="always", **JIT)
+def _sweep_momentum(w, v, p11, p12, p21, p22, g, h, q, r, xa, xb, xc, xd):
+    """Take two steps on a row w and its velocity v, as one map.
+
+    w <- p11 w + p12 v + g xa + h xb and v <- p21 w + p22 v + q xa + r xb.
+    Returns the new rows' dots (w.xc, w.xd, v.xd).
+    """
+    zero = xa.dtype.type(0)
+    s0 = zero
+    s1 = zero
+    s2 = zero
+    for f in range(xa.shape[0]):
+        ya = xa[f]
+        yb = xb[f]
+        wf = w[f]
+        vf = v[f]
+        u = p11 * wf + p12 * vf + g * ya + h * yb
+        t = p21 * wf + p22 * vf + q * ya + r * yb
+        w[f] = u
+        v[f] = t
+        yd = xd[f]
+        s0 += u * xc[f]
+        s1 += u * yd
+        s2 += t * yd
+    return s0, s1, s2
+
+
+@njit(inline="always", **JIT)
+def _dots(Wt, VWt, xc, xd, zc, zd, zv, momentum):
+    """Set zc = W xc, zd = W xd and (with momentum) zv = V xd: what a pair of steps needs."""
+    for j in range(Wt.shape[0]):
+        zc[j] = _dot(Wt[j], xc)
+        zd[j] = _dot(Wt[j], xd)
+        if momentum:
+            zv[j] = _dot(VWt[j], xd)
+
+
+# _sample_error and _one_step are plain calls, not inlined: a call per step
+# costs nothing next to a sweep over W, and each body is compiled once
+# instead of once per call site (the cold compile of the epoch kernel).
+@njit(**JIT)
+def _sample_error(e, i, y, Y, sw, soft, weighted, coef, g0, sc):
+    """Turn row i's logits e into its scaled error; g0 <- the same (zeroed first).
+
+    Returns (w_i CE_i, ok) as :func:`._fused._row_error`.
+    """
+    _zero1(g0)
+    return _row_error(e, i, y, Y, sw, soft, weighted, coef, g0, sc)
+
+
+@njit(**JIT)
+def _one_step(x, e, i, y, Y, sw, soft, weighted, coef, Wt, b, VWt, Vb, g0, sc, a, mu, eta,
+              nesterov, fit_intercept):
+    """One per-sample step from the row's logits in e (intercept included), not fused.
+
+    e becomes the row's error; W, V (and b, Vb with ``fit_intercept``) take
+    one momentum step, the gradient e xᵀ + a W formed on the fly. Without
+    momentum V ends at -eta times that gradient, as the momentum update
+    leaves it. Returns (w_i CE_i, ok).
+    """
+    ce, ok = _sample_error(e, i, y, Y, sw, soft, weighted, coef, g0, sc)
+    if not ok:
+        return ce, ok
+    for j in range(Wt.shape[0]):
         wj = Wt[j]
+        vj = VWt[j]
         ej = e[j]
-        acc = zero
-        for f in range(n):
-            w = wj[f] - eta * (ej * x[f] + a * wj[f])
-            wj[f] = w
-            acc += w * xn[f]
-        zn[j] = acc
+        for f in range(x.shape[0]):
+            g = ej * x[f] + a * wj[f]
+            v = mu * vj[f] - eta * g
+            vj[f] = v
+            wj[f] += (mu * v - eta * g) if nesterov else v
+    if fit_intercept:
+        _intercept_step(b, Vb, g0, mu, eta, nesterov)
+    return ce, ok
+
+
+# Not inline: a plain call from the parallel epoch kernel, compiled on its
+# own (inlined there, the parfor passes would go over it too and the cold
+# compile would grow; see _batch_gradient).
+@njit(**JIT)
+def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, b, VWt, Vb,
+                      g0, scratch, loss_out):
+    """:func:`_sgd_epoch` for batch_size 1: two steps per sweep over W (see above).
+
+    SCRATCH g0 (k,) and scratch (8, k). Returns what :func:`_sgd_epoch` does.
+    The epoch's last step is always a plain one (:func:`_one_step`), so
+    that without momentum it leaves V at -eta times its gradient, as the
+    momentum path does.
+    """
+    m = order.shape[0]
+    k = Wt.shape[0]
+    dt = Wt.dtype.type
+    mu = dt(hyper.momentum)
+    a = dt(hyper.alpha)
+    nesterov = hyper.nesterov
+    fit_intercept = hyper.fit_intercept
+    momentum = hyper.momentum != 0.0
+    coef = dt(row_scale)
+    one = dt(1)
+    e = scratch[0]  # the current row's logits, then its error
+    e1 = scratch[1]  # the next row's error
+    zc = scratch[2]  # dots of the current W with the pair's rows
+    zd = scratch[3]
+    zv = scratch[4]
+    sc = scratch[5]
+    total = 0.0
+    t = hyper.t0
+    p = 0
+    if m > 2:
+        _dots(Wt, VWt, X[order[0]], X[order[1]], zc, zd, zv, momentum)
+    # Pairs of steps p, p + 1 while a step is left after them.
+    while p + 2 < m:
+        i0 = order[p]
+        i1 = order[p + 1]
+        xa = X[i0]
+        xb = X[i1]
+        # step p: its logits are zc (+ b)
+        eta1 = dt(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch, hyper.power_t))
+        for j in range(k):
+            e[j] = zc[j] + b[j]
+        ce, ok = _sample_error(e, i0, y, Y, sw, soft, weighted, coef, g0, sc)
+        if not ok:
+            loss_out[0] = total
+            return -(p + 1)
+        total += ce
+        if fit_intercept:
+            _intercept_step(b, Vb, g0, mu, eta1, nesterov)
+        A1, B1, C1, D1, ca1, cb1 = _step_map(eta1, a, mu, one, nesterov)
+        # step p + 1: W_p+1 x_p+1 = A1 W x_p+1 + B1 V x_p+1 + alpha_j (x_p . x_p+1)
+        eta2 = dt(_eta(hyper.schedule, hyper.eta0, t + 1, hyper.steps_per_epoch,
+                       hyper.power_t))
+        xx = _dot(xa, xb)
+        for j in range(k):
+            z = A1 * zd[j] + ca1 * e[j] * xx + b[j]
+            if momentum:
+                z += B1 * zv[j]
+            e1[j] = z
+        ce, ok = _sample_error(e1, i1, y, Y, sw, soft, weighted, coef, g0, sc)
+        if not ok:
+            loss_out[0] = total
+            return -(p + 2)
+        total += ce
+        if fit_intercept:
+            _intercept_step(b, Vb, g0, mu, eta2, nesterov)
+        A2, B2, C2, D2, ca2, cb2 = _step_map(eta2, a, mu, one, nesterov)
+        # The two steps as one map, and the dots with the next two rows (the
+        # second a stand-in when there is none: its dots go unused).
+        xc = X[order[p + 2]]
+        xd = X[order[min(p + 3, m - 1)]]
+        p11 = A2 * A1 + B2 * C1
+        if momentum:
+            p12 = A2 * B1 + B2 * D1
+            p21 = C2 * A1 + D2 * C1
+            p22 = C2 * B1 + D2 * D1
+            # x_p's coefficients (step p's, carried through step p + 1:
+            # g for w, q for v) and x_p+1's (step p + 1's own: ca2, cb2).
+            gx = A2 * ca1 + B2 * cb1
+            qx = C2 * ca1 + D2 * cb1
+            for j in range(0, k - 1, 2):
+                zc[j], zd[j], zv[j], zc[j + 1], zd[j + 1], zv[j + 1] = _sweep_momentum_pair(
+                    Wt[j], VWt[j], Wt[j + 1], VWt[j + 1], p11, p12, p21, p22,
+                    gx * e[j], ca2 * e1[j], qx * e[j], cb2 * e1[j],
+                    gx * e[j + 1], ca2 * e1[j + 1], qx * e[j + 1], cb2 * e1[j + 1],
+                    xa, xb, xc, xd)
+            if k % 2:
+                j = k - 1
+                zc[j], zd[j], zv[j] = _sweep_momentum(
+                    Wt[j], VWt[j], p11, p12, p21, p22, gx * e[j], ca2 * e1[j],
+                    qx * e[j], cb2 * e1[j], xa, xb, xc, xd)
+        else:
+            gx = A2 * ca1
+            j = 0
+            while j + 4 <= k:
+                (zc[j], zd[j], zc[j + 1], zd[j + 1], zc[j + 2], zd[j + 2], zc[j + 3],
+                 zd[j + 3]) = _sweep_quad_plain(
+                    Wt[j], Wt[j + 1], Wt[j + 2], Wt[j + 3], p11,
+                    gx * e[j], gx * e[j + 1], gx * e[j + 2], gx * e[j + 3],
+                    ca2 * e1[j], ca2 * e1[j + 1], ca2 * e1[j + 2], ca2 * e1[j + 3],
+                    xa, xb, xc, xd)
+                j += 4
+            if k - j >= 2:
+                zc[j], zd[j], zc[j + 1], zd[j + 1] = _sweep_pair_plain(
+                    Wt[j], Wt[j + 1], p11, gx * e[j], gx * e[j + 1],
+                    ca2 * e1[j], ca2 * e1[j + 1], xa, xb, xc, xd)
+                j += 2
+            if j < k:
+                zc[j], zd[j] = _sweep_one_plain(Wt[j], p11, gx * e[j], ca2 * e1[j],
+                                                xa, xb, xc, xd)
+        t += 2
+        p += 2
+    # The last one or two steps, one at a time (the first from the last
+    # sweep's dots when there was one).
+    have = p > 0
+    while p < m:
+        i = order[p]
+        x = X[i]
+        if have:
+            for j in range(k):
+                e[j] = zc[j] + b[j]
+        else:
+            _logits1(x, Wt, b, e)
+        eta = dt(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch, hyper.power_t))
+        ce, ok = _one_step(x, e, i, y, Y, sw, soft, weighted, coef, Wt, b, VWt, Vb, g0, sc,
+                           a, mu, eta, nesterov, fit_intercept)
+        if not ok:
+            loss_out[0] = total
+            return -(p + 1)
+        total += ce
+        have = False
+        t += 1
+        p += 1
+    loss_out[0] = total
+    return m
 
 
 @njit(**PJIT)
@@ -285,42 +587,28 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
+    scratch = np.empty((n_chunks, 8, k), dtype=Wt.dtype)
+    G = gWt[0]
+    g0 = gb[0]
+    if batch_size == 1:
+        return _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper,
+                                 Wt, b, VWt, Vb, g0, scratch[0], loss_out)
     mu = Wt.dtype.type(hyper.momentum)
     a = Wt.dtype.type(hyper.alpha)
     nesterov = hyper.nesterov
     total = 0.0
     t = hyper.t0
     n_steps = 0
-    G = gWt[0]
-    g0 = gb[0]
-    scratch = np.empty((n_chunks, 8, k), dtype=Wt.dtype)
     ok_parts = np.empty(n_chunks, dtype=np.bool_)
     loss_parts = np.empty(n_chunks, dtype=np.float64)
-    have_logits = False
     for start in range(0, m, batch_size):
         stop = min(m, start + batch_size)
         bs = stop - start
         eta = Wt.dtype.type(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch,
                                  hyper.power_t))
         coef = Wt.dtype.type(row_scale / bs)
-        e = scratch[0, 0]
-        use_row = bs == 1
         # ---- gradient of the batch -------------------------------------
-        if use_row:
-            # Per-sample SGD: the row's error e is all the gradient there is
-            # (G = e xᵀ is applied inside the update, never stored). The
-            # logits come from the previous step's fused sweep, except for
-            # the first row of the epoch.
-            i = order[start]
-            x = X[i]
-            if not have_logits:
-                _logits1(x, Wt, b, e)
-            _zero1(g0)
-            ce, ok = _row_error(e, i, y, Y, sw, soft, weighted, coef, g0, scratch[0, 4])
-            if not ok:
-                return -(n_steps + 1)
-            total += ce
-        elif bs >= PARALLEL_MIN_ROWS and n_chunks > 1 and bs * n * k >= PARALLEL_WORK:
+        if bs >= PARALLEL_MIN_ROWS and n_chunks > 1 and bs * n * k >= PARALLEL_WORK:
             used = min(n_chunks, bs // MIN_CHUNK_ROWS)
             for c in prange(used):
                 lo, hi = _chunk(bs, used, c)
@@ -349,23 +637,9 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                 return -(n_steps + 1)
             total += part
         # ---- update, with the L2 term and momentum fused ----------------
-        i = order[start]
-        fuse_next = use_row and stop < m and batch_size == 1
-        if fuse_next:
-            zn = scratch[0, 1]
-            if hyper.momentum != 0.0:
-                _update_row_then_logits(Wt, VWt, X[i], e, X[order[stop]], zn, a, mu, eta,
-                                        nesterov)
-            else:
-                _step_row_then_logits(Wt, X[i], e, X[order[stop]], zn, a, eta)
-        else:
-            _update(Wt, VWt, G, X[i], e, use_row, a, mu, eta, nesterov)
+        _update(Wt, VWt, G, a, mu, eta, nesterov)
         if hyper.fit_intercept:
             _intercept_step(b, Vb, g0, mu, eta, nesterov)
-        if fuse_next:
-            for j in range(k):
-                e[j] = zn[j] + b[j]
-        have_logits = fuse_next
         t += 1
         n_steps += 1
     loss_out[0] = total
