@@ -19,6 +19,9 @@ from ._kernels._hessp import _hessp_gemm, _hessp_gemm_chunk, _hessp_rows, _hessp
 from ._launch import (
     SERIAL_WORK,
     SERIAL_WORK_WARM,
+    aligned_empty,
+    aligned_row,
+    aligned_rows,
     first_bad,
     launch_work,
     n_chunks,
@@ -111,12 +114,14 @@ class DenseEngine:
     def _weights(self, coef: np.ndarray) -> np.ndarray:
         """Return the kernels' weights: coef (rows) or W = coefᵀ (gemm), C-contiguous.
 
-        ``coef`` (k, n) in any memory order: the transposed view of a
-        C-contiguous (n, k) W (the public layout) goes to the GEMM kernel
-        without a copy.
+        ``coef`` (k, n) in any memory order. The rows kernels get a copy
+        whose every row starts aligned (``_launch.aligned_rows``: (k, n')
+        zero-padded; O(n k) next to the pass's O(m n k)); the transposed
+        view of a C-contiguous (n, k) W (the public layout) goes to the GEMM
+        kernel without a copy.
         """
         if self.strategy == "rows":
-            return np.ascontiguousarray(coef)
+            return aligned_rows(coef)
         return np.ascontiguousarray(coef.T)
 
     def _to_coef(self, G: np.ndarray) -> np.ndarray:
@@ -141,14 +146,17 @@ class DenseEngine:
         (BENCHMARKS.md, "Threads' partial sums on shared cache lines").
         ``pad`` entries (128 bytes: a pair of lines, which Intel's
         prefetcher fetches together) keep them apart;
-        the kernels only touch the first n (or k) entries of a row. The GEMM
+        the kernels only touch the first n (or k) entries of a row. Every
+        row of the rows strategy's G starts aligned (``_launch.aligned_row``),
+        as its tiles load and store it a vector at a time. The GEMM
         strategy's G is written once per block of rows, and np.dot needs
         its exact shape: not padded.
         """
         n, k, dt = self.data.n_features, self.k, self.dtype
         pad = _PAD_BYTES // dt.itemsize
-        shape = (chunks, k, n + pad) if self.strategy == "rows" else (chunks, n, k)
-        return np.empty(shape, dtype=dt), np.empty((chunks, k + pad), dtype=dt)
+        shape = ((chunks, k, aligned_row(n, dt.itemsize, _PAD_BYTES)) if self.strategy == "rows"
+                 else (chunks, n, k))
+        return aligned_empty(shape, dt), np.empty((chunks, k + pad), dtype=dt)
 
     def _row_scratch(self, chunks: int, rows: int) -> np.ndarray:
         """Return the rows kernels' per-chunk scratch rows, (chunks, rows + pad, k).
@@ -230,8 +238,8 @@ class DenseEngine:
             def make(c):
                 return (*self._accumulators(c), self._row_scratch(c, 9))
             G, gc, scratch = self._buffer("hessp", chunks, make)
-            args = (self.data.X, P, *self._weight_args(), np.ascontiguousarray(coef), bias,
-                    np.ascontiguousarray(V), cv, G, gc, scratch)
+            args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
+                    aligned_rows(V), cv, G, gc, scratch)
             self._run(_hessp_rows_chunk, _hessp_rows, args)
         else:
             def make(c):

@@ -87,6 +87,46 @@ def n_chunks(m: int) -> int:
     return max(1, min(int(m), numba.get_num_threads()))
 
 
+# Alignment of the buffers the register tiles stream through (a cache line,
+# and one 512-bit vector): an unaligned 64-byte load spans two lines and
+# costs two. With the kernels' weights and partial sums aligned, the float32
+# rows kernel ran 1.1-1.5x faster at 2 threads on (m, 20 ... 784, 2 ... 10)
+# shapes (BENCHMARKS.md, "Seventh session"). The user's X is read where it is:
+# copying blocks of it into aligned scratch cost more than the split loads.
+ALIGN = 64
+
+
+def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """Return an uninitialised C-contiguous array whose data starts on an :data:`ALIGN` boundary."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(size + ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + size].view(dtype).reshape(shape)
+
+
+def aligned_row(n: int, itemsize: int, pad_bytes: int = 0) -> int:
+    """Entries per row of a (..., n) buffer whose rows all start aligned.
+
+    At least ``pad_bytes`` are left free after the first n entries of a row.
+    """
+    per = ALIGN // itemsize
+    return -(-(n + -(-pad_bytes // itemsize)) // per) * per
+
+
+def aligned_rows(a: np.ndarray) -> np.ndarray:
+    """Return a copy of the 2-D ``a`` (r, n) whose rows all start aligned: (r, n') zero-padded.
+
+    For the rows kernels' weights, which read the first n entries of each
+    row (n from X) and nothing beyond.
+    """
+    r, n = a.shape
+    out = aligned_empty((r, aligned_row(n, a.dtype.itemsize)), a.dtype)
+    out[:, :n] = a
+    out[:, n:] = 0
+    return out
+
+
 def first_bad(bad_row: np.ndarray) -> int:
     """Return the smallest non-negative entry of a per-chunk report, or -1."""
     hits = bad_row[bad_row >= 0]

@@ -138,6 +138,56 @@ def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * np.abs(w).max())
 
 
+@pytest.mark.parametrize("shape", [(3,), (7, 5), (2, 3, 17), (0, 4)])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_aligned_buffers(shape, dt):
+    from fastsoftmax._launch import ALIGN, aligned_empty, aligned_row, aligned_rows
+
+    for _ in range(4):  # several allocations: each lands on its own boundary
+        a = aligned_empty(shape, dt)
+        assert a.shape == shape and a.dtype == dt and a.flags.c_contiguous
+        assert a.size == 0 or a.ctypes.data % ALIGN == 0
+    if len(shape) == 2:
+        src = np.arange(np.prod(shape), dtype=dt).reshape(shape)
+        c = aligned_rows(src)
+        assert c.shape[0] == shape[0] and c.shape[1] * c.itemsize % ALIGN == 0
+        assert c.size == 0 or c.ctypes.data % ALIGN == 0
+        assert np.array_equal(c[:, :shape[1]], src) and not c[:, shape[1]:].any()
+    itemsize = np.dtype(dt).itemsize
+    for n in (1, 7, 16, 784):
+        for pad in (0, 128):
+            row = aligned_row(n, itemsize, pad)
+            assert row * itemsize % ALIGN == 0
+            assert row - n >= pad // itemsize
+            assert row * itemsize - ALIGN < n * itemsize + pad  # no more than one line over
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_rows_kernels_get_aligned_weights_and_sums(dt, rng, monkeypatch):
+    """The rows strategy's tiles read W and add into G a vector at a time: both
+    start every row on a cache line, whatever the caller's arrays."""
+    from fastsoftmax._launch import ALIGN
+
+    X, y, W, b, _ = make_problem(rng, 300, 37, 5, dt)
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)  # the parallel kernel, called from here
+    engine = PublicObjective(X, y, 5, strategy="rows").objective.engine
+    seen = []
+    kernel = _dense._loss_grad_rows
+
+    def spy(*args):
+        seen.append(args)
+        return kernel(*args)
+
+    monkeypatch.setattr(_dense, "_loss_grad_rows", spy)
+    coef = np.asfortranarray(W.T[:, :])  # not C-contiguous: copied, and aligned
+    engine.gradient(coef, b)
+    (args,) = seen
+    Wt, G = args[7], args[9]
+    assert np.array_equal(Wt[:, :37], W.T) and not Wt[:, 37:].any()
+    for a in (Wt, G):
+        assert a.ctypes.data % ALIGN == 0 and a.strides[-2] % ALIGN == 0
+
+
 @pytest.mark.parametrize("strategy", ["rows", "gemm"])
 def test_nan_logit_behind_a_finite_max_is_reported(strategy):
     k = 40

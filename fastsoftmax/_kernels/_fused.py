@@ -52,6 +52,7 @@ from numba import njit, prange
 from ._common import _chunk, _exp_flat, _exp_shifted
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
+from ._width import _wide_vectors
 
 
 @njit(inline="always", **JIT)
@@ -269,6 +270,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     each block of X (4 x n) is read from memory once and is still in L1 for
     the backward sweep.
     """
+    _wide_vectors(X)
     start, stop, G, gbc = _chunk_start(c, X.shape[0], gWt, gb, bad_row)
     z4 = scratch[c, :4]
     sc = scratch[c, 4]
@@ -313,7 +315,9 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
                     gWt, gb, loss, bad_row, scratch, P):
     """Small-k strategy: rows four at a time, weights stored transposed.
 
-    Wt is (k, n); gWt is (n_chunks, k, n) partial sums of Eᵀ X; gb
+    Wt is (k, n') and gWt (n_chunks, k, n') partial sums of Eᵀ X, n' >= n:
+    their rows may be padded (so that each starts on a cache line; only the
+    first n entries, n from X, are read or written); gb
     (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 8, k): four
     rows of logits/errors and four scratch rows for the exp. OUT P: (m, k) receives
     softmax(X W + b), or an empty (0, k) array: not stored.

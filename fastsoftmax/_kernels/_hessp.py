@@ -55,6 +55,7 @@ from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
+from ._width import _wide_vectors
 
 
 @njit(inline="always", **JIT)
@@ -83,7 +84,9 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     IN    X (m, n); P (m, k) probabilities or (0, k): recompute them from
           Wt (k, n) and b (k,); sw (m,) sample weights (or empty, with
           weighted False); scale = 1 / sum(w); Vt (k, n) and cv (k,) the
-          direction (cv zeros when there is no intercept).
+          direction (cv zeros when there is no intercept). Wt, Vt and G
+          may have padded rows (k, n' >= n): only the first n entries of a
+          row are read or written.
     OUT   G[c] (k, n) = this chunk's sum_i s_i x_iᵀ; gc[c] (k,) = sum_i s_i.
     SCRATCH scratch[c] (9, k): four rows of probabilities, four of u / s,
           the exp's scratch row.
@@ -93,6 +96,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     cached the forward sweep runs the logit tile twice (W, then V) on the
     same four rows, so X is still read from memory once.
     """
+    _wide_vectors(X)
     m = X.shape[0]
     start, stop = _chunk(m, G.shape[0], c)
     Gc = G[c]

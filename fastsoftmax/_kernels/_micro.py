@@ -25,7 +25,8 @@ _TILE5 = WIDE_REGISTERS
 def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     """z4[q, j] = X[iq] . Wt[j] + b[j] for the four rows i0..i3.
 
-    IN: X (m, n), row indices i0..i3, Wt (k, n), b (k,). OUT: z4 (4, k).
+    IN: X (m, n), row indices i0..i3, Wt (k, n' >= n: only the first n
+    entries of a row are read), b (k,). OUT: z4 (4, k).
 
     The rows are given by index, so that the full gradient (consecutive
     rows) and the SGD epoch (rows in shuffled order) share this code.
