@@ -461,3 +461,51 @@ def test_vector_exp_over_a_block_matches_numpy(dt):
         assert np.all(got[~normal] == 0)
         assert got[0] == 1
     assert total == pytest.approx(truth.sum(), rel=10 * eps(dt))
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_row_maximum_helpers_match_numpy(dt, rng):
+    """The kernels' row maxima (``_common``): one compare-and-select chain on
+    short rows, eight interleaved chains (``_max_lanes``) from LANES_FROM
+    entries on. Every length across that boundary, the maximum at every
+    position, and the non-finite entries each helper must report wherever
+    they sit (the first entry included: it seeds all eight chains)."""
+    from fastsoftmax._kernels._common import (
+        ALL_NEGINF,
+        LANES_FROM,
+        NAN,
+        OK,
+        POSINF,
+        _max_finite,
+        _max_finite_lanes,
+        _max_lanes,
+        _row_max,
+    )
+
+    for n in [1, 2, 7, 8, 9, 15, 16, 17, LANES_FROM - 1, LANES_FROM, LANES_FROM + 1, 40, 100]:
+        z = rng.standard_normal(n).astype(dt)
+        for at in sorted({0, n // 2, n - 1}):
+            w = z.copy()
+            w[at] = dt(10)
+            assert _max_finite(w) == (10, True)
+            assert _row_max(w) == (10, OK)
+            if n >= 8:
+                assert _max_lanes(w) == 10
+                assert _max_finite_lanes(w) == (10, True)
+            for bad in (np.nan, np.inf, -np.inf):
+                b = w.copy()
+                b[at] = bad
+                assert not _max_finite(b)[1]
+                if n >= 8:
+                    assert not _max_finite_lanes(b)[1]
+                status = _row_max(b)[1]
+                if np.isnan(bad):
+                    assert status == NAN
+                elif bad > 0:
+                    assert status == POSINF
+                else:
+                    assert status == (ALL_NEGINF if n == 1 else OK)
+        assert _row_max(np.full(n, -np.inf, dt))[1] == ALL_NEGINF
+        nan_last = np.full(n, np.inf, dt)
+        nan_last[-1] = np.nan
+        assert _row_max(nan_last)[1] == NAN

@@ -49,23 +49,18 @@ branch per block of rows, not a second compiled specialisation.
 import numpy as np
 from numba import njit, prange
 
-from ._common import _chunk, _exp_flat, _exp_shifted
+from ._common import (
+    LANES_FROM,
+    _chunk,
+    _exp_flat,
+    _exp_shifted,
+    _max_finite,
+    _max_finite_lanes,
+    _max_lanes,
+)
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 from ._width import _wide_vectors
-
-
-@njit(inline="always", **JIT)
-def _max_finite(z):
-    """(max of z, whether every entry is finite), in one branch-free sweep."""
-    big = np.finfo(z.dtype).max
-    mx = z[0]
-    fin = True
-    for j in range(z.shape[0]):
-        v = z[j]
-        mx = max(mx, v)
-        fin = fin & (abs(v) <= big)
-    return mx, fin
 
 
 @njit(inline="always", **JIT)
@@ -110,17 +105,24 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
     gradient's blocks of rows go through :func:`_error4`, the same
     arithmetic four rows at a time.
     """
-    k = z.shape[0]
-    # Row maximum and a finiteness test of every logit in one branch-free
-    # (vectorisable) sweep: a NaN (inf - inf in X W, or a NaN/inf in X
-    # times anything) is invisible to the max, and the vector exp would
-    # flush it to 0, so it is caught here. |v| <= big is false for NaN and
-    # +-inf; without "nnan"/"ninf" in the fast-math flags LLVM keeps the
-    # comparison. The public loss_and_grad relies on this test instead of
-    # pre-scanning X (every entry of X reaches every logit of its row).
+    # Row maximum and a finiteness test of every logit (_max_finite): a NaN
+    # (inf - inf in X W, or a NaN/inf in X times anything) is invisible to
+    # the max, and the vector exp would flush it to 0, so it is caught here.
+    # The public loss_and_grad relies on this test instead of pre-scanning
+    # X (every entry of X reaches every logit of its row).
     mx, fin = _max_finite(z)
     if not fin:
         return 0.0, False
+    return _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb, sc), True
+
+
+@njit(inline="always", **JIT)
+def _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb, sc):
+    """:func:`_row_error` once the row's maximum mx is known (and every logit finite).
+
+    Returns w_i * the cross-entropy of row i; z becomes its error row.
+    """
+    k = z.shape[0]
     # <Y_i, z_i> before z is overwritten; zero targets are skipped so a
     # -inf logit with zero target contributes nothing (0 * -inf is NaN).
     if soft:
@@ -134,7 +136,7 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
     # Vectorised exp (see _softmax._exp_shifted); sc is a k-row scratch.
     s = _exp_shifted(z, mx, z, sc)
     w = _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb)
-    return w * (np.log(s) - yz), True
+    return w * (np.log(s) - yz)
 
 
 # Inlined: as a call, passing its arrays cost more than the error itself on
@@ -210,12 +212,16 @@ def _store_proba(Zb, nrows, r0, P, sc):
     """
     k = Zb.shape[1]
     one = Zb.dtype.type(1)
+    lanes = k >= LANES_FROM
     for q in range(nrows):
         z = Zb[q]
         pr = P[r0 + q]
-        mx = z[0]
-        for j in range(k):
-            mx = max(mx, z[j])
+        if lanes:
+            mx = _max_lanes(z)
+        else:
+            mx = z[0]
+            for j in range(k):
+                mx = max(mx, z[j])
         s = _exp_shifted(z, mx, pr, sc)
         if s > 0:
             inv = one / s
@@ -229,8 +235,21 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits):
 
     SCRATCH bits: 4k entries. Returns the summed loss terms (float64) and
     -1, or the block-local index of the first row with non-finite logits.
+
+    Rows of at least ``_common.LANES_FROM`` classes go one at a time
+    instead, their maximum by ``_common._max_lanes``: on rows that long the
+    exp vectorises by itself, and the row maximum was the slow part.
     """
     loss = 0.0
+    if Zb.shape[1] >= LANES_FROM:
+        sc = bits[:Zb.shape[1]]
+        for q in range(nrows):
+            z = Zb[q]
+            mx, fin = _max_finite_lanes(z)
+            if not fin:
+                return loss, q
+            loss += _shifted_error(z, mx, r0 + q, y, Y, sw, soft, weighted, scale, gb, sc)
+        return loss, -1
     for q in range(0, nrows, 4):
         i = r0 + q
         part, bad = _error4(Zb[q:min(q + 4, nrows)], i, i + 1, i + 2, i + 3, y, Y, sw, soft,

@@ -13,7 +13,7 @@ parallelism is over row chunks.
 import numpy as np
 from numba import njit, prange
 
-from ._common import _chunk, _log_softmax_row, _softmax_row
+from ._common import _chunk, _log_softmax_row, _max_finite, _softmax_row
 from ._config import PJIT
 
 # What _scores writes for each row.
@@ -37,7 +37,6 @@ def _scores(X, W, b, mode, out, bad_row):
     m = X.shape[0]
     k = W.shape[1]
     n_chunks = bad_row.shape[0]
-    big = np.finfo(out.dtype).max
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         bad_row[c] = -1
@@ -50,13 +49,9 @@ def _scores(X, W, b, mode, out, bad_row):
             failed = False
             for q in range(rr):
                 z = Zb[q]
-                mx = z[0] + b[0]
-                fin = True
                 for j in range(k):
-                    v = z[j] + b[j]
-                    z[j] = v
-                    mx = max(mx, v)
-                    fin = fin & (abs(v) <= big)
+                    z[j] += b[j]
+                mx, fin = _max_finite(z)
                 if not fin:
                     bad_row[c] = r0 + q
                     failed = True
