@@ -54,3 +54,17 @@ def test_gemm_floor_script():
 def test_idle_pools_script():
     rows = run_script("benchmarks/idle_pools.py", "--rounds", "1", "--m", "2000")
     assert len(rows) == 7 and rows[2].startswith("| default environment"), rows
+
+
+def test_strategy_margin_script():
+    # Tiny cells, one calibration of one dtype: a truth table and a row per margin.
+    rows = run_script("benchmarks/strategy_margin.py", "--calibrations", "1", "--rounds", "1",
+                      "--work", "1e5", "--margins", "0.9,1.0", "--dtypes", "float32")
+    assert len(rows) == 2 + 7 + 2 + 2, rows
+
+
+def test_versions_script():
+    # HEAD's package beside the working tree's, one tiny shape.
+    rows = run_script("benchmarks/versions.py", "HEAD", "--shapes", "400x30x3", "--dtypes",
+                      "float32", "--rounds", "1")
+    assert_table(rows, 1)

@@ -199,8 +199,14 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
 # The other strategy replaces the fixed rule's choice only when it is at
 # least this much faster: the cells are short (CELL_WORK) and two kernels
 # within a few percent of each other swap places from run to run on a
-# shared machine; a near-tie is not worth a change of rounding.
-MARGIN = 0.9
+# shared machine; a near-tie is not worth a change of rounding. A wide
+# margin also keeps the fixed rule where it is wrong by less than the
+# margin. Charged at both strategies timed at m n k = 2e8 on every cell of
+# the grid with k <= 48 (benchmarks/strategy_margin.py, two runs of three
+# calibrations, 2-core Intel host): 23 of 588 cell choices above 1.10x the
+# faster strategy with 0.95, 26 with 0.9, 28 without a margin; about 1 %
+# above the faster on average with each (BENCHMARKS.md, "Seventh session").
+MARGIN = 0.95
 
 
 def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:

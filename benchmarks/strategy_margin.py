@@ -1,0 +1,114 @@
+"""How good are the calibration's choices, and which margin serves best? (target 3)
+
+    python benchmarks/strategy_margin.py [--calibrations 3] [--rounds 5] [--work 2e8]
+                                         [--margins 0.85,0.9,0.95,1.0]
+                                         [--dtypes float32,float64]
+
+The truth: on every cell of the calibration grid with k <= SMALL_K (above
+it the choice is always GEMM), both strategies of ``loss_and_grad`` at the
+size users train (m n k about ``--work``), interleaved in this process,
+medians of ``--rounds`` rounds of the best of 3 calls. Then
+``--calibrations`` calibrations (``_calibration.calibrate(write=False)``:
+nothing is written), and for each margin the decision of
+``_calibration._winner`` on each cell from each calibration's timings,
+charged at the truth: chosen time over the faster strategy's. Prints the
+truth's ratios and one row per margin (mean and worst over the cells, and
+how many cells exceed 1.10x); asserts nothing. About 6 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+import fastsoftmax as fs
+from fastsoftmax import _calibration as cal
+
+
+def _best_of(f, reps: int = 3) -> float:
+    best = np.inf
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _forced(strategy, X, y, W, b):
+    """``loss_and_grad`` with FASTSOFTMAX_STRATEGY set to ``strategy`` (read at each call)."""
+    def call():
+        os.environ["FASTSOFTMAX_STRATEGY"] = strategy
+        fs.loss_and_grad(X, y, W, b)
+    return call
+
+
+def truth(dtype: str, ks: list[int], work: float, rounds: int) -> np.ndarray:
+    """(len(GRID_N), len(ks), 2) medians of (rows, gemm) seconds at the users' size."""
+    out = np.empty((len(cal.GRID_N), len(ks), 2))
+    rng = np.random.default_rng(0)
+    for i, n in enumerate(cal.GRID_N):
+        for j, k in enumerate(ks):
+            m = int(min(300_000, max(cal.MIN_ROWS, round(work / (n * k), -3))))
+            X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype)
+            y = rng.integers(0, k, m)
+            W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
+            b = np.zeros(k, dtype)
+            calls = [_forced(s, X, y, W, b) for s in ("rows", "gemm")]
+            for call in calls:
+                call()
+            times = [[_best_of(c) for c in calls] for _ in range(rounds)]
+            out[i, j] = np.median(times, axis=0)
+    os.environ.pop("FASTSOFTMAX_STRATEGY", None)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calibrations", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--work", type=float, default=2e8)
+    ap.add_argument("--margins", default="0.85,0.9,0.95,1.0")
+    ap.add_argument("--dtypes", default="float32,float64")
+    args = ap.parse_args(argv)
+    os.environ.pop("FASTSOFTMAX_STRATEGY", None)
+    ks = [k for k in cal.GRID_K if k <= cal.SMALL_K]
+    dtypes = tuple(args.dtypes.split(","))
+    t = {dt: truth(dt, ks, args.work, args.rounds) for dt in dtypes}
+    for dt in dtypes:
+        print(f"\n{dt}: gemm / rows time at m n k = {args.work:g} (above 1: rows faster)")
+        print("| n \\ k | " + " | ".join(map(str, ks)) + " |\n|---:|" + "---:|" * len(ks))
+        for i, n in enumerate(cal.GRID_N):
+            print(f"| {n} | " + " | ".join(f"{g / r:.2f}" for r, g in t[dt][i]) + " |")
+    calibrations = [cal.calibrate(dtypes, write=False) for _ in range(args.calibrations)]
+    print(f"\nchosen / faster strategy over the cells, {args.calibrations} calibrations "
+          "(mean, worst, cells above 1.10x) per dtype")
+    print("| margin | " + " | ".join(dtypes) + " |\n|---:|" + "---|" * len(dtypes))
+    saved = cal.MARGIN
+    try:
+        for margin in map(float, args.margins.split(",")):
+            cal.MARGIN = margin
+            cells = []
+            for dt in dtypes:
+                costs = []
+                for c in calibrations:
+                    table = c[dt]
+                    for i, n in enumerate(cal.GRID_N):
+                        for j, k in enumerate(ks):
+                            jj = table["k"].index(k)
+                            choice = cal._winner(n, k, table["rows_s"][i][jj],
+                                                 table["gemm_s"][i][jj])
+                            rows_s, gemm_s = t[dt][i, j]
+                            costs.append((rows_s if choice == "rows" else gemm_s)
+                                         / min(rows_s, gemm_s))
+                cells.append(f"{np.mean(costs):.3f}, {np.max(costs):.2f}, "
+                             f"{sum(x > 1.10 for x in costs)} of {len(costs)}")
+            print(f"| {margin:g} | " + " | ".join(cells) + " |", flush=True)
+    finally:
+        cal.MARGIN = saved
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The working tree's kernels against an earlier commit's, side by side in one process.
+
+    python benchmarks/versions.py REV [--what grad|hessp|softmax] [--dtypes float32,float64]
+                                      [--shapes 60000x784x10,300000x20x2,...] [--rounds 11]
+
+``REV``'s ``fastsoftmax/`` is extracted with ``git archive`` into a
+temporary folder and imported as a second package (the package imports
+itself relatively), with its own Numba cache there; then, per shape, the
+public function of each version is timed interleaved after a warm-up:
+median over ``--rounds`` rounds of the best of 5 calls. Both versions
+choose their strategy the same way (``FASTSOFTMAX_STRATEGY``, if set, holds
+for both). Prints a Markdown table with the two times, new / old, and the
+largest difference of the results relative to their largest entry; asserts
+nothing. ``--what softmax`` reads a shape m x k (the middle number ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+
+import fastsoftmax as new
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = ("60000x784x10,128000x784x2,26000x784x10,7000x3000x10,200000x100x10,"
+          "300000x20x2,300000x20x10,100000x300x20,30000x784x48,100000x20x100,"
+          "10000x20x1000,2000x100x1000")
+
+
+def import_revision(rev: str, where: Path):
+    """Import ``rev``'s fastsoftmax package from ``where`` under the name fastsoftmax_old."""
+    archive = subprocess.run(["git", "archive", rev, "fastsoftmax"], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(where, filter="data")
+    (where / "fastsoftmax").rename(where / "fastsoftmax_old")
+    sys.path.insert(0, str(where))
+    return importlib.import_module("fastsoftmax_old")
+
+
+def _best(f, reps: int = 5) -> float:
+    best = np.inf
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def calls(module, what: str, m: int, n: int, k: int, dtype: str):
+    rng = np.random.default_rng(0)
+    if what == "softmax":
+        Z = (3 * rng.standard_normal((m, k))).astype(dtype)
+        return lambda: module.softmax(Z)
+    X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype)
+    y = rng.integers(0, k, m)
+    W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
+    b = np.zeros(k, dtype)
+    if what == "grad":
+        return lambda: module.loss_and_grad(X, y, W, b, alpha=1e-3)
+    V = rng.standard_normal((n, k)).astype(dtype)
+    c = rng.standard_normal(k).astype(dtype)
+    return lambda: module.hessp(X, y, W, b, V, c, alpha=1e-3)
+
+
+def _difference(a, b) -> float:
+    a = a if isinstance(a, tuple) else (a,)
+    b = b if isinstance(b, tuple) else (b,)
+    worst = 0.0
+    for u, v in zip(a, b, strict=True):
+        u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
+        worst = max(worst, float(np.abs(u - v).max() / max(np.abs(u).max(), 1e-300)))
+    return worst
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rev")
+    ap.add_argument("--what", choices=("grad", "hessp", "softmax"), default="grad")
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--shapes", default=SHAPES)
+    ap.add_argument("--rounds", type=int, default=11)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="fastsoftmax-versions-") as tmp:
+        old = import_revision(args.rev, Path(tmp))
+        print(f"{args.what}: {args.rev} (old) against the working tree (new), medians of "
+              f"{args.rounds} interleaved rounds of the best of 5 calls")
+        print("| (m, n, k) | dtype | old ms | new ms | new / old | difference |\n"
+              "|---|---|---:|---:|---:|---:|")
+        for dtype in args.dtypes.split(","):
+            for shape in args.shapes.split(","):
+                m, n, k = map(int, shape.split("x"))
+                fo = calls(old, args.what, m, n, k, dtype)
+                fn = calls(new, args.what, m, n, k, dtype)
+                diff = _difference(fo(), fn())
+                times = np.array([[_best(fo), _best(fn)] for _ in range(args.rounds)])
+                to, tn = np.median(times, axis=0)
+                print(f"| ({m}, {n}, {k}) | {dtype} | {to * 1e3:.2f} | {tn * 1e3:.2f} | "
+                      f"**{tn / to:.2f}** | {diff:.0e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
