@@ -98,9 +98,10 @@ def _host_key() -> str:
 def _kernels_digest() -> str:
     """Return a digest of the kernels' source: new kernels mean new timings.
 
-    Numba recompiles a kernel whose source file changed; the wisdom, which
-    records which strategy was faster, is likewise only as good as the
-    kernels it timed (block sizes, padding), so it is keyed by their source.
+    The wisdom, which records which strategy was faster, is only as good
+    as the kernels it timed (block sizes, padding), so it is keyed by their
+    source: every kernel file, since a kernel inlines helpers from the
+    others.
     """
     digest = hashlib.sha256()
     for path in sorted((Path(__file__).parent / "_kernels").glob("*.py")):

@@ -30,6 +30,45 @@ with warnings.catch_warnings():
     except ImportError:  # libcst not installed: nothing to pre-import
         pass
 
+
+
+def _drop_stale_kernel_caches() -> None:
+    """Drop Numba's cache files beside the kernels when any kernel source changed.
+
+    Numba checks only the file of each cached function: a kernel that
+    inlines a helper from another file (every kernel inlines from
+    ``_common``, ``_micro`` or ``_fused``) keeps its old compiled code after
+    that helper is edited, and the tests would run it. A fresh clone (CI)
+    has no cache; a working checkout gets one. The digest of the kernels'
+    sources is kept beside the cache; when it differs, every cached kernel
+    goes. (A cache elsewhere, under ``NUMBA_CACHE_DIR``, is not touched:
+    clear it by hand after editing a kernel.)
+    """
+    import hashlib
+    from pathlib import Path
+
+    kernels = Path(__file__).resolve().parent.parent / "fastsoftmax" / "_kernels"
+    digest = hashlib.sha256()
+    for path in sorted(kernels.glob("*.py")):
+        digest.update(path.read_bytes())
+    cache = kernels / "__pycache__"
+    stamp = cache / "sources.sha256"
+    try:
+        if stamp.read_text() == digest.hexdigest():
+            return
+    except OSError:
+        pass
+    try:
+        for path in cache.glob("*.nb[ic]"):
+            path.unlink()
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(digest.hexdigest())
+    except OSError:  # a read-only checkout: nothing was cached there either
+        pass
+
+
+_drop_stale_kernel_caches()
+
 settings.register_profile(
     "ci",
     max_examples=60,
