@@ -9,7 +9,7 @@ import numpy as np
 from ._data import loss_data
 from ._kernels import _common as C
 from ._kernels import _rowwise as K
-from ._launch import n_chunks, status_arrays
+from ._launch import n_chunks, rowwise_kernel, status_arrays
 from ._objective import Objective
 from ._sparse import as_csr
 from ._threads import check_n_threads, numba_threads, thread_policy
@@ -76,7 +76,7 @@ def _rowwise(mode, Z, out, n_threads, name):
             _raise_for(bad_row, bad_code, name)
             result = out.reshape(Z2.shape)
         if m:
-            K._rowwise(Z2, mode, result, bad_row, bad_code)
+            rowwise_kernel(Z2.shape[1])(Z2, mode, result, bad_row, bad_code)
             _raise_for(bad_row, bad_code, name)
     return result.reshape(shape) if out is None else out
 
@@ -152,7 +152,7 @@ def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floati
     if m:
         with numba_threads(n_threads):
             bad_row, bad_code = status_arrays(n_chunks(m))
-            K._rowwise(Z2, K.LOGSUMEXP, out.reshape(m, 1), bad_row, bad_code)
+            rowwise_kernel(Z2.shape[1])(Z2, K.LOGSUMEXP, out.reshape(m, 1), bad_row, bad_code)
         bad_row[bad_code == C.ALL_NEGINF] = -1
         _raise_for(bad_row, bad_code, "Z")
     return out[0] if Z.ndim == 1 else out

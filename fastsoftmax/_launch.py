@@ -133,6 +133,18 @@ def first_bad(bad_row: np.ndarray) -> int:
     return int(hits.min()) if hits.size else -1
 
 
+def rowwise_kernel(n_classes: int):
+    """Return the row-wise softmax kernel for rows of ``n_classes`` entries.
+
+    ``_kernels._rowwise._rowwise_lanes`` from ``_kernels._common.LANES_FROM``
+    entries on (the row maximum in eight chains), ``_rowwise`` below.
+    """
+    from ._kernels import _rowwise
+    from ._kernels._common import LANES_FROM
+
+    return _rowwise._rowwise_lanes if n_classes >= LANES_FROM else _rowwise._rowwise
+
+
 def status_arrays(chunks: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the per-chunk OUT arrays of the row-wise kernels: first bad row, status code."""
     return np.empty(chunks, dtype=np.int64), np.empty(chunks, dtype=np.int64)

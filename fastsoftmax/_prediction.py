@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._launch import first_bad, n_chunks
+from ._launch import first_bad, n_chunks, rowwise_kernel
 from ._threads import blas_map, check_n_threads, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row
 
@@ -69,7 +69,7 @@ def scores(est, X, mode):
     """
     from . import _sparse
     from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _scores
-    from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits, _rowwise
+    from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits
 
     code = {"logits": LOGITS, "proba": PROBA, "log_proba": LOG_PROBA}[mode]
     X = prepared(est, X)
@@ -87,8 +87,8 @@ def scores(est, X, mode):
                 if code == LOGITS:
                     _check_logits(out, False, bad_row, bad_code)
                 else:
-                    _rowwise(out, SOFTMAX if code == PROBA else LOG_SOFTMAX, out,
-                             bad_row, bad_code)
+                    rowwise_kernel(out.shape[1])(out, SOFTMAX if code == PROBA
+                                                 else LOG_SOFTMAX, out, bad_row, bad_code)
         row = first_bad(bad_row)
         if row >= 0:
             raise _overflow(row, X.dtype)

@@ -480,6 +480,7 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
         _max_finite_lanes,
         _max_lanes,
         _row_max,
+        _row_max_lanes,
     )
 
     for n in [1, 2, 7, 8, 9, 15, 16, 17, LANES_FROM - 1, LANES_FROM, LANES_FROM + 1, 40, 100]:
@@ -492,6 +493,7 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
             if n >= 8:
                 assert _max_lanes(w) == 10
                 assert _max_finite_lanes(w) == (10, True)
+                assert _row_max_lanes(w) == (10, OK)
             for bad in (np.nan, np.inf, -np.inf):
                 b = w.copy()
                 b[at] = bad
@@ -499,6 +501,8 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
                 if n >= 8:
                     assert not _max_finite_lanes(b)[1]
                 status = _row_max(b)[1]
+                if n >= 8:
+                    assert _row_max_lanes(b)[1] == status
                 if np.isnan(bad):
                     assert status == NAN
                 elif bad > 0:
@@ -509,3 +513,6 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
         nan_last = np.full(n, np.inf, dt)
         nan_last[-1] = np.nan
         assert _row_max(nan_last)[1] == NAN
+        if n >= 8:
+            assert _row_max_lanes(np.full(n, -np.inf, dt))[1] == ALL_NEGINF
+            assert _row_max_lanes(nan_last)[1] == NAN

@@ -209,29 +209,46 @@ def _max_finite(z):
 
 @njit(inline="always", **JIT)
 def _row_max(z):
-    """Row maximum and a status code (NAN, POSINF, ALL_NEGINF or OK)."""
-    n = z.shape[0]
-    if n >= LANES_FROM:
-        nan = 0
-        for j in range(n):
-            nan += z[j] != z[j]
-        if nan:
-            return -np.inf, NAN
-        mx = _max_lanes(z)
-    else:
-        mx = -np.inf
-        for j in range(n):
-            v = z[j]
-            if v != v:
-                return mx, NAN
-            if v > mx:
-                mx = v
+    """Row maximum and a status code (NAN, POSINF, ALL_NEGINF or OK); one read of the row."""
+    mx = -np.inf
     status = OK
+    for j in range(z.shape[0]):
+        v = z[j]
+        if v != v:
+            return mx, NAN
+        if v > mx:
+            mx = v
     if mx == np.inf:
         status = POSINF
     elif mx == -np.inf:
         status = ALL_NEGINF
     return mx, status
+
+
+@njit(inline="always", **JIT)
+def _row_max_lanes(z):
+    """:func:`_row_max` of a row of at least :data:`LANES_FROM` entries.
+
+    A count of NaN entries (an integer sum, which vectorises), then
+    :func:`_max_lanes`.
+    """
+    nan = 0
+    for j in range(z.shape[0]):
+        nan += z[j] != z[j]
+    if nan:
+        return -np.inf, NAN
+    mx = _max_lanes(z)
+    return mx, _max_status(mx)
+
+
+@njit(inline="always", **JIT)
+def _max_status(mx):
+    """Return the status code of a row without NaN whose maximum is mx."""
+    if mx == np.inf:
+        return POSINF
+    if mx == -np.inf:
+        return ALL_NEGINF
+    return OK
 
 
 # Parallel kernels turn every array expression (a[:] = 0, a += b) into a
