@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernels._fused import _gemm_chunk, _loss_grad_gemm, _loss_grad_rows, _rows_chunk
+from ._kernels._common import LANES_FROM
+from ._kernels._fused import (
+    _gemm_chunk,
+    _gemm_chunk_lanes,
+    _loss_grad_gemm,
+    _loss_grad_gemm_lanes,
+    _loss_grad_rows,
+    _rows_chunk,
+)
 from ._kernels._hessp import _hessp_gemm, _hessp_gemm_chunk, _hessp_rows, _hessp_rows_chunk
 from ._launch import (
     SERIAL_WORK,
@@ -214,7 +222,10 @@ class DenseEngine:
         if self.strategy == "rows":
             self._run(_rows_chunk, _loss_grad_rows, args)
         else:
-            self._run(_gemm_chunk, _loss_grad_gemm, args)
+            if self.k >= LANES_FROM:  # the row maximum in eight chains
+                self._run(_gemm_chunk_lanes, _loss_grad_gemm_lanes, args)
+            else:
+                self._run(_gemm_chunk, _loss_grad_gemm, args)
         row = first_bad(bad_row)
         if row >= 0:
             raise logits_error(row, dt)

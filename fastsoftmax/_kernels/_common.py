@@ -176,6 +176,15 @@ def _max_lanes(z):
 
 
 @njit(inline="always", **JIT)
+def _max_chain(z):
+    """Maximum of a short row as one chain (see :data:`LANES_FROM`)."""
+    mx = z[0]
+    for j in range(z.shape[0]):
+        mx = max(mx, z[j])
+    return mx
+
+
+@njit(inline="always", **JIT)
 def _max_finite_lanes(z):
     """:func:`_max_finite` of a row of at least :data:`LANES_FROM` entries.
 

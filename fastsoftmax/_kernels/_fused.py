@@ -50,10 +50,10 @@ import numpy as np
 from numba import njit, prange
 
 from ._common import (
-    LANES_FROM,
     _chunk,
     _exp_flat,
     _exp_shifted,
+    _max_chain,
     _max_finite,
     _max_finite_lanes,
     _max_lanes,
@@ -199,30 +199,24 @@ def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb, bits):
 
 
 @njit(inline="always", **JIT)
-def _store_proba(Zb, nrows, r0, P, sc):
+def _store_proba(Zb, nrows, r0, P, sc, row_max):
     """OUT P[r0:r0 + nrows] = softmax(Zb[:nrows]), Zb unchanged. SCRATCH sc (k,).
 
     The same max, vector exp and sum as :func:`_row_error`, times 1 / sum
-    (as :mod:`._hessp` recomputes them). A row whose logits are not finite
-    is left as garbage (its sum can be 0 or NaN): the error pass that
-    follows reports it. A separate sweep rather than a store inside
-    :func:`_row_error`: that per-row branch made the plain gradient 5-7 %
-    slower on short rows (n = 64, measured), where this costs one test per
-    block of rows and, when storing, k more exps per row.
+    (as :mod:`._hessp` recomputes them); ``row_max`` gives a row's maximum
+    (``_common._max_chain``, or ``_common._max_lanes`` for long rows). A row
+    whose logits are not finite is left as garbage (its sum can be 0 or
+    NaN): the error pass that follows reports it. A separate sweep rather
+    than a store inside :func:`_row_error`: that per-row branch made the
+    plain gradient 5-7 % slower on short rows (n = 64, measured), where this
+    costs one test per block of rows and, when storing, k more exps per row.
     """
     k = Zb.shape[1]
     one = Zb.dtype.type(1)
-    lanes = k >= LANES_FROM
     for q in range(nrows):
         z = Zb[q]
         pr = P[r0 + q]
-        if lanes:
-            mx = _max_lanes(z)
-        else:
-            mx = z[0]
-            for j in range(k):
-                mx = max(mx, z[j])
-        s = _exp_shifted(z, mx, pr, sc)
+        s = _exp_shifted(z, row_max(z), pr, sc)
         if s > 0:
             inv = one / s
             for j in range(k):
@@ -235,21 +229,8 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits):
 
     SCRATCH bits: 4k entries. Returns the summed loss terms (float64) and
     -1, or the block-local index of the first row with non-finite logits.
-
-    Rows of at least ``_common.LANES_FROM`` classes go one at a time
-    instead, their maximum by ``_common._max_lanes``: on rows that long the
-    exp vectorises by itself, and the row maximum was the slow part.
     """
     loss = 0.0
-    if Zb.shape[1] >= LANES_FROM:
-        sc = bits[:Zb.shape[1]]
-        for q in range(nrows):
-            z = Zb[q]
-            mx, fin = _max_finite_lanes(z)
-            if not fin:
-                return loss, q
-            loss += _shifted_error(z, mx, r0 + q, y, Y, sw, soft, weighted, scale, gb, sc)
-        return loss, -1
     for q in range(0, nrows, 4):
         i = r0 + q
         part, bad = _error4(Zb[q:min(q + 4, nrows)], i, i + 1, i + 2, i + 3, y, Y, sw, soft,
@@ -257,6 +238,25 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits):
         if bad >= 0:
             return loss, q + bad
         loss += part
+    return loss, -1
+
+
+@njit(inline="always", **JIT)
+def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits):
+    """:func:`_block_error` for rows of at least ``_common.LANES_FROM`` classes.
+
+    One row at a time, its maximum by ``_common._max_lanes``: on rows that
+    long the exp vectorises by itself, and the row maximum was the slow
+    part (see ``_common.LANES_FROM``).
+    """
+    loss = 0.0
+    sc = bits[:Zb.shape[1]]
+    for q in range(nrows):
+        z = Zb[q]
+        mx, fin = _max_finite_lanes(z)
+        if not fin:
+            return loss, q
+        loss += _shifted_error(z, mx, r0 + q, y, Y, sw, soft, weighted, scale, gb, sc)
     return loss, -1
 
 
@@ -300,7 +300,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     while i + 4 <= stop:
         _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z4)
         if store:
-            _store_proba(z4, 4, i, P, sc)
+            _store_proba(z4, 4, i, P, sc, _max_chain)
         part, bad = _error4(z4, i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
                             scale, gbc, bits)
         if bad >= 0:
@@ -317,7 +317,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         for q in range(r):
             _logits1(X[i + q], Wt, b, z4[q])
         if store:
-            _store_proba(z4, r, i, P, sc)
+            _store_proba(z4, r, i, P, sc, _max_chain)
         part, bad = _error4(z4[:r], i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
                             scale, gbc, bits)
         if bad >= 0:
@@ -346,10 +346,16 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
                     gWt, gb, loss, bad_row, scratch, P)
 
 
-@njit(**JIT)
-def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                gW, gb, loss, bad_row, scratch, tmp, P):
-    """Chunk c of the GEMM strategy (as :func:`_rows_chunk`)."""
+@njit(inline="always", **JIT)
+def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
+               gW, gb, loss, bad_row, scratch, tmp, P, block_error, row_max):
+    """Chunk c of the GEMM strategy, finishing each block by ``block_error``.
+
+    ``block_error`` and ``row_max`` are compiled functions:
+    :func:`_block_error` and ``_common._max_chain`` in :func:`_gemm_chunk`,
+    :func:`_block_error_lanes` and ``_common._max_lanes`` in
+    :func:`_gemm_chunk_lanes`.
+    """
     m, n = X.shape
     k = W.shape[1]
     R = scratch.shape[1] - 4
@@ -367,9 +373,8 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
             for j in range(k):
                 Zb[q, j] += b[j]
         if P.shape[0] != 0:
-            _store_proba(Zb, rr, r0, P, sc)
-        part, bad = _block_error(Zb, rr, r0, y, Y, sw, soft, weighted,
-                                 scale, gbc, bits)
+            _store_proba(Zb, rr, r0, P, sc, row_max)
+        part, bad = block_error(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc, bits)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
@@ -384,6 +389,22 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     loss[c] = acc
 
 
+@njit(**JIT)
+def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
+                gW, gb, loss, bad_row, scratch, tmp, P):
+    """Chunk c of the GEMM strategy (as :func:`_rows_chunk`), rows of fewer than 32 classes."""
+    _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
+               scratch, tmp, P, _block_error, _max_chain)
+
+
+@njit(**JIT)
+def _gemm_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, W, b,
+                      gW, gb, loss, bad_row, scratch, tmp, P):
+    """:func:`_gemm_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
+    _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
+               scratch, tmp, P, _block_error_lanes, _max_lanes)
+
+
 @njit(**PJIT)
 def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
                     gW, gb, loss, bad_row, scratch, tmp, P):
@@ -395,7 +416,21 @@ def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
     it is added (a chunk's first block writes into gW directly, so tmp may
     be (n_chunks, 0, k) when no chunk has a second block). OUT P: (m, k)
     probabilities or an empty (0, k) array, as in :func:`_loss_grad_rows`.
+
+    For rows of fewer than ``_common.LANES_FROM`` classes; longer rows go
+    to :func:`_loss_grad_gemm_lanes`. Two kernels, each compiled when first
+    used, rather than a choice inside one: the second code path made the
+    cold start of a first fit 2.5-3 s longer (11.3 -> 14.2 s, measured).
     """
     for c in prange(gW.shape[0]):
         _gemm_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
                     gW, gb, loss, bad_row, scratch, tmp, P)
+
+
+@njit(**PJIT)
+def _loss_grad_gemm_lanes(X, y, Y, sw, soft, weighted, scale, W, b,
+                          gW, gb, loss, bad_row, scratch, tmp, P):
+    """:func:`_loss_grad_gemm` for rows of at least ``_common.LANES_FROM`` classes."""
+    for c in prange(gW.shape[0]):
+        _gemm_chunk_lanes(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
+                          gW, gb, loss, bad_row, scratch, tmp, P)
