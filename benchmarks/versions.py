@@ -1,6 +1,7 @@
 """The working tree's kernels against an earlier commit's, side by side in one process.
 
-    python benchmarks/versions.py REV [--what grad|hessp|softmax] [--dtypes float32,float64]
+    python benchmarks/versions.py REV [--what grad|hessp|softmax|sgd1|sgd64]
+                                      [--dtypes float32,float64]
                                       [--shapes 60000x784x10,300000x20x2,...] [--rounds 11]
 
 ``REV``'s ``fastsoftmax/`` is extracted with ``git archive`` into a
@@ -11,7 +12,9 @@ median over ``--rounds`` rounds of the best of 5 calls. Both versions
 choose their strategy the same way (``FASTSOFTMAX_STRATEGY``, if set, holds
 for both). Prints a Markdown table with the two times, new / old, and the
 largest difference of the results relative to their largest entry; asserts
-nothing. ``--what softmax`` reads a shape m x k (the middle number ignored).
+nothing. ``--what softmax`` reads a shape m x k (the middle number ignored);
+``sgd1`` and ``sgd64`` time one SGD epoch in batches of 1 or 64 (the
+epoch of ``fastsoftmax.bench``'s SGD case: eta 0.01, no momentum).
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ def _best(f, reps: int = 5) -> float:
 
 def calls(module, what: str, m: int, n: int, k: int, dtype: str):
     rng = np.random.default_rng(0)
+    if what.startswith("sgd"):
+        bench = importlib.import_module(module.__name__ + ".bench")
+        return bench._sgd_case(m, n, k, dtype, int(what[3:]), rng)[-1]
     if what == "softmax":
         Z = (3 * rng.standard_normal((m, k))).astype(dtype)
         return lambda: module.softmax(Z)
@@ -85,7 +91,8 @@ def _difference(a, b) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rev")
-    ap.add_argument("--what", choices=("grad", "hessp", "softmax"), default="grad")
+    ap.add_argument("--what", choices=("grad", "hessp", "softmax", "sgd1", "sgd64"),
+                    default="grad")
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--rounds", type=int, default=11)
@@ -101,11 +108,12 @@ def main(argv: list[str] | None = None) -> None:
                 m, n, k = map(int, shape.split("x"))
                 fo = calls(old, args.what, m, n, k, dtype)
                 fn = calls(new, args.what, m, n, k, dtype)
-                diff = _difference(fo(), fn())
+                a, b = fo(), fn()  # the SGD epochs return nothing to compare
+                diff = "-" if a is None else f"{_difference(a, b):.0e}"
                 times = np.array([[_best(fo), _best(fn)] for _ in range(args.rounds)])
                 to, tn = np.median(times, axis=0)
                 print(f"| ({m}, {n}, {k}) | {dtype} | {to * 1e3:.2f} | {tn * 1e3:.2f} | "
-                      f"**{tn / to:.2f}** | {diff:.0e} |", flush=True)
+                      f"**{tn / to:.2f}** | {diff} |", flush=True)
 
 
 if __name__ == "__main__":
