@@ -18,8 +18,10 @@ from ._kernels._common import LANES_FROM
 from ._kernels._fused import (
     _gemm_chunk,
     _gemm_chunk_lanes,
+    _gemm_t_chunk,
     _loss_grad_gemm,
     _loss_grad_gemm_lanes,
+    _loss_grad_gemm_t,
     _loss_grad_rows,
     _rows_chunk,
 )
@@ -66,6 +68,26 @@ _MAX_ROWS_LARGE_G = 2048
 # Bytes between two threads' partial sums (see DenseEngine._accumulators).
 _PAD_BYTES = 128
 _G_CACHE_BYTES = 1 << 18
+
+
+# The GEMM strategy's kernels by variant (DenseEngine._gradient_variant):
+# (the chunk function, the parallel kernel). Each is compiled when first used.
+_GRADIENT_KERNELS = {
+    "rows": (_rows_chunk, _loss_grad_rows),
+    "gemm": (_gemm_chunk, _loss_grad_gemm),
+    "gemm_lanes": (_gemm_chunk_lanes, _loss_grad_gemm_lanes),
+    "gemm_t": (_gemm_t_chunk, _loss_grad_gemm_t),
+}
+
+# Rows of fewer than LANES_FROM classes over at most this many bytes of
+# features (64 float32, 32 float64) take the GEMM kernel with transposed
+# logits (_kernels._fused._loss_grad_gemm_t): its error pass runs along the
+# rows, which pays where the products are cheap. Measured against the
+# row-wise kernel at m n k = 2e8 (2-core Intel host): 0.40-0.81x the time
+# at n = 16 ... 64 in float32, 0.51-0.91x at n = 16 and 32 in float64; at
+# n = 100 it was 1.04-1.28x, the transposed products costing more than the
+# error pass saved (BENCHMARKS.md, "Seventh session").
+_TRANSPOSED_ROW_BYTES = 256
 
 
 def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0) -> int:
@@ -194,6 +216,16 @@ class DenseEngine:
             return np.empty((self.data.n_rows, self.k), dtype=self.dtype)
         return self.no_proba
 
+    def _gradient_variant(self) -> str:
+        """Return the gradient kernel for this engine: a key of :data:`_GRADIENT_KERNELS`."""
+        if self.strategy == "rows":
+            return "rows"
+        if self.k >= LANES_FROM:  # the row maximum in eight chains
+            return "gemm_lanes"
+        if self.data.n_features * self.dtype.itemsize <= _TRANSPOSED_ROW_BYTES:
+            return "gemm_t"
+        return "gemm"
+
     # ------------------------------------------------------------ launches
     def gradient(self, coef, bias, P=None, alpha=0.0):
         """(J, its coef gradient in coef layout, intercept gradient), storing P.
@@ -208,10 +240,18 @@ class DenseEngine:
         dt = self.dtype
         chunks = self._chunks()
 
+        variant = self._gradient_variant()
+
         def make(c):
             g, gb = self._accumulators(c)
-            scratch = (self._row_scratch(c, 8),) if self.strategy == "rows" else (
-                np.empty((c, self._rows + 4, self.k), dtype=dt), self._block_sums(c))
+            if variant == "rows":
+                scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 8),)
+            elif variant == "gemm_t":  # Zᵀ and the exp's scratch (k R each), two rows
+                scratch = (np.empty((c, (2 * self.k + 2) * self._rows), dtype=dt),
+                           self._block_sums(c))
+            else:
+                scratch = (np.empty((c, self._rows + 4, self.k), dtype=dt),
+                           self._block_sums(c))
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 
@@ -219,13 +259,7 @@ class DenseEngine:
         P = self.no_proba if P is None else P
         args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
                 g, gb, loss, bad_row, *scratch, P)
-        if self.strategy == "rows":
-            self._run(_rows_chunk, _loss_grad_rows, args)
-        else:
-            if self.k >= LANES_FROM:  # the row maximum in eight chains
-                self._run(_gemm_chunk_lanes, _loss_grad_gemm_lanes, args)
-            else:
-                self._run(_gemm_chunk, _loss_grad_gemm, args)
+        self._run(*_GRADIENT_KERNELS[variant], args)
         row = first_bad(bad_row)
         if row >= 0:
             raise logits_error(row, dt)

@@ -40,6 +40,20 @@ from fastsoftmax._dense import PROBA_BUDGET, choose_mode
 
 STRATEGIES = ("rows", "gemm")
 MODES = ("cached", "recompute")
+# The gradient kernels behind the strategies: the GEMM strategy on rows of
+# fewer than 32 classes takes the kernel with transposed logits over few
+# features (_dense._TRANSPOSED_ROW_BYTES), the row-wise one otherwise; the
+# tests force each, whatever the shape.
+KERNELS = ("rows", "gemm", "gemm_t")
+
+
+def _force(kernel, monkeypatch):
+    """Make the GEMM strategy take ``kernel``'s gradient kernel; return its strategy."""
+    if kernel == "gemm":
+        monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 0)
+    elif kernel == "gemm_t":
+        monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 1 << 30)
+    return "rows" if kernel == "rows" else "gemm"
 
 # ---------------------------------------------------------- loss and gradient
 
@@ -50,12 +64,15 @@ def _objective_for(X, y, sw, k, strategy, soft):
                            n_threads=2)
 
 
-@pytest.mark.parametrize("strategy", ["rows", "gemm"])
+# Rows of 32+ classes always take the GEMM kernel of long rows: "gemm_t" only below.
+@pytest.mark.parametrize("kernel,k", [(kernel, k) for kernel in KERNELS
+                                      for k in (2, 3, 10, 31, 33, 100)
+                                      if kernel != "gemm_t" or k < 32])
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
-@pytest.mark.parametrize("k", [2, 3, 10, 33, 100])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
-def test_strategy_and_mode_match_reference(strategy, mode, k, dt, variant, rng, monkeypatch):
+def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, monkeypatch):
+    strategy = _force(kernel, monkeypatch)
     monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     soft = variant in ("soft", "all")
     weights = variant in ("weights", "all")
@@ -87,14 +104,15 @@ def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
     assert_close(fs.loss_and_grad(X, y, W, b), truth(X, y, W, b), dt)
 
 
-@pytest.mark.parametrize("strategy", ["rows", "gemm"])
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("row", [37, 49])
-def test_nonfinite_x_is_caught_by_the_kernel(strategy, mode, bad, row, monkeypatch):
-    """loss_and_grad does not pre-scan X: every strategy must see a NaN/inf
+def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, monkeypatch):
+    """loss_and_grad does not pre-scan X: every kernel must see a NaN/inf
     of X in the logits, even with all-zero weights (x * 0 is NaN). Row 49
     is in the last block of fewer than four rows."""
+    strategy = _force(kernel, monkeypatch)
     monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     rng = np.random.default_rng(1)
     X = rng.standard_normal((50, 45))
@@ -172,13 +190,13 @@ def test_rows_kernels_get_aligned_weights_and_sums(dt, rng, monkeypatch):
     monkeypatch.setattr(_dense, "SERIAL_WORK", 0)  # the parallel kernel, called from here
     engine = PublicObjective(X, y, 5, strategy="rows").objective.engine
     seen = []
-    kernel = _dense._loss_grad_rows
+    chunk_fn, kernel = _dense._GRADIENT_KERNELS["rows"]
 
     def spy(*args):
         seen.append(args)
         return kernel(*args)
 
-    monkeypatch.setattr(_dense, "_loss_grad_rows", spy)
+    monkeypatch.setitem(_dense._GRADIENT_KERNELS, "rows", (chunk_fn, spy))
     coef = np.asfortranarray(W.T[:, :])  # not C-contiguous: copied, and aligned
     engine.gradient(coef, b)
     (args,) = seen
@@ -248,17 +266,19 @@ def test_matvec_matches_reference(strategy, mode, k, dt, variant, launch, rng):
         np.testing.assert_array_equal(Hc, Hc0)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-def test_gradient_pass_stores_the_probabilities(strategy, dt, launch, rng):
+@pytest.mark.parametrize("k", [7, 40])
+def test_gradient_pass_stores_the_probabilities(kernel, dt, k, launch, rng, monkeypatch):
     """The P-storing gradient pass: the same loss and gradient as the plain
     one (Objective.loss_grad, same chunks: to the bit but for the penalty's
     float64 sum, taken in another order), P = softmax(X W + b)."""
-    X, y, W, b, sw = make_problem(rng, 203, 45, 7, dt, weights=True)
+    strategy = _force(kernel, monkeypatch)
+    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, weights=True)
     cached = product(X, y, W, b, sw, 0.2, n_threads=2, strategy=strategy, mode="cached")
     plain = product(X, y, W, b, sw, 0.2, n_threads=2, strategy=strategy, mode="recompute")
-    assert cached.P.shape == (203, 7) and plain.P.shape == (0, 7)
-    obj = PublicObjective(X, y, 7, sw, n_threads=2, strategy=strategy)
+    assert cached.P.shape == (203, k) and plain.P.shape == (0, k)
+    obj = PublicObjective(X, y, k, sw, n_threads=2, strategy=strategy)
     loss, gW, gb = obj(W, b, 0.2)
     for H in (cached, plain):
         assert H.loss == pytest.approx(loss, rel=1e-15)  # penalty summed in another order

@@ -261,6 +261,108 @@ def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits)
 
 
 @njit(inline="always", **JIT)
+def _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gb, bits, mx, s, P):
+    """:func:`_block_error` on a block stored transposed: ZT (k, r), one column a row.
+
+    IN/OUT ZT (k, r) C-contiguous: the logits of data rows r0 ... r0 + r - 1
+    (column q is row r0 + q) in, their scaled error rows out. SCRATCH bits
+    (k r,), mx (r,), s (r,). OUT P: rows r0 ... of softmax(Z), or an empty
+    (0, k) array. Returns (the summed loss terms (float64), -1) or (0, q)
+    with q the block-local index of the first row whose logits are not
+    finite (ZT is then partly written).
+
+    The same arithmetic as :func:`_error4` with every step a loop along the
+    rows: the maximum of a row is an elementwise max of k vectors, the exp
+    runs over the whole block, the row sums are k vector adds. On rows of a
+    few classes the row-wise version spends its time in short loops and
+    horizontal steps (about 9 cycles an entry at k = 10, measured); here
+    every loop is r long.
+    """
+    k, r = ZT.shape
+    dt = ZT.dtype.type
+    big = np.finfo(ZT.dtype).max
+    for q in range(r):
+        mx[q] = ZT[0, q]
+    finite = 0
+    for j in range(k):
+        zj = ZT[j]
+        for q in range(r):
+            v = zj[q]
+            mx[q] = max(mx[q], v)
+            finite += abs(v) <= big
+    if finite != k * r:
+        for q in range(r):
+            for j in range(k):
+                if not abs(ZT[j, q]) <= big:
+                    return 0.0, q
+    # <Y_i, z_i - max_i> before ZT is overwritten (zero targets skipped, as
+    # in _row_error), weighted.
+    loss = 0.0
+    for q in range(r):
+        i = r0 + q
+        if soft:
+            yz = dt(0)
+            for j in range(k):
+                t = Y[i, j]
+                if t != 0:
+                    yz += t * (ZT[j, q] - mx[q])
+        else:
+            yz = ZT[y[i], q] - mx[q]
+        loss -= (sw[i] * yz) if weighted else yz
+    for j in range(k):
+        zj = ZT[j]
+        for q in range(r):
+            zj[q] -= mx[q]
+    _exp_flat(ZT.reshape(k * r), bits[:k * r])
+    for q in range(r):
+        s[q] = ZT[0, q]
+    for j in range(1, k):
+        zj = ZT[j]
+        for q in range(r):
+            s[q] += zj[q]
+    if weighted:
+        for q in range(r):
+            loss += sw[r0 + q] * np.log(s[q])
+    else:
+        # One log per 32 rows, of the product of their sums: each sum lies
+        # in [1, k] and k < 32 here, so the product stays below 32^32.
+        for q0 in range(0, r, 32):
+            prod = 1.0
+            for q in range(q0, min(q0 + 32, r)):
+                prod *= s[q]
+            loss += np.log(prod)
+    if P.shape[0] != 0:
+        for q in range(r):
+            mx[q] = dt(1) / s[q]
+        for q in range(r):
+            pr = P[r0 + q]
+            for j in range(k):
+                pr[j] = ZT[j, q] * mx[q]
+    # The error: scale * w_i * (p_i - Y_i), and its column sums into gb.
+    for q in range(r):
+        s[q] = (scale * sw[r0 + q] if weighted else scale) / s[q]
+    for j in range(k):
+        zj = ZT[j]
+        for q in range(r):
+            zj[q] *= s[q]
+    for q in range(r):
+        i = r0 + q
+        g = scale * sw[i] if weighted else scale
+        if soft:
+            for j in range(k):
+                ZT[j, q] -= g * Y[i, j]
+        else:
+            ZT[y[i], q] -= g
+    for j in range(k):
+        zj = ZT[j]
+        t = dt(0)
+        for q in range(r):
+            t += zj[q]
+        gb[j] += t
+    return loss, -1
+
+
+@njit(inline="always", **JIT)
 def _chunk_start(c, m, gW, gb, bad_row):
     """Start chunk c of both strategies: its rows [start, stop), its partial sums.
 
@@ -434,3 +536,64 @@ def _loss_grad_gemm_lanes(X, y, Y, sw, soft, weighted, scale, W, b,
     for c in prange(gW.shape[0]):
         _gemm_chunk_lanes(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
                           gW, gb, loss, bad_row, scratch, tmp, P)
+
+
+@njit(**JIT)
+def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
+                  gW, gb, loss, bad_row, scratch, tmp, P):
+    """Chunk c of the GEMM strategy with each block's logits stored transposed.
+
+    For rows of fewer than ``_common.LANES_FROM`` classes over few features
+    (the caller's rule): Zᵀ = Wᵀ Xbᵀ (k, r) by BLAS, the error by
+    :func:`_block_error_t`, then Xbᵀ E by BLAS from Zᵀ's transposed view.
+    scratch (n_chunks, (2k + 2) R): per chunk, Zᵀ of R rows, the exp's k R
+    scratch entries, and two rows of R; otherwise as :func:`_gemm_chunk`.
+    """
+    m, n = X.shape
+    k = W.shape[1]
+    R = scratch.shape[1] // (2 * k + 2)
+    start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
+    T = tmp[c]
+    flat = scratch[c]
+    Wt = W.T
+    acc = 0.0
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        Xb = X[r0:r0 + rr]
+        ZT = flat[:k * rr].reshape(k, rr)
+        np.dot(Wt, Xb.T, ZT)
+        for j in range(k):
+            bj = b[j]
+            zj = ZT[j]
+            for q in range(rr):
+                zj[q] += bj
+        part, bad = _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gbc,
+                                   flat[k * R:2 * k * R], flat[2 * k * R:2 * k * R + rr],
+                                   flat[2 * k * R + R:2 * k * R + R + rr], P)
+        if bad >= 0:
+            bad_row[c] = r0 + bad
+            break
+        acc += part
+        if r0 == start:  # the first block's product is the sum so far
+            np.dot(Xb.T, ZT.T, G)
+        else:
+            np.dot(Xb.T, ZT.T, T)
+            for f in range(n):
+                for j in range(k):
+                    G[f, j] += T[f, j]
+    loss[c] = acc
+
+
+@njit(**PJIT)
+def _loss_grad_gemm_t(X, y, Y, sw, soft, weighted, scale, W, b,
+                      gW, gb, loss, bad_row, scratch, tmp, P):
+    """:func:`_loss_grad_gemm` with each block's logits transposed (:func:`_gemm_t_chunk`).
+
+    Rows of few classes over few features: (300000, 20, 2) and (300000, 20,
+    10) took 0.4-0.6x the time of :func:`_loss_grad_gemm` in float32,
+    0.5-0.8x in float64; the rule in ``_dense`` is where it was faster
+    (BENCHMARKS.md, "Seventh session").
+    """
+    for c in prange(gW.shape[0]):
+        _gemm_t_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
+                      gW, gb, loss, bad_row, scratch, tmp, P)
