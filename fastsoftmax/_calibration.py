@@ -203,10 +203,11 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
 # shared machine; a near-tie is not worth a change of rounding. A wide
 # margin also keeps the fixed rule where it is wrong by less than the
 # margin. Charged at both strategies timed at m n k = 2e8 on every cell of
-# the grid with k <= 48 (benchmarks/strategy_margin.py, two runs of three
-# calibrations, 2-core Intel host): 23 of 588 cell choices above 1.10x the
-# faster strategy with 0.95, 26 with 0.9, 28 without a margin; about 1 %
-# above the faster on average with each (BENCHMARKS.md, "Seventh session").
+# the grid with k <= 48 (benchmarks/strategy_margin.py, three runs of two
+# or three calibrations, 2-core Intel host): 28 of 784 cell choices above
+# 1.10x the faster strategy with 0.95, 35 with 0.9, 32 without a margin;
+# about 1 % above the faster on average with each (BENCHMARKS.md,
+# "Seventh session").
 MARGIN = 0.95
 
 
