@@ -38,6 +38,7 @@ from ._launch import (
     run_one_chunk,
 )
 from ._penalty import penalize
+from ._threads import load_kernel_blas
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
 # block's Xᵀ E into the chunk's accumulator (n*k work per block), small
@@ -116,6 +117,8 @@ class DenseEngine:
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.data = data
         self.strategy = strategy
+        if strategy == "gemm":
+            load_kernel_blas()  # before any kernel multiplies (_threads.load_kernel_blas)
         X = data.X
         m, n = X.shape
         self.k = data.n_classes

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._launch import first_bad, n_chunks, rowwise_kernel
-from ._threads import blas_map, check_n_threads, thread_policy
+from ._threads import blas_map, check_n_threads, load_kernel_blas, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row
 
 # The compiled kernels and the sparse launchers are imported by the functions
@@ -80,6 +80,7 @@ def scores(est, X, mode):
         with thread_policy(check_n_threads(est.n_threads)):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             if isinstance(X, np.ndarray):
+                load_kernel_blas()
                 _scores(X, W, est.intercept_, code, out, bad_row)
             else:
                 _sparse.logits(X, W, est.intercept_, out)

@@ -59,7 +59,10 @@ _controller = None
 _controller_modules = -1  # len(sys.modules) when the controller was built
 _controller_lock = threading.Lock()
 _blas_depth = 0  # blocks inside single_threaded_blas, over all Python threads
-_blas_limiter = None
+_blas_limiters: list = []  # what the outermost block limited, restored when it is left
+_blas_limited: set[str] = set()  # the file paths of the libraries they hold
+_blas_limit_value = 1
+_kernel_blas_loaded = False
 _launch_lock = threading.RLock()  # serialises kernel launches under "workqueue"
 _layer_safe: bool | None = None  # Numba's threading layer is thread-safe (None: unknown)
 
@@ -161,21 +164,60 @@ def _blas_limit(limit: int) -> Iterator[None]:
     Python threads at once share one limit: the first to enter sets it and
     the last to leave restores the original. (Nested threadpoolctl limits
     entered and left out of order would otherwise restore each other's
-    values and leave BLAS limited for good.)
+    values and leave BLAS limited for good.) A library loaded inside the
+    block by :func:`load_kernel_blas` joins the limit and is restored with
+    the others.
     """
-    global _blas_depth, _blas_limiter
+    global _blas_depth, _blas_limit_value
     with _controller_lock:
         if _blas_depth == 0:
-            _blas_limiter = _blas_controller().limit(limits=limit)
+            _blas_limit_value = limit
+            _hold(_blas_controller())
         _blas_depth += 1
     try:
         yield
     finally:
         with _controller_lock:
             _blas_depth -= 1
-            if _blas_depth == 0 and _blas_limiter is not None:
-                _blas_limiter.restore_original_limits()
-                _blas_limiter = None
+            if _blas_depth == 0:
+                while _blas_limiters:
+                    _blas_limiters.pop().restore_original_limits()
+                _blas_limited.clear()
+
+
+def _hold(controller) -> None:
+    """Limit ``controller``'s libraries to the value in force (the lock held)."""
+    _blas_limiters.append(controller.limit(limits=_blas_limit_value))
+    _blas_limited.update(lib.filepath for lib in controller.lib_controllers)
+
+
+def load_kernel_blas() -> None:
+    """Load the BLAS that the GEMM kernels call, and hold it to the limit in force.
+
+    Numba's ``np.dot`` calls SciPy's BLAS (``scipy.linalg.cython_blas``,
+    its own OpenBLAS build), which Numba loads only when a compiled kernel
+    first multiplies, that is inside :func:`thread_policy`, after the limit
+    was set on the libraries loaded until then. The new library then ran at
+    its default thread count: a pool per kernel thread, left spinning for
+    about 0.1 s after each call, and the first calls of a process's first
+    GEMM fit took up to 3.5x as long (3000 x 784 x 100 float32: 16 ms per
+    gradient against 4.6 ms, for the first ~130 ms, measured). Launchers of
+    kernels that call BLAS call this first; importing the module costs about
+    0.1 s once, which the first product would have paid anyway.
+    """
+    global _kernel_blas_loaded
+    if _kernel_blas_loaded:
+        return
+    import scipy.linalg.cython_blas  # noqa: F401  (loads the shared library)
+
+    with _controller_lock:
+        _kernel_blas_loaded = True
+        if _blas_depth == 0:
+            return  # the next block's controller sees the library
+        new = [lib.filepath for lib in _blas_controller().lib_controllers
+               if lib.filepath not in _blas_limited]
+        if new:
+            _hold(_blas_controller().select(filepath=new))
 
 
 def single_threaded_blas():

@@ -13,6 +13,9 @@
 - Dense labels, computed on Python threads with BLAS at one thread, equal
   the one-thread answer, name the first bad row, and leave no BLAS worker
   spinning to slow the next fit.
+- The BLAS that the GEMM kernels call (SciPy's, loaded by a process's
+  first GEMM fit) is held at one thread from that first call on, and left
+  at its own setting afterwards.
 """
 
 from __future__ import annotations
@@ -283,6 +286,55 @@ def test_blas_limits_of_overlapping_blocks_never_leak():
     with ThreadPoolExecutor(4) as pool:
         assert all(ok for oks in pool.map(job, range(8)) for ok in oks)
     assert blas_threads() == before
+
+
+FIRST_GEMM = """
+import json, os, time
+import numpy as np, threadpoolctl
+import fastsoftmax as fs
+
+def threads():
+    return {{os.path.basename(d["filepath"]): d["num_threads"]
+            for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"}}
+
+def idle_cpu(seconds=0.15):
+    start = time.process_time()
+    time.sleep(seconds)
+    return time.process_time() - start
+
+assert "scipy.linalg" not in __import__("sys").modules
+before = threads()
+rng = np.random.default_rng(0)
+X = rng.standard_normal((3000, 300)); y = rng.integers(0, 60, 3000)
+fs.loss_and_grad(X, y, np.zeros((300, 60)), n_threads={n_threads})  # the process's first GEMM
+after_call = idle_cpu()
+after = threads()
+import scipy.linalg.blas
+A = rng.standard_normal((600, 600))
+scipy.linalg.blas.dgemm(1.0, A, A)  # SciPy's BLAS at its own setting: the positive control
+control = idle_cpu()
+print(json.dumps([before, after, after_call, control]))
+"""
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_first_gemm_fit_holds_the_kernels_blas_at_one_thread(n_threads):
+    """Numba loads SciPy's BLAS inside the first kernel that multiplies,
+    after the limit was set: it ran at its default thread count, and its
+    pool kept spinning after the call (the process's first GEMM gradients
+    took up to 3.5x as long). Loaded first, it joins the limit."""
+    env = dict(os.environ, FASTSOFTMAX_STRATEGY="gemm")
+    proc = subprocess.run([sys.executable, "-c", FIRST_GEMM.format(n_threads=n_threads)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, after, after_call, control = json.loads(proc.stdout.strip().splitlines()[-1])
+    new = set(after) - set(before)
+    assert new, f"the kernels' BLAS was loaded before the call: {before}"
+    # Every library is back at its own setting, the new one included.
+    assert {lib: after[lib] for lib in before} == before
+    if max(after.values()) < 2 or control < 0.03:
+        pytest.skip(f"SciPy's BLAS does not spin after a call here ({control:.3f} s)")
+    assert after_call < control / 4, (after_call, control)
 
 
 # ------------------------------------------------------------ dense labels
