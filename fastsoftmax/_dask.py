@@ -128,7 +128,7 @@ def _finish_block(block, class_weight, total, mean):
 def _block_loss_grad(block, weights, n_threads):
     coef, intercept = weights
     with thread_policy(n_threads):
-        return Objective(block, warm=True).loss_grad(coef, intercept, 0.0)
+        return Objective(block, warm=True, keep_scratch=True).loss_grad(coef, intercept, 0.0)
 
 
 def _block_hessian(block, weights, n_threads):

@@ -235,7 +235,7 @@ def loss_and_grad(
     try:
         with thread_policy(n_threads):
             # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
-            loss, g_coef, g_b = Objective(data).loss_grad(W_arr.T, b_arr, alpha)
+            loss, g_coef, g_b = Objective(data, keep_scratch=True).loss_grad(W_arr.T, b_arr, alpha)
     except ValueError as exc:
         overflow = exc
     else:
@@ -306,7 +306,8 @@ def hessp(
     data = loss_data(X_arr, y, W_arr.shape[1], sample_weight)
     try:
         with thread_policy(n_threads):
-            HV, Hc = Objective(data).hessp(W_arr.T, b_arr, V_arr.T, c_arr, alpha)
+            HV, Hc = Objective(data, keep_scratch=True).hessp(
+                W_arr.T, b_arr, V_arr.T, c_arr, alpha)
     except ValueError as exc:  # as in loss_and_grad: name a NaN or inf of X first
         overflow = exc
     else:

@@ -52,10 +52,13 @@ class Objective:
     warm : bool
         The objective serves a solver (many calls back to back): small
         problems run the parallel kernels too.
+    keep_scratch : bool
+        The objective serves one call: the dense kernels' scratch is kept
+        between such calls, per thread (:class:`fastsoftmax._dense.DenseEngine`).
     """
 
     def __init__(self, data: Dataset, strategy: str | None = None, mode: str | None = None,
-                 warm: bool = False):
+                 warm: bool = False, keep_scratch: bool = False):
         self.data = data
         self.dtype = data.dtype
         self.n_features = data.n_features
@@ -69,7 +72,7 @@ class Objective:
                 strategy = _calibration.strategy(
                     self.n_features, self.n_classes, self.dtype,
                     work=data.n_rows * self.n_features * self.n_classes)
-            self.engine = DenseEngine(data, strategy, mode, warm)
+            self.engine = DenseEngine(data, strategy, mode, warm, keep_scratch)
         self.strategy = self.engine.strategy
 
     def _bias(self, intercept: np.ndarray | None) -> np.ndarray:

@@ -323,7 +323,11 @@ def test_first_gemm_fit_holds_the_kernels_blas_at_one_thread(n_threads):
     after the limit was set: it ran at its default thread count, and its
     pool kept spinning after the call (the process's first GEMM gradients
     took up to 3.5x as long). Loaded first, it joins the limit."""
-    env = dict(os.environ, FASTSOFTMAX_STRATEGY="gemm")
+    # BLAS at its own default: Dask's local clusters leave *_NUM_THREADS=1
+    # in the environment of the process that started them (earlier tests).
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["FASTSOFTMAX_STRATEGY"] = "gemm"
     proc = subprocess.run([sys.executable, "-c", FIRST_GEMM.format(n_threads=n_threads)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -156,6 +156,58 @@ def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * np.abs(w).max())
 
 
+# ------------------------------------------------ scratch kept between calls
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("launch", ["serial", "parallel"])
+def test_kept_scratch_never_leaks_into_results(kernel, launch, rng, monkeypatch):
+    """The function API's engines keep their scratch between calls (per
+    thread): a second call with other weights leaves the first call's
+    results as they were, and both equal the reference."""
+    strategy = _force(kernel, monkeypatch)
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", strategy)
+    if launch == "parallel":
+        monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    k = 10 if kernel == "gemm" else 5
+    X, y, W, b, _ = make_problem(rng, 700, 24 if kernel == "gemm_t" else 70, k, np.float64)
+    W2, V = rng.standard_normal(W.shape), rng.standard_normal(W.shape)
+    first = fs.loss_and_grad(X, y, W, b, alpha=0.1)
+    kept = [np.copy(a) for a in first[1:]]
+    hv = fs.hessp(X, y, W, b, V, alpha=0.1)[0]
+    hv_kept = hv.copy()
+    second = fs.loss_and_grad(X, y, W2, b, alpha=0.1)
+    fs.hessp(X, y, W2, b, V, alpha=0.1)
+    for got, want in zip(first[1:], kept, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(hv, hv_kept)
+    for Wi, res in ((W, first), (W2, second)):
+        want = ref.loss_and_grad(X, y, Wi, b, alpha=0.1)
+        np.testing.assert_allclose(res[0], want[0], rtol=1e-10)
+        np.testing.assert_allclose(res[1], want[1], rtol=1e-9, atol=1e-12)
+    assert _dense._kept.buffers, "nothing was kept"
+
+
+def test_kept_scratch_is_per_thread_and_bounded(rng, monkeypatch):
+    """Threads calling at once each use their own kept set (their results
+    equal the sequential ones); a set larger than the bound is not kept."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "gemm")
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    X, y, W, b, _ = make_problem(rng, 900, 60, 40, np.float64)
+    Ws = [rng.standard_normal(W.shape) for _ in range(8)]
+    want = [fs.loss_and_grad(X, y, Wi, b) for Wi in Ws]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda Wi: fs.loss_and_grad(X, y, Wi, b, n_threads=1), Ws * 3))
+    for i, res in enumerate(got):
+        np.testing.assert_allclose(res[1], want[i % 8][1], rtol=1e-12, atol=1e-15)
+    monkeypatch.setattr(_dense, "_KEPT_SCRATCH_BYTES", 0)
+    _dense._kept.buffers = {}
+    fs.loss_and_grad(X, y, W, b)
+    assert _dense._kept.buffers == {}
+
+
+
 @pytest.mark.parametrize("shape", [(3,), (7, 5), (2, 3, 17), (0, 4)])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_aligned_buffers(shape, dt):
