@@ -68,3 +68,10 @@ def test_versions_script():
     rows = run_script("benchmarks/versions.py", "HEAD", "--shapes", "400x30x3", "--dtypes",
                       "float32", "--rounds", "1")
     assert_table(rows, 1)
+
+
+def test_first_calls_script():
+    # HEAD's package and the working tree's, each in fresh processes, one tiny shape.
+    rows = run_script("benchmarks/first_calls.py", "HEAD", "--shapes", "400x30x3", "--calls",
+                      "11", "--rounds", "1")
+    assert_table(rows, 2)

@@ -96,11 +96,12 @@ _TRANSPOSED_ROW_BYTES = 256
 # Scratch of engines made for one call (the function API's loss_and_grad
 # and hessp, the Dask layer's block tasks) is kept between calls, per
 # Python thread, up to this many bytes a thread: fresh per-thread partial
-# sums and logit blocks meant page faults on every call, and a call that
-# writes n k per thread spent much of its time in them (1000 x 784 x 1000
-# float32: 16.5 ms a call, 11.5 ms with the buffers of the previous call,
-# measured). One set per kind of pass ("gradient", "hessp"), replaced when
-# the next call needs other shapes.
+# sums and logit blocks meant page faults whenever the allocator had given
+# their memory back to the system, and a call that writes n k per thread
+# spent much of its time in them (1000 x 784 x 1000 float32, other work
+# allocating between the calls: 0.72x the time, `benchmarks/versions.py`).
+# One set per kind of pass ("gradient", "hessp"), replaced when the next
+# call needs other shapes.
 _KEPT_SCRATCH_BYTES = 64 << 20
 _kept = threading.local()
 
