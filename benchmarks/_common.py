@@ -16,6 +16,18 @@ def shapes(small, full):
     return list(small) + (list(full) if FULL else [])
 
 
+def best_of(f, reps: int) -> float:
+    """The shortest of ``reps`` back-to-back calls of f, in seconds."""
+    import time
+
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def pedantic_or_call(benchmark, fn):
     """Warm up (compile, fill caches) once, then time fn with warm-up rounds."""
     fn()

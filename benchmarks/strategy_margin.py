@@ -20,21 +20,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
+from _common import best_of  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax import _calibration as cal
-
-
-def _best_of(f, reps: int = 3) -> float:
-    best = np.inf
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _forced(strategy, X, y, W, b):
@@ -59,7 +50,7 @@ def truth(dtype: str, ks: list[int], work: float, rounds: int) -> np.ndarray:
             calls = [_forced(s, X, y, W, b) for s in ("rows", "gemm")]
             for call in calls:
                 call()
-            times = [[_best_of(c) for c in calls] for _ in range(rounds)]
+            times = [[best_of(c, 3) for c in calls] for _ in range(rounds)]
             out[i, j] = np.median(times, axis=0)
     os.environ.pop("FASTSOFTMAX_STRATEGY", None)
     return out

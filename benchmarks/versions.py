@@ -25,11 +25,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from io import BytesIO
 from pathlib import Path
 
 import numpy as np
+from _common import best_of  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as new
 
@@ -48,15 +48,6 @@ def import_revision(rev: str, where: Path):
     (where / "fastsoftmax").rename(where / "fastsoftmax_old")
     sys.path.insert(0, str(where))
     return importlib.import_module("fastsoftmax_old")
-
-
-def _best(f, reps: int = 5) -> float:
-    best = np.inf
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def calls(module, what: str, m: int, n: int, k: int, dtype: str):
@@ -110,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
                 fn = calls(new, args.what, m, n, k, dtype)
                 a, b = fo(), fn()  # the SGD epochs return nothing to compare
                 diff = "-" if a is None else f"{_difference(a, b):.0e}"
-                times = np.array([[_best(fo), _best(fn)] for _ in range(args.rounds)])
+                times = np.array([[best_of(fo, 5), best_of(fn, 5)] for _ in range(args.rounds)])
                 to, tn = np.median(times, axis=0)
                 print(f"| ({m}, {n}, {k}) | {dtype} | {to * 1e3:.2f} | {tn * 1e3:.2f} | "
                       f"**{tn / to:.2f}** | {diff} |", flush=True)
