@@ -97,6 +97,101 @@ def test_sgd_batches_split_across_threads_match_numpy_loop(dt, n_threads):
     np.testing.assert_allclose(b, b_ref, **tol)
 
 
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("momentum, nesterov", [(0.0, False), (0.9, False), (0.9, True)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sgd_batches_split_by_features_match_numpy_loop(dt, momentum, nesterov, weighted):
+    """Batches with n >= FEATURE_SPLIT_RATIO * B are split by features over
+    the threads (_feature_split_epoch): each thread's gradient and update of
+    its columns, the partial logits summed between batches. Seven classes
+    take every register block (3 + 3 + 1), and the last batch of 13 rows a
+    partial block of four."""
+    from fastsoftmax._kernels._sgd import feature_split_parts
+
+    rng = np.random.default_rng(5)
+    m, n, k, bs = 3 * 64 + 13, 600, 7, 64
+    assert feature_split_parts(bs, n, k, 2) == 2
+    X = (rng.standard_normal((m, n)) / 8).astype(dt)
+    y = rng.integers(0, k, m)
+    sw = rng.uniform(0.1, 2.0, m).astype(dt) if weighted else None
+    W0 = (0.01 * rng.standard_normal((n, k))).astype(dt)
+    b0 = (0.1 * rng.standard_normal(k)).astype(dt)
+    order = rng.permutation(m)
+    W_ref, b_ref = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order, batch_size=bs,
+                                       eta=0.1, alpha=0.01, momentum=momentum,
+                                       nesterov=nesterov, sample_weight=sw)
+    X_before = X.copy()
+    W, b, steps, ok = sgd_epoch(X, y, k, W0, b0, order, sample_weight=sw, n_threads=2,
+                                alpha=0.01, eta0=0.1, learning_rate="constant",
+                                momentum=momentum, nesterov=nesterov, batch_size=bs)
+    assert ok and steps == 4
+    np.testing.assert_allclose(W, W_ref, **TOL[dt])
+    np.testing.assert_allclose(b, b_ref, **TOL[dt])
+    np.testing.assert_array_equal(X, X_before)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_feature_split_epoch_on_soft_targets_matches_the_row_split(dt):
+    """Target matrices (rows of class probabilities) through both epoch
+    kernels: split by features on two threads, by rows on one."""
+    from fastsoftmax._kernels._sgd import feature_split_parts
+
+    rng = np.random.default_rng(7)
+    m, n, k, bs = 150, 640, 11, 40
+    assert feature_split_parts(bs, n, k, 2) == 2
+    X = (rng.standard_normal((m, n)) / 8).astype(dt)
+    Y = rng.dirichlet(np.full(k, 0.5), size=m)
+    W0 = (0.01 * rng.standard_normal((n, k))).astype(dt)
+    b0 = np.zeros(k, dt)
+    order = rng.permutation(m)
+    (W_f, b_f, _, ok_f), (W_r, b_r, _, ok_r) = [
+        sgd_epoch(X, Y, k, W0, b0, order, n_threads=threads, alpha=0.01, eta0=0.1,
+                  learning_rate="invscaling", momentum=0.5, nesterov=False, batch_size=bs)
+        for threads in (2, 1)]
+    assert ok_f and ok_r
+    np.testing.assert_allclose(W_f, W_r, **TOL[dt])
+    np.testing.assert_allclose(b_f, b_r, **TOL[dt])
+
+
+def test_feature_split_epoch_stops_at_the_same_batch_as_the_row_split():
+    """A batch whose logits overflow ends both epoch kernels at the same
+    update count, with the same weights from the batches before it."""
+    from fastsoftmax._kernels._sgd import feature_split_parts
+
+    rng = np.random.default_rng(6)
+    m, n, k, bs = 5 * 32, 512, 16, 32
+    assert feature_split_parts(bs, n, k, 2) == 2
+    X = (rng.standard_normal((m, n)) / 8).astype(np.float64)
+    X[100, 7] = np.inf  # row 100 lies in the fourth batch (shuffle=False order)
+    y = rng.integers(0, k, m)
+    W0 = 0.01 * rng.standard_normal((n, k))
+    b0 = np.zeros(k)
+    order = np.arange(m)
+    results = [sgd_epoch(X, y, k, W0, b0, order, n_threads=threads, alpha=0.0, eta0=0.1,
+                         learning_rate="constant", momentum=0.0, nesterov=False,
+                         batch_size=bs)
+               for threads in (2, 1)]  # by features, by rows
+    (W_f, b_f, steps_f, ok_f), (W_r, b_r, steps_r, ok_r) = results
+    assert not ok_f and not ok_r
+    assert steps_f == steps_r == 3
+    np.testing.assert_allclose(W_f, W_r, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b_f, b_r, rtol=1e-10, atol=1e-12)
+    assert np.isfinite(W_f).all() and not np.allclose(W_f, W0)
+
+
+def test_batches_are_split_by_features_only_where_rows_are_short_against_features():
+    from fastsoftmax._kernels._sgd import FEATURE_SPLIT_RATIO, feature_split_parts
+
+    assert feature_split_parts(64, 784, 10, 2) == 2        # MNIST, B = 64
+    assert feature_split_parts(64, 784, 10, 16) == 6       # ranges of >= 128 features
+    assert feature_split_parts(128, 784, 10, 2) == 1       # n < 8 B: by rows
+    assert feature_split_parts(64, 300, 100, 2) == 1
+    assert feature_split_parts(1, 784, 10, 2) == 1         # per-sample SGD
+    assert feature_split_parts(16, 784, 10, 2) == 1        # below PARALLEL_MIN_ROWS
+    assert feature_split_parts(32, 300, 2, 2) == 1         # below PARALLEL_WORK
+    assert feature_split_parts(64, FEATURE_SPLIT_RATIO * 64, 10, 1) == 1  # one thread
+
+
 def test_sgd_invscaling_decays_within_an_epoch_and_across_partial_fit():
     """With two batches per epoch, update t uses eta0 / (1 + t / 2) ** power_t
     (epochs seen, fractionally); partial_fit carries t from call to call."""

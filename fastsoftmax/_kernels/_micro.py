@@ -27,6 +27,18 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
 
     IN: X (m, n), row indices i0..i3, Wt (k, n' >= n: only the first n
     entries of a row are read), b (k,). OUT: z4 (4, k).
+    """
+    _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, 0, X.shape[1])
+
+
+@njit(inline="always", **JIT)
+def _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, f0, f1):
+    """z4[q, j] = X[iq, f0:f1] . Wt[j, f0:f1] + b[j] for the four rows i0..i3.
+
+    IN: X (m, n), row indices i0..i3, Wt (k, n' >= f1), b (k,), the
+    features [f0, f1). OUT: z4 (4, k). (:func:`_logits4` is the whole row;
+    the SGD epoch's feature-split batches take a share of the features
+    per thread.)
 
     The rows are given by index, so that the full gradient (consecutive
     rows) and the SGD epoch (rows in shuffled order) share this code.
@@ -49,22 +61,22 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     The backward sweep (:func:`_accumulate4`) has no 4 x 5 block: with five
     rows of G loaded and stored per step it ran 1.7x slower at k = 10.
     """
-    n = X.shape[1]
     k = Wt.shape[0]
+    nf = f1 - f0
     zero = X.dtype.type(0)
-    x0 = X[i0]
-    x1 = X[i1]
-    x2 = X[i2]
-    x3 = X[i3]
+    x0 = X[i0, f0:f1]
+    x1 = X[i1, f0:f1]
+    x2 = X[i2, f0:f1]
+    x3 = X[i3, f0:f1]
     j = 0
     # A remainder of 6 classes goes as 3 + 3, not 5 + a load-bound 4 x 1.
     # (itemsize is a compile-time constant: float32 compiles without this loop.)
     while _TILE5 and X.itemsize == 8 and k - j >= 5 and k - j != 6:
-        w0 = Wt[j]
-        w1 = Wt[j + 1]
-        w2 = Wt[j + 2]
-        w3 = Wt[j + 3]
-        w4 = Wt[j + 4]
+        w0 = Wt[j, f0:f1]
+        w1 = Wt[j + 1, f0:f1]
+        w2 = Wt[j + 2, f0:f1]
+        w3 = Wt[j + 3, f0:f1]
+        w4 = Wt[j + 4, f0:f1]
         a00 = zero
         a01 = zero
         a02 = zero
@@ -85,7 +97,7 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         a32 = zero
         a33 = zero
         a34 = zero
-        for f in range(n):
+        for f in range(nf):
             c0 = x0[f]
             c1 = x1[f]
             c2 = x2[f]
@@ -143,9 +155,9 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         j += 5
     # k = 3q + 1 ends in two 4 x 2 blocks rather than a load-bound 4 x 1.
     while j + 3 <= k and k - j != 4:
-        w0 = Wt[j]
-        w1 = Wt[j + 1]
-        w2 = Wt[j + 2]
+        w0 = Wt[j, f0:f1]
+        w1 = Wt[j + 1, f0:f1]
+        w2 = Wt[j + 2, f0:f1]
         a00 = zero
         a01 = zero
         a02 = zero
@@ -158,7 +170,7 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         a30 = zero
         a31 = zero
         a32 = zero
-        for f in range(n):
+        for f in range(nf):
             c0 = x0[f]
             c1 = x1[f]
             c2 = x2[f]
@@ -195,8 +207,8 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         z4[3, j + 2] = a32 + b2
         j += 3
     while k - j >= 2:
-        w0 = Wt[j]
-        w1 = Wt[j + 1]
+        w0 = Wt[j, f0:f1]
+        w1 = Wt[j + 1, f0:f1]
         a00 = zero
         a01 = zero
         a10 = zero
@@ -205,7 +217,7 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         a21 = zero
         a30 = zero
         a31 = zero
-        for f in range(n):
+        for f in range(nf):
             c0 = x0[f]
             c1 = x1[f]
             c2 = x2[f]
@@ -232,12 +244,12 @@ def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
         z4[3, j + 1] = a31 + b1
         j += 2
     if k - j == 1:
-        w0 = Wt[j]
+        w0 = Wt[j, f0:f1]
         a00 = zero
         a10 = zero
         a20 = zero
         a30 = zero
-        for f in range(n):
+        for f in range(nf):
             u0 = w0[f]
             a00 += x0[f] * u0
             a10 += x1[f] * u0
@@ -255,6 +267,16 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
     """G[j] += sum_q z4[q, j] * X[iq] for the four rows i0..i3.
 
     IN: X (m, n), row indices i0..i3, z4 (4, k) error rows. IN/OUT: G (k, n).
+    """
+    _accumulate4_cols(X, i0, i1, i2, i3, z4, G, 0, X.shape[1])
+
+
+@njit(inline="always", **JIT)
+def _accumulate4_cols(X, i0, i1, i2, i3, z4, G, f0, f1):
+    """G[j, f0:f1] += sum_q z4[q, j] * X[iq, f0:f1] for the four rows i0..i3.
+
+    IN: X (m, n), row indices i0..i3, z4 (4, k) error rows, the features
+    [f0, f1). IN/OUT: G (k, n' >= f1).
 
     The same 4 rows x 3 classes blocking as :func:`_logits4`: per step of
     the feature loop, 4 x-loads (from L1: the block was just read by the
@@ -263,17 +285,17 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
     float32 -- precision traded for keeping G (k x n) small enough for L1/L2;
     the tests bound the resulting error against the float64-exact reference.
     """
-    n = X.shape[1]
     k = G.shape[0]
-    x0 = X[i0]
-    x1 = X[i1]
-    x2 = X[i2]
-    x3 = X[i3]
+    nf = f1 - f0
+    x0 = X[i0, f0:f1]
+    x1 = X[i1, f0:f1]
+    x2 = X[i2, f0:f1]
+    x3 = X[i3, f0:f1]
     j = 0
     while j + 3 <= k and k - j != 4:
-        g0 = G[j]
-        g1 = G[j + 1]
-        g2 = G[j + 2]
+        g0 = G[j, f0:f1]
+        g1 = G[j + 1, f0:f1]
+        g2 = G[j + 2, f0:f1]
         e00 = z4[0, j]
         e10 = z4[1, j]
         e20 = z4[2, j]
@@ -286,7 +308,7 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
         e12 = z4[1, j + 2]
         e22 = z4[2, j + 2]
         e32 = z4[3, j + 2]
-        for f in range(n):
+        for f in range(nf):
             c0 = x0[f]
             c1 = x1[f]
             c2 = x2[f]
@@ -296,8 +318,8 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
             g2[f] += e02 * c0 + e12 * c1 + e22 * c2 + e32 * c3
         j += 3
     while k - j >= 2:
-        g0 = G[j]
-        g1 = G[j + 1]
+        g0 = G[j, f0:f1]
+        g1 = G[j + 1, f0:f1]
         e00 = z4[0, j]
         e10 = z4[1, j]
         e20 = z4[2, j]
@@ -306,7 +328,7 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
         e11 = z4[1, j + 1]
         e21 = z4[2, j + 1]
         e31 = z4[3, j + 1]
-        for f in range(n):
+        for f in range(nf):
             c0 = x0[f]
             c1 = x1[f]
             c2 = x2[f]
@@ -315,12 +337,12 @@ def _accumulate4(X, i0, i1, i2, i3, z4, G):
             g1[f] += e01 * c0 + e11 * c1 + e21 * c2 + e31 * c3
         j += 2
     while j < k:
-        g0 = G[j]
+        g0 = G[j, f0:f1]
         e00 = z4[0, j]
         e10 = z4[1, j]
         e20 = z4[2, j]
         e30 = z4[3, j]
-        for f in range(n):
+        for f in range(nf):
             g0[f] += e00 * x0[f] + e10 * x1[f] + e20 * x2[f] + e30 * x3[f]
         j += 1
 

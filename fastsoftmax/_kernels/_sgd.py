@@ -26,9 +26,12 @@ contiguous features. The per-row arithmetic is the fused gradient's
 error with its finiteness test of every logit. Per-sample SGD (B = 1)
 skips the gradient buffer and makes two steps per sweep over W
 (:func:`_per_sample_epoch`). Mini-batches of at least ``PARALLEL_MIN_ROWS``
-rows are split across threads (per-chunk partial gradients, serial
-reduction); smaller ones run on one thread, because a parallel launch per
-batch would cost more than the batch.
+rows are split across threads: by rows (per-chunk partial gradients, serial
+reduction and update; :func:`_sgd_epoch`), or, where a batch's rows are
+short against its features (n >= ``FEATURE_SPLIT_RATIO`` B), by features
+(each thread updates its own columns of W; :func:`_feature_split_epoch`).
+Smaller batches run on one thread, because a parallel launch per batch
+would cost more than the batch.
 """
 
 from collections import namedtuple
@@ -39,7 +42,8 @@ from numba import njit, prange
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._fused import _error4, _row_error
-from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
+from ._micro import _accumulate1, _accumulate4, _accumulate4_cols, _logits1, _logits4, _logits4_cols
+from ._width import _wide_vectors
 
 SCHEDULE_CONSTANT = 0
 SCHEDULE_INVSCALING = 1
@@ -164,21 +168,29 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
 
 
 @njit(inline="always", **JIT)
-def _update(Wt, VWt, G, a, mu, eta, nesterov):
-    """W, V <- one (heavy-ball or Nesterov) momentum step on the gradient G, L2 term fused."""
-    k, n = Wt.shape
+def _update(Wt, VWt, G, a, mu, eta, nesterov, f0, f1):
+    """W, V <- one (heavy-ball or Nesterov) momentum step on the gradient G, L2 term fused.
+
+    Only the features [f0, f1) move (a feature-split batch's share; 0, n
+    for the whole).
+    """
+    k = Wt.shape[0]
+    nf = f1 - f0
     for j in range(k):
-        wj = Wt[j]
-        vj = VWt[j]
-        gj = G[j]
+        # Views of the range (the loops index from 0): an index f0 + f that
+        # might be negative keeps Numba's wraparound test in the loop, and
+        # LLVM turns the loads into gathers.
+        wj = Wt[j, f0:f1]
+        vj = VWt[j, f0:f1]
+        gj = G[j, f0:f1]
         if nesterov:
-            for f in range(n):
+            for f in range(nf):
                 g = gj[f] + a * wj[f]
                 v = mu * vj[f] - eta * g
                 vj[f] = v
                 wj[f] += mu * v - eta * g
         else:
-            for f in range(n):
+            for f in range(nf):
                 g = gj[f] + a * wj[f]
                 v = mu * vj[f] - eta * g
                 vj[f] = v
@@ -637,10 +649,175 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                 return -(n_steps + 1)
             total += part
         # ---- update, with the L2 term and momentum fused ----------------
-        _update(Wt, VWt, G, a, mu, eta, nesterov)
+        _update(Wt, VWt, G, a, mu, eta, nesterov, 0, n)
         if hyper.fit_intercept:
             _intercept_step(b, Vb, g0, mu, eta, nesterov)
         t += 1
         n_steps += 1
     loss_out[0] = total
     return n_steps
+
+
+# ------------------------------------------------- feature-split mini-batches
+#
+# A batch split by rows (above) leaves each thread a partial gradient of all
+# k n weights: summed serially, then applied serially, and carried from core
+# to core every batch. At MNIST size (k n = 7840), B = 64, float32, a
+# second thread took the epoch only from 44 to 35 ms (BENCHMARKS.md, "Ninth
+# session"), where the arithmetic alone would halve. Split
+# by features instead, each thread owns a range of W's columns: its share of
+# the logits is a partial sum over its features (B k numbers to add up),
+# while its share of the gradient, Eᵀ X[:, f0:f1], and the update of its
+# columns need nothing from the other threads. So one parallel region per
+# batch does, per thread, batch t's gradient and update on its columns and
+# then the partial logits of batch t + 1 with the columns just updated;
+# between regions one thread sums the partial logits (B k), forms the
+# softmax error and steps the intercept. W stays in the cache of the core
+# that owns its columns. The updates are the row-split epoch's, up to the
+# order of the sums.
+
+
+# Features per unit of the split: ranges start on multiples of 64 bytes of
+# float32 (128 of float64), so that where W's rows start on a cache line,
+# two threads write none of the same lines.
+FEATURE_BLOCK = 16
+
+# A batch is split by features when n >= FEATURE_SPLIT_RATIO * B: the
+# per-batch work the split saves (the serial sum and update of k n
+# weights) grows with n, what it adds (the serial error of B k entries,
+# each row's product in two passes) with B. Side by side on the 2-core
+# Intel host (one epoch, both kernels interleaved; BENCHMARKS.md, "Ninth
+# session"): n / B = 12 (MNIST, B = 64) 0.93-0.97x the row split's time,
+# 24 (B = 32) 0.89-0.97x, 47 (n = 3000) 0.80-0.86x; n / B = 6 (B = 128)
+# 1.04-1.11x and 4.7 (n = 300) 1.19-1.21x, slower.
+FEATURE_SPLIT_RATIO = 8
+
+# ...and each thread's range holds at least this many features, so that
+# the register tiles' feature loops stay long (k = 100, n = 100 split over
+# two threads ran 1.36-1.73x slower than by rows). On two cores the rule
+# above already asks for n >= 256; the bound is for many threads, where a
+# range of n / threads features gets short. It is reasoned, not measured:
+# no host with more than 2 cores was at hand.
+MIN_SPLIT_FEATURES = 128
+
+
+def feature_split_parts(batch_size, n, k, n_threads):
+    """Return the thread count a batch is split over by features, or 1: split by rows.
+
+    Per-sample SGD and batches below the parallel thresholds (above) are
+    never split by features.
+    """
+    if (batch_size < PARALLEL_MIN_ROWS or batch_size * n * k < PARALLEL_WORK
+            or n < FEATURE_SPLIT_RATIO * batch_size):
+        return 1
+    return max(1, min(n_threads, n // MIN_SPLIT_FEATURES))
+
+
+@njit(**JIT)
+def _columns_update(X, order, start, stop, E, G, Wt, VWt, a, mu, eta, nesterov, f0, f1):
+    """Apply the batch order[start:stop]'s step to the features [f0, f1) of W and V.
+
+    IN: E (>= 4 ceil((stop - start) / 4), k), the batch's scaled error rows,
+    zero past stop - start. SCRATCH: G[:, f0:f1].
+    """
+    _wide_vectors(X)
+    k = Wt.shape[0]
+    zero = Wt.dtype.type(0)
+    for j in range(k):
+        gj = G[j, f0:f1]
+        for f in range(f1 - f0):
+            gj[f] = zero
+    last = stop - 1
+    for p in range(start, stop, 4):
+        q = p - start
+        _accumulate4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
+                          order[min(p + 3, last)], E[q:q + 4], G, f0, f1)
+    _update(Wt, VWt, G, a, mu, eta, nesterov, f0, f1)
+
+
+@njit(**JIT)
+def _columns_logits(X, order, start, stop, Wt, no_bias, P, f0, f1):
+    """P[q] <- X[order[start + q], f0:f1] . Wt[:, f0:f1] (rows past stop repeat its last)."""
+    _wide_vectors(X)
+    last = stop - 1
+    for p in range(start, stop, 4):
+        q = p - start
+        _logits4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
+                      order[min(p + 3, last)], Wt, no_bias, P[q:q + 4], f0, f1)
+
+
+@njit(**PJIT)
+def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
+                         Wt, b, VWt, Vb, gWt, gb, loss_out):
+    """:func:`_sgd_epoch` with every batch split by features, one range per chunk.
+
+    The arguments and result are :func:`_sgd_epoch`'s, but for the scratch
+    gb (k,). Each chunk c accumulates its columns of the gradient in its own
+    gWt[c] (n_chunks, k, n): in one shared G the lines where two ranges meet
+    passed between the cores at every 4-row block, and two threads ran the
+    epoch slower than one.
+    """
+    n_parts = gWt.shape[0]
+    m = order.shape[0]
+    k, n = Wt.shape
+    dt = Wt.dtype.type
+    mu = dt(hyper.momentum)
+    a = dt(hyper.alpha)
+    nesterov = hyper.nesterov
+    rows4 = (batch_size + 3) // 4 * 4
+    P = np.empty((n_parts, rows4, k), dtype=Wt.dtype)
+    E = np.empty((rows4, k), dtype=Wt.dtype)
+    no_bias = np.zeros(k, dtype=Wt.dtype)
+    bits = np.empty(4 * k, dtype=Wt.dtype)
+    units = (n + FEATURE_BLOCK - 1) // FEATURE_BLOCK
+    n_batches = (m + batch_size - 1) // batch_size
+    total = 0.0
+    t = hyper.t0
+    eta = dt(0)
+    prev = 0
+    prev_stop = 0
+    for s in range(n_batches + 1):
+        start = min(m, s * batch_size)
+        stop = min(m, start + batch_size)
+        # ---- batch s - 1's step and batch s's partial logits, per column range
+        for c in prange(n_parts):
+            lo, hi = _chunk(units, n_parts, c)
+            f0 = lo * FEATURE_BLOCK
+            f1 = min(n, hi * FEATURE_BLOCK)
+            if s > 0:
+                _columns_update(X, order, prev, prev_stop, E, gWt[c], Wt, VWt, a, mu, eta,
+                                nesterov, f0, f1)
+            if stop > start:
+                _columns_logits(X, order, start, stop, Wt, no_bias, P[c], f0, f1)
+        if s == n_batches:
+            break
+        # ---- batch s's logits, error and intercept step, on one thread ----
+        bs = stop - start
+        for i in range(bs):
+            for j in range(k):
+                z = b[j]
+                for c in range(n_parts):
+                    z += P[c, i, j]
+                E[i, j] = z
+        eta = dt(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch, hyper.power_t))
+        coef = dt(row_scale / bs)
+        _zero1(gb)
+        last = stop - 1
+        for q in range(0, bs, 4):
+            p = start + q
+            part, bad = _error4(E[q:min(q + 4, bs)], order[p], order[min(p + 1, last)],
+                                order[min(p + 2, last)], order[min(p + 3, last)], y, Y, sw,
+                                soft, weighted, coef, gb, bits)
+            if bad >= 0:
+                return -(s + 1)
+            total += part
+        for i in range(bs, rows4):
+            for j in range(k):
+                E[i, j] = dt(0)
+        if hyper.fit_intercept:
+            _intercept_step(b, Vb, gb, mu, eta, nesterov)
+        t += 1
+        prev = start
+        prev_stop = stop
+    loss_out[0] = total
+    return n_batches

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from .. import _sparse
-from .._kernels._sgd import SCHEDULE_CONSTANT, SCHEDULE_INVSCALING, _sgd_epoch, sgd_hyper
+from .._kernels._sgd import (
+    SCHEDULE_CONSTANT,
+    SCHEDULE_INVSCALING,
+    _feature_split_epoch,
+    _sgd_epoch,
+    feature_split_parts,
+    sgd_hyper,
+)
 from .._launch import n_chunks
 from .._penalty import l2_penalty
 from ._common import (
@@ -110,13 +117,19 @@ def run_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
         schedule=SCHEDULE_INVSCALING if params.learning_rate == "invscaling"
         else SCHEDULE_CONSTANT,
         nesterov=params.nesterov, fit_intercept=state.fit_intercept)
+    batch_size = min(params.batch_size, m)
     chunks = n_chunks(m)
-    g_coef = np.empty((chunks, k, n), dtype=data.dtype)
-    g_int = np.empty((chunks, k), dtype=data.dtype)
+    parts = feature_split_parts(batch_size, n, k, chunks)
     loss_out = np.zeros(1, dtype=np.float64)
-    steps = _sgd_epoch(data.X, *data.kernel_targets(), order, min(params.batch_size, m),
-                       1.0 / data.mean_weight, hyper, state.coef, state.intercept,
-                       state.velocity_coef, state.velocity_intercept, g_coef, g_int, loss_out)
+    args = (data.X, *data.kernel_targets(), order, batch_size, 1.0 / data.mean_weight, hyper,
+            state.coef, state.intercept, state.velocity_coef, state.velocity_intercept)
+    if parts > 1:
+        # Each batch split by features: one partial gradient per range.
+        steps = _feature_split_epoch(*args, np.empty((parts, k, n), dtype=data.dtype),
+                                     np.empty(k, dtype=data.dtype), loss_out)
+    else:
+        steps = _sgd_epoch(*args, np.empty((chunks, k, n), dtype=data.dtype),
+                           np.empty((chunks, k), dtype=data.dtype), loss_out)
     ok = steps >= 0
     steps = steps if ok else -steps - 1
     state.t += steps
