@@ -52,9 +52,6 @@ def import_revision(rev: str, where: Path):
 
 def calls(module, what: str, m: int, n: int, k: int, dtype: str):
     rng = np.random.default_rng(0)
-    if what.startswith("sgd"):
-        bench = importlib.import_module(module.__name__ + ".bench")
-        return bench._sgd_case(m, n, k, dtype, int(what[3:]), rng)[-1]
     if what == "softmax":
         Z = (3 * rng.standard_normal((m, k))).astype(dtype)
         return lambda: module.softmax(Z)
@@ -62,11 +59,40 @@ def calls(module, what: str, m: int, n: int, k: int, dtype: str):
     y = rng.integers(0, k, m)
     W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
     b = np.zeros(k, dtype)
+    if what.startswith("sgd"):
+        return _sgd_epoch(module, X, y, W, b, int(what[3:]), rng.permutation(m))
     if what == "grad":
         return lambda: module.loss_and_grad(X, y, W, b, alpha=1e-3)
     V = rng.standard_normal((n, k)).astype(dtype)
     c = rng.standard_normal(k).astype(dtype)
     return lambda: module.hessp(X, y, W, b, V, c, alpha=1e-3)
+
+
+def _sgd_epoch(module, X, y, W, b, batch_size: int, order):
+    """One epoch of ``module``'s SGD (eta 0.01, no momentum) from (W, b), in ``order``;
+    the call returns the weights it ends with.
+
+    Built from the version's own modules: its ``bench._sgd_case`` imports
+    ``fastsoftmax`` by name, so an older version's case would time the
+    working tree's epoch.
+    """
+    def sub(name):
+        return importlib.import_module(f"{module.__name__}.{name}")
+
+    sgd = sub("_solvers.sgd")
+    k = W.shape[1]
+    data = sub("_data").make_dataset(X, y.astype(np.int64), None, None, k)
+    params = sub("_params").check_params(module.SoftmaxRegression(
+        "sgd", alpha=0.0, eta0=0.01, momentum=0.0, nesterov=False, learning_rate="constant",
+        batch_size=batch_size))
+    steps = -(-X.shape[0] // batch_size)
+
+    def epoch():
+        state = sgd.SGDState.start(W.T, b)
+        sgd.run_epoch(data, state, order, params, steps_per_epoch=steps)
+        return state.coef
+
+    return epoch
 
 
 def _difference(a, b) -> float:
