@@ -5,7 +5,9 @@ schedule within an epoch and across partial_fit, and shuffle=False."""
 
 import numpy as np
 import pytest
-from _helpers import FLOAT_DTYPES, dtype_id, sgd_epoch, toy_data
+from _helpers import FLOAT_DTYPES, dataset, dtype_id, sgd_epoch, toy_data
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
@@ -151,6 +153,42 @@ def test_feature_split_epoch_on_soft_targets_matches_the_row_split(dt):
     assert ok_f and ok_r
     np.testing.assert_allclose(W_f, W_r, **TOL[dt])
     np.testing.assert_allclose(b_f, b_r, **TOL[dt])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 90), k=st.integers(1, 9), m=st.integers(1, 60),
+       batch_size=st.integers(1, 25), parts=st.integers(1, 4),
+       momentum=st.sampled_from([0.0, 0.9]), nesterov=st.booleans(),
+       fit_intercept=st.booleans(), seed=st.integers(0, 2**16))
+def test_feature_split_kernel_on_any_shape_matches_numpy_loop(n, k, m, batch_size, parts,
+                                                              momentum, nesterov,
+                                                              fit_intercept, seed):
+    """The feature-split epoch kernel called directly, whatever the rule would
+    choose: ranges of one 16-feature unit, empty ranges (parts > units),
+    batches of fewer than four rows and a batch larger than m (float64)."""
+    from fastsoftmax._kernels._sgd import _feature_split_epoch, sgd_hyper
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((m, n))
+    y = rng.integers(0, k, m)
+    W0 = 0.1 * rng.standard_normal((n, k))
+    b0 = 0.1 * rng.standard_normal(k) if fit_intercept else np.zeros(k)
+    order = rng.permutation(m)
+    W_ref, b_ref = reference.sgd_epoch(X, y, W0.copy(), b0.copy(), order,
+                                       batch_size=batch_size, eta=0.05, alpha=0.01,
+                                       momentum=momentum, nesterov=nesterov,
+                                       fit_intercept=fit_intercept)
+    data = dataset(X, y, k)
+    Wt, b = np.ascontiguousarray(W0.T), b0.copy()
+    hyper = sgd_hyper(alpha=0.01, momentum=momentum, eta0=0.05, power_t=0.5, t0=0,
+                      steps_per_epoch=1, schedule=0, nesterov=nesterov,
+                      fit_intercept=fit_intercept)
+    steps = _feature_split_epoch(X, *data.kernel_targets(), order, batch_size, 1.0, hyper,
+                                 Wt, b, np.zeros_like(Wt), np.zeros(k),
+                                 np.empty((parts, k, n)), np.empty(k), np.zeros(1))
+    assert steps == -(-m // batch_size)
+    np.testing.assert_allclose(Wt.T, W_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b, b_ref, rtol=1e-10, atol=1e-12)
 
 
 def test_feature_split_epoch_stops_at_the_same_batch_as_the_row_split():
