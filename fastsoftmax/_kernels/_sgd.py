@@ -41,7 +41,7 @@ from numba import njit, prange
 
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
-from ._fused import _error4, _row_error
+from ._fused import _block_error_t, _error4, _row_error
 from ._micro import _accumulate1, _accumulate4, _accumulate4_cols, _logits1, _logits4, _logits4_cols
 from ._width import _wide_vectors
 
@@ -746,6 +746,59 @@ def _columns_logits(X, order, start, stop, Wt, no_bias, P, f0, f1):
                       order[min(p + 3, last)], Wt, no_bias, P[q:q + 4], f0, f1)
 
 
+@njit(**JIT)
+def _split_batch_error(P, b, order, start, stop, y, Y, sw, soft, weighted, coef, gb, E, flat,
+                       yb, Yb, swb, no_proba):
+    """E <- the scaled softmax error of the batch order[start:stop], gb <- its column sums.
+
+    IN: P (n_parts, rows4, k) the threads' partial logits (rows4 >= stop -
+    start, a multiple of 4), b (k,). OUT: E (rows4, k), zero past the
+    batch's rows (so that 4-row blocks may run past its end). SCRATCH: flat
+    (2 (k + 1) rows4,), yb, Yb, swb (the batch's labels, targets and weights
+    gathered in visiting order). Returns (sum of w_i * CE_i, -1), or (0, q)
+    with q the first row (in the batch) whose logits are not finite.
+
+    The logits are summed into a transposed block, one column a row, and
+    the error runs along the rows (:func:`._fused._block_error_t`): on rows
+    of a few classes, four rows at a time (:func:`._fused._error4`) spend
+    their time in short loops.
+    """
+    n_parts, rows4, k = P.shape
+    bs = stop - start
+    for i in range(bs):
+        r = order[start + i]
+        if soft:
+            for j in range(k):
+                Yb[i, j] = Y[r, j]
+        else:
+            yb[i] = y[r]
+        if weighted:
+            swb[i] = sw[r]
+    ZT = flat[:k * bs].reshape(k, bs)
+    for j in range(k):
+        zj = ZT[j]
+        for i in range(bs):
+            z = b[j]
+            for c in range(n_parts):
+                z += P[c, i, j]
+            zj[i] = z
+    _zero1(gb)
+    rest = flat[k * rows4:]
+    part, bad = _block_error_t(ZT, 0, yb, Yb, swb, soft, weighted, coef, gb, rest[:k * bs],
+                               rest[k * rows4:k * rows4 + bs],
+                               rest[k * rows4 + rows4:k * rows4 + rows4 + bs], no_proba)
+    if bad >= 0:
+        return part, bad
+    zero = E.dtype.type(0)
+    for i in range(bs):
+        for j in range(k):
+            E[i, j] = ZT[j, i]
+    for i in range(bs, rows4):
+        for j in range(k):
+            E[i, j] = zero
+    return part, -1
+
+
 @njit(**PJIT)
 def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                          Wt, b, VWt, Vb, gWt, gb, loss_out):
@@ -768,7 +821,11 @@ def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_sca
     P = np.empty((n_parts, rows4, k), dtype=Wt.dtype)
     E = np.empty((rows4, k), dtype=Wt.dtype)
     no_bias = np.zeros(k, dtype=Wt.dtype)
-    bits = np.empty(4 * k, dtype=Wt.dtype)
+    flat = np.empty(2 * (k + 1) * rows4, dtype=Wt.dtype)
+    yb = np.empty(rows4, dtype=y.dtype)
+    Yb = np.empty((rows4 if soft else 0, k), dtype=Wt.dtype)
+    swb = np.empty(rows4 if weighted else 0, dtype=Wt.dtype)
+    no_proba = np.empty((0, k), dtype=Wt.dtype)
     units = (n + FEATURE_BLOCK - 1) // FEATURE_BLOCK
     n_batches = (m + batch_size - 1) // batch_size
     total = 0.0
@@ -793,27 +850,12 @@ def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_sca
             break
         # ---- batch s's logits, error and intercept step, on one thread ----
         bs = stop - start
-        for i in range(bs):
-            for j in range(k):
-                z = b[j]
-                for c in range(n_parts):
-                    z += P[c, i, j]
-                E[i, j] = z
         eta = dt(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch, hyper.power_t))
-        coef = dt(row_scale / bs)
-        _zero1(gb)
-        last = stop - 1
-        for q in range(0, bs, 4):
-            p = start + q
-            part, bad = _error4(E[q:min(q + 4, bs)], order[p], order[min(p + 1, last)],
-                                order[min(p + 2, last)], order[min(p + 3, last)], y, Y, sw,
-                                soft, weighted, coef, gb, bits)
-            if bad >= 0:
-                return -(s + 1)
-            total += part
-        for i in range(bs, rows4):
-            for j in range(k):
-                E[i, j] = dt(0)
+        part, bad = _split_batch_error(P, b, order, start, stop, y, Y, sw, soft, weighted,
+                                       dt(row_scale / bs), gb, E, flat, yb, Yb, swb, no_proba)
+        if bad >= 0:
+            return -(s + 1)
+        total += part
         if hyper.fit_intercept:
             _intercept_step(b, Vb, gb, mu, eta, nesterov)
         t += 1
