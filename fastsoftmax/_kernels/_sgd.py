@@ -687,7 +687,7 @@ FEATURE_BLOCK = 16
 # weights) grows with n, what it adds (the serial error of B k entries,
 # each row's product in two passes) with B. Side by side on the 2-core
 # Intel host (one epoch, both kernels interleaved; BENCHMARKS.md, "Ninth
-# session"): n / B = 12 (MNIST, B = 64) 0.93-0.97x the row split's time,
+# session"): n / B = 12 (MNIST, B = 64) 0.91-0.97x the row split's time,
 # 24 (B = 32) 0.89-0.97x, 47 (n = 3000) 0.80-0.86x; n / B = 6 (B = 128)
 # 1.04-1.11x and 4.7 (n = 300) 1.19-1.21x, slower.
 FEATURE_SPLIT_RATIO = 8
