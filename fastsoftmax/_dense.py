@@ -59,18 +59,33 @@ PROBA_BUDGET = 256 << 20
 
 # Once the gradient's n x k partial sum outgrows _G_CACHE_BYTES, blocks
 # hold a whole chunk of rows, up to _MAX_ROWS_LARGE_G: every block after a
-# chunk's first adds its Xᵀ E (n k entries) into the chunk's sum through a
-# buffer of that size, a pass over memory that at 64 rows per block cost as
-# much as the block's two products (1000 x 3000 x 1000 float32: 175 ms at
-# 64 rows, 118 ms at 256, measured), and the buffer itself is not needed
-# when no chunk has a second block. Re-reading a block of X from L3 for
-# the second product costs far less. The scratch for one block's logits
-# is then up to _MAX_ROWS_LARGE_G x k per thread.
+# chunk's first adds its Xᵀ E (n k entries) into the chunk's sum, a pass
+# over memory that at 64 rows per block cost as much as the block's two
+# products (1000 x 3000 x 1000 float32: 175 ms at 64 rows, 118 ms at 256,
+# measured when the block's product still went through a buffer of its
+# own; BLAS now adds it in place, _kernels._blas). Re-reading a block of X
+# from L3 for the second product costs far less. The scratch for one
+# block's logits is then up to _MAX_ROWS_LARGE_G x k per thread.
 _MAX_ROWS_LARGE_G = 2048
 
 # Bytes between two threads' partial sums (see DenseEngine._accumulators).
 _PAD_BYTES = 128
 _G_CACHE_BYTES = 1 << 18
+
+# Narrow rows (at most _NARROW_ROW_BYTES of features) of many classes
+# (from LANES_FROM): the block's logits, R x k, are most of what a block
+# touches, and the fastest blocks kept X's block and the logits' within
+# about _NARROW_BLOCK_BYTES together: the largest power of two of rows
+# that fits, at least _MIN_BLOCK_ROWS. Block sizes 32 ... 1024 timed on
+# the eight such shapes of a sweep (n = 20 ... 64, k = 50 ... 3000, m n k
+# 1e8 to 1.3e9; 2-core AVX-512 host): the old rule's blocks (up to 1024
+# rows) took 1.1-1.4x the best block's time on most of them, the rule's
+# were within 5 % of the best but for two shapes at 1.07-1.19x; wider rows
+# (n = 100 and k = 1000, n = 200 and k = 300) ran 1.3-1.5x slower in small
+# blocks, and keep the old rule (BENCHMARKS.md, "Tenth session").
+_NARROW_ROW_BYTES = 512
+_NARROW_BLOCK_BYTES = 1 << 16
+_MIN_BLOCK_ROWS = 32
 
 
 # The GEMM strategy's kernels by variant (DenseEngine._gradient_variant):
@@ -122,10 +137,18 @@ def _kept_buffers(key: tuple, make) -> tuple[np.ndarray, ...]:
 
 
 def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0) -> int:
-    """Rows per GEMM block: X's block in L2, or a whole chunk of ``chunk_rows`` for a large n k."""
+    """Rows per GEMM block.
+
+    X's block in L2; for a large n k, a whole chunk of ``chunk_rows``; for
+    narrow rows of many classes, X's block and the logits' within
+    :data:`_NARROW_BLOCK_BYTES`.
+    """
     rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
     if n * k * itemsize > _G_CACHE_BYTES:
-        rows = max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
+        return max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
+    if k >= LANES_FROM and n * itemsize <= _NARROW_ROW_BYTES:
+        fit = _NARROW_BLOCK_BYTES // ((n + k) * itemsize)
+        rows = min(rows, max(_MIN_BLOCK_ROWS, 1 << max(0, fit.bit_length() - 1)))
     return rows
 
 
@@ -224,8 +247,8 @@ class DenseEngine:
         the kernels only touch the first n (or k) entries of a row. Every
         row of the rows strategy's G starts aligned (``_launch.aligned_row``),
         as its tiles load and store it a vector at a time. The GEMM
-        strategy's G is written once per block of rows, and np.dot needs
-        its exact shape: not padded.
+        strategy's G is written by BLAS, which takes it C-contiguous: not
+        padded.
         """
         n, k, dt = self.data.n_features, self.k, self.dtype
         pad = _PAD_BYTES // dt.itemsize
@@ -243,17 +266,6 @@ class DenseEngine:
         k, dt = self.k, self.dtype
         pad = -(-_PAD_BYTES // (k * dt.itemsize))
         return np.empty((chunks, rows + pad, k), dtype=dt)
-
-    def _block_sums(self, chunks: int) -> np.ndarray:
-        """Return the GEMM kernels' per-chunk buffer for one block's Xᵀ E.
-
-        (chunks, n, k), or (chunks, 0, k) when every chunk is one block: a
-        chunk's first block writes into its sum directly, so it is never read.
-        """
-        chunk_rows = -(-self.data.n_rows // chunks)
-        if chunk_rows <= self._rows:
-            return np.empty((chunks, 0, self.k), dtype=self.dtype)
-        return self._accumulators(chunks)[0]
 
     def proba_buffer(self) -> np.ndarray:
         """Where a gradient pass stores P for later products: (m, k), or (0, k) to recompute."""
@@ -292,11 +304,9 @@ class DenseEngine:
             if variant == "rows":
                 scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 8),)
             elif variant == "gemm_t":  # Zᵀ and the exp's scratch (k R each), two rows
-                scratch = (np.empty((c, (2 * self.k + 2) * self._rows), dtype=dt),
-                           self._block_sums(c))
+                scratch = (np.empty((c, (2 * self.k + 2) * self._rows), dtype=dt),)
             else:
-                scratch = (np.empty((c, self._rows + 4, self.k), dtype=dt),
-                           self._block_sums(c))
+                scratch = (np.empty((c, self._rows + 4, self.k), dtype=dt),)
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 
@@ -334,11 +344,10 @@ class DenseEngine:
         else:
             def make(c):
                 G, gc = self._accumulators(c)
-                return (G, gc, np.empty((c, 2 * self._rows + 1, self.k), dtype=dt),
-                        self._block_sums(c))
-            G, gc, scratch, tmp = self._buffer("hessp", chunks, make)
+                return G, gc, np.empty((c, 2 * self._rows + 1, self.k), dtype=dt)
+            G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
-                    np.ascontiguousarray(V.T), cv, G, gc, scratch, tmp)
+                    np.ascontiguousarray(V.T), cv, G, gc, scratch)
             self._run(_hessp_gemm_chunk, _hessp_gemm, args)
         HV = self._to_coef(G)
         if alpha:

@@ -139,9 +139,9 @@ def test_rows_and_gemm_strategies_agree(k, dt, soft, rng):
 @pytest.mark.parametrize("m", [700, 5000], ids=["one-block-per-chunk", "blocks-of-2048"])
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
-    """n k float64 above _dense._G_CACHE_BYTES: GEMM blocks hold a whole chunk
-    (no second-block buffer), or 2048 rows with a second block added through
-    it; gradient and Hessian products match the reference either way."""
+    """n k float64 above _dense._G_CACHE_BYTES: GEMM blocks hold a whole chunk,
+    or 2048 rows with a second block added into the chunk's sum by BLAS
+    (beta = 1); gradient and Hessian products match the reference either way."""
     n, k = 300, 120
     assert n * k * 8 > _dense._G_CACHE_BYTES
     X, y, W, b, sw = make_problem(rng, m, n, k, np.float64, weights=True)
@@ -154,6 +154,86 @@ def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
     want = ref.hessp(X, y, W, b, V, c, alpha=0.1, sample_weight=sw)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * np.abs(w).max())
+
+
+def test_block_rows_rule():
+    """Rows per GEMM block (_dense.gemm_block_rows): narrow rows of many
+    classes take the largest power of two of rows whose X block and logits
+    fit _NARROW_BLOCK_BYTES (at least _MIN_BLOCK_ROWS); fewer classes, wider
+    rows and partial sums past _G_CACHE_BYTES keep the other rules."""
+    g = _dense.gemm_block_rows
+    fit = _dense._NARROW_BLOCK_BYTES
+    assert g(20, 4, 100, 50000) == 128  # (20 + 100) 4 128 = 61 KiB <= 64 KiB < 2x
+    assert g(20, 4, 100, 50000) * 120 * 4 <= fit < 2 * g(20, 4, 100, 50000) * 120 * 4
+    assert g(20, 4, 1000, 5000) == _dense._MIN_BLOCK_ROWS  # 16 rows would fit: the floor
+    assert g(20, 8, 50, 100000) == 64
+    assert g(20, 4, 10, 150000) == 1024  # fewer than LANES_FROM classes: X's block alone
+    assert g(784, 4, 48, 30000) == g(784, 4, 10, 30000) == 83  # wide rows: X's block alone
+    assert g(100, 8, 100, 10000) == 327  # 800 bytes of features: not narrow
+    assert g(20, 8, 3000, 2500) == 2048  # n k 8 > _G_CACHE_BYTES: whole chunks
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("launch", ["serial", "parallel"])
+def test_narrow_rows_many_classes_in_several_blocks(dt, launch, rng, monkeypatch):
+    """Narrow rows of many classes: chunks of several small blocks (the last
+    one partial), each block's Xᵀ E added into the chunk's sum by BLAS in
+    place; gradient and Hessian products (P recomputed and cached) match the
+    reference."""
+    n_threads = 2 if launch == "parallel" else 1
+    if launch == "parallel":
+        monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    m, n, k = 703, 20, 100
+    rows = _dense.gemm_block_rows(n, np.dtype(dt).itemsize, k, m)
+    assert m // 2 > 2 * rows and (m // 2) % rows
+    X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=True)
+    W *= 0.3
+    obj = PublicObjective(X, y, k, sw, n_threads=n_threads, strategy="gemm")
+    assert_close(obj(W, b, 0.1), truth(X, y, W, b, alpha=0.1, sample_weight=sw), dt)
+    V = rng.standard_normal(W.shape).astype(dt)
+    c = rng.standard_normal(k).astype(dt)
+    want = ref.hessp(f64(X), y, f64(W), f64(b), f64(V), f64(c), alpha=0.1,
+                     sample_weight=f64(sw))
+    got = fs.hessp(X, y, W, b, V, c, alpha=0.1, sample_weight=sw, n_threads=n_threads)
+    tol = HESSP_TOL[np.dtype(dt)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max())
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_gemm_into_adds_in_place(dt, rng):
+    """_kernels._blas._gemm_into: C = A B + beta C for C- and F-contiguous
+    operands (a transposed view is F-contiguous); beta = 0 never reads C (a
+    NaN there does not propagate)."""
+    from numba import njit
+
+    from fastsoftmax._kernels._blas import _gemm_into
+
+    @njit
+    def run(A, B, C, beta):
+        _gemm_into(A, B, C, beta)
+
+    @njit
+    def run_t(X, Z, C, beta):
+        _gemm_into(X.T, Z, C, beta)
+
+    A = rng.standard_normal((7, 5)).astype(dt)
+    B = rng.standard_normal((5, 3)).astype(dt)
+    C0 = rng.standard_normal((7, 3)).astype(dt)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    for beta in (0.0, 1.0, 0.5):
+        for a, bb in ((A, B), (np.asfortranarray(A), B), (A, np.asfortranarray(B))):
+            C = C0.copy()
+            run(a, bb, C, beta)
+            np.testing.assert_allclose(C, f64(A) @ f64(B) + beta * f64(C0), rtol=tol, atol=tol)
+    C = np.full((7, 3), np.nan, dt)
+    run(A, B, C, 0.0)
+    np.testing.assert_allclose(C, f64(A) @ f64(B), rtol=tol, atol=tol)
+    X = rng.standard_normal((40, 5)).astype(dt)
+    Z = rng.standard_normal((40, 3)).astype(dt)
+    G = C0[:5].copy()
+    run_t(X, Z, G, 1.0)
+    np.testing.assert_allclose(G, f64(X).T @ f64(Z) + f64(C0[:5]), rtol=tol, atol=tol * 10)
 
 
 # ------------------------------------------------ scratch kept between calls

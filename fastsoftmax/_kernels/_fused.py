@@ -49,6 +49,7 @@ branch per block of rows, not a second compiled specialisation.
 import numpy as np
 from numba import njit, prange
 
+from ._blas import _gemm_into
 from ._common import (
     _chunk,
     _exp_flat,
@@ -450,7 +451,7 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
 
 @njit(inline="always", **JIT)
 def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
-               gW, gb, loss, bad_row, scratch, tmp, P, block_error, row_max):
+               gW, gb, loss, bad_row, scratch, P, block_error, row_max):
     """Chunk c of the GEMM strategy, finishing each block by ``block_error``.
 
     ``block_error`` and ``row_max`` are compiled functions:
@@ -462,7 +463,6 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
     k = W.shape[1]
     R = scratch.shape[1] - 4
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
-    T = tmp[c]
     sc = scratch[c, R]
     bits = scratch[c, R:].reshape(4 * k)
     acc = 0.0
@@ -481,42 +481,36 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
             bad_row[c] = r0 + bad
             break
         acc += part
-        if r0 == start:  # the first block's product is the sum so far
-            np.dot(Xb.T, Zb, G)
-        else:
-            np.dot(Xb.T, Zb, T)
-            for f in range(n):
-                for j in range(k):
-                    G[f, j] += T[f, j]
+        # The first block's product starts the sum (beta 0: G is not read).
+        _gemm_into(Xb.T, Zb, G, 0.0 if r0 == start else 1.0)
     loss[c] = acc
 
 
 @njit(**JIT)
 def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                gW, gb, loss, bad_row, scratch, tmp, P):
+                gW, gb, loss, bad_row, scratch, P):
     """Chunk c of the GEMM strategy (as :func:`_rows_chunk`), rows of fewer than 32 classes."""
     _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
-               scratch, tmp, P, _block_error, _max_chain)
+               scratch, P, _block_error, _max_chain)
 
 
 @njit(**JIT)
 def _gemm_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                      gW, gb, loss, bad_row, scratch, tmp, P):
+                      gW, gb, loss, bad_row, scratch, P):
     """:func:`_gemm_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
     _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
-               scratch, tmp, P, _block_error_lanes, _max_lanes)
+               scratch, P, _block_error_lanes, _max_lanes)
 
 
 @njit(**PJIT)
 def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
-                    gW, gb, loss, bad_row, scratch, tmp, P):
+                    gW, gb, loss, bad_row, scratch, P):
     """Large-k strategy: BLAS GEMM on row blocks.
 
     W is (n, k); gW is (n_chunks, n, k) partial sums of Xᵀ E; scratch
     (n_chunks, R + 4, k) holds one row block's logits and errors, and four
-    scratch rows for the exp; tmp (n_chunks, n, k) receives each block's Xᵀ E before
-    it is added (a chunk's first block writes into gW directly, so tmp may
-    be (n_chunks, 0, k) when no chunk has a second block). OUT P: (m, k)
+    scratch rows for the exp. Each block's Xᵀ E is added into the chunk's
+    sum by the product itself (``_blas._gemm_into``). OUT P: (m, k)
     probabilities or an empty (0, k) array, as in :func:`_loss_grad_rows`.
 
     For rows of fewer than ``_common.LANES_FROM`` classes; longer rows go
@@ -526,21 +520,21 @@ def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
     """
     for c in prange(gW.shape[0]):
         _gemm_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
-                    gW, gb, loss, bad_row, scratch, tmp, P)
+                    gW, gb, loss, bad_row, scratch, P)
 
 
 @njit(**PJIT)
 def _loss_grad_gemm_lanes(X, y, Y, sw, soft, weighted, scale, W, b,
-                          gW, gb, loss, bad_row, scratch, tmp, P):
+                          gW, gb, loss, bad_row, scratch, P):
     """:func:`_loss_grad_gemm` for rows of at least ``_common.LANES_FROM`` classes."""
     for c in prange(gW.shape[0]):
         _gemm_chunk_lanes(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
-                          gW, gb, loss, bad_row, scratch, tmp, P)
+                          gW, gb, loss, bad_row, scratch, P)
 
 
 @njit(**JIT)
 def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                  gW, gb, loss, bad_row, scratch, tmp, P):
+                  gW, gb, loss, bad_row, scratch, P):
     """Chunk c of the GEMM strategy with each block's logits stored transposed.
 
     For rows of fewer than ``_common.LANES_FROM`` classes over few features
@@ -553,7 +547,6 @@ def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     k = W.shape[1]
     R = scratch.shape[1] // (2 * k + 2)
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
-    T = tmp[c]
     flat = scratch[c]
     Wt = W.T
     acc = 0.0
@@ -574,19 +567,13 @@ def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
             bad_row[c] = r0 + bad
             break
         acc += part
-        if r0 == start:  # the first block's product is the sum so far
-            np.dot(Xb.T, ZT.T, G)
-        else:
-            np.dot(Xb.T, ZT.T, T)
-            for f in range(n):
-                for j in range(k):
-                    G[f, j] += T[f, j]
+        _gemm_into(Xb.T, ZT.T, G, 0.0 if r0 == start else 1.0)
     loss[c] = acc
 
 
 @njit(**PJIT)
 def _loss_grad_gemm_t(X, y, Y, sw, soft, weighted, scale, W, b,
-                      gW, gb, loss, bad_row, scratch, tmp, P):
+                      gW, gb, loss, bad_row, scratch, P):
     """:func:`_loss_grad_gemm` with each block's logits transposed (:func:`_gemm_t_chunk`).
 
     Rows of few classes over few features: (300000, 20, 2) and (300000, 20,
@@ -596,4 +583,4 @@ def _loss_grad_gemm_t(X, y, Y, sw, soft, weighted, scale, W, b,
     """
     for c in prange(gW.shape[0]):
         _gemm_t_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
-                      gW, gb, loss, bad_row, scratch, tmp, P)
+                      gW, gb, loss, bad_row, scratch, P)

@@ -51,6 +51,7 @@ the error against the float64 reference).
 import numpy as np
 from numba import njit, prange
 
+from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
@@ -159,18 +160,8 @@ def _block_proba(Xb, W, b, Pb, sc):
         _softmax_inplace(z, sc)
 
 
-@njit(inline="always", **JIT)
-def _add_block(G, T):
-    """INOUT G (n, k) += T (explicit loops: no temporary)."""
-    for f in range(G.shape[0]):
-        g = G[f]
-        t = T[f]
-        for j in range(G.shape[1]):
-            g[j] += t[j]
-
-
 @njit(**JIT)
-def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch, tmp):
+def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     """Chunk c of the large-k Hessian-vector product (c < n_chunks = G.shape[0]).
 
     IN    X (m, n); P (m, k) or (0, k): recompute from W (n, k) and b (k,);
@@ -178,7 +169,7 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
           cv (k,) the direction.
     OUT   G[c] (n, k) = this chunk's sum_i x_i s_iᵀ; gc[c] (k,) = sum_i s_i.
     SCRATCH scratch[c] (2 R + 1, k): a block of R rows of probabilities,
-          one of u / s, the exp's row; tmp[c] (n, k): one block's Xbᵀ S.
+          one of u / s, the exp's row.
 
     Per block of R rows (sized by the caller to keep the block of X in L2):
     U = Xb V (+ Pb = softmax(Xb W + b) when not cached), S in place, Xbᵀ S.
@@ -190,7 +181,6 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
     gcc = gc[c]
     _zero2(Gc)
     _zero1(gcc)
-    T = tmp[c]
     sc = scratch[c, 2 * R]
     cached = P.shape[0] != 0
     for r0 in range(start, stop, R):
@@ -208,24 +198,21 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
             for j in range(u.shape[0]):
                 u[j] += cv[j]
             _row_hvp(Pb[q], u, _row_weight(r0 + q, sw, weighted, scale), gcc)
-        if r0 == start:  # the first block's product is the sum so far
-            np.dot(Xb.T, Ub, Gc)
-        else:
-            np.dot(Xb.T, Ub, T)
-            _add_block(Gc, T)
+        # The first block's product starts the sum (beta 0: Gc is not read).
+        _gemm_into(Xb.T, Ub, Gc, 0.0 if r0 == start else 1.0)
 
 
 @njit(**PJIT)
-def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch, tmp):
+def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     """Large-k Hessian-vector product, chunks of rows in parallel.
 
     IN X, P, sw, weighted, scale, W, b, V, cv; OUT G (n_chunks, n, k), gc
-    (n_chunks, k); SCRATCH scratch (n_chunks, 2 R + 1, k), tmp (n_chunks,
-    n, k). See :func:`_hessp_gemm_chunk`, which is also the serial variant.
+    (n_chunks, k); SCRATCH scratch (n_chunks, 2 R + 1, k). See
+    :func:`_hessp_gemm_chunk`, which is also the serial variant.
     """
     for c in prange(G.shape[0]):
         _hessp_gemm_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
-                          G, gc, scratch, tmp)
+                          G, gc, scratch)
 
 
 @njit(**PJIT)
