@@ -72,18 +72,20 @@ _MAX_ROWS_LARGE_G = 2048
 _PAD_BYTES = 128
 _G_CACHE_BYTES = 1 << 18
 
-# Narrow rows (at most _NARROW_ROW_BYTES of features) of many classes
-# (from LANES_FROM): the block's logits, R x k, are most of what a block
-# touches, and the fastest blocks kept X's block and the logits' within
-# about _NARROW_BLOCK_BYTES together: the largest power of two of rows
-# that fits, at least _MIN_BLOCK_ROWS. Block sizes 32 ... 1024 timed on
-# the eight such shapes of a sweep (n = 20 ... 64, k = 50 ... 3000, m n k
-# 1e8 to 1.3e9; 2-core AVX-512 host): the old rule's blocks (up to 1024
-# rows) took 1.1-1.4x the best block's time on most of them, the rule's
-# were within 5 % of the best but for two shapes at 1.07-1.19x; wider rows
-# (n = 100 and k = 1000, n = 200 and k = 300) ran 1.3-1.5x slower in small
-# blocks, and keep the old rule (BENCHMARKS.md, "Tenth session").
-_NARROW_ROW_BYTES = 512
+# Narrow rows (at most _NARROW_FEATURES features) of many classes (from
+# LANES_FROM), over weights of at most _NARROW_WEIGHTS entries: the block's
+# logits, R x k, are most of what a block touches, and the fastest blocks
+# kept X's block and the logits' within about _NARROW_BLOCK_BYTES
+# together: the largest power of two of rows that fits, at least
+# _MIN_BLOCK_ROWS. Every block's two products also pack W and update G (n k
+# entries each), which small blocks repeat more often; past about 32K
+# weights that cost more than the smaller blocks saved. All three bounds
+# are empirical: block sizes 32 ... 1024 timed on 14 shapes (n = 20 ...
+# 200, k = 48 ... 3000; 2-core AVX-512 host) put the best block at 32-128
+# rows on the narrow ones and at 256-1024 on (20000, 96, 400) float32 (1.5x
+# apart) and (20000, 160, 200); BENCHMARKS.md, "Tenth session".
+_NARROW_FEATURES = 128
+_NARROW_WEIGHTS = 1 << 15
 _NARROW_BLOCK_BYTES = 1 << 16
 _MIN_BLOCK_ROWS = 32
 
@@ -140,13 +142,13 @@ def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0) -> i
     """Rows per GEMM block.
 
     X's block in L2; for a large n k, a whole chunk of ``chunk_rows``; for
-    narrow rows of many classes, X's block and the logits' within
-    :data:`_NARROW_BLOCK_BYTES`.
+    narrow rows of many classes over few weights, X's block and the
+    logits' within :data:`_NARROW_BLOCK_BYTES`.
     """
     rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
     if n * k * itemsize > _G_CACHE_BYTES:
         return max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
-    if k >= LANES_FROM and n * itemsize <= _NARROW_ROW_BYTES:
+    if k >= LANES_FROM and n <= _NARROW_FEATURES and n * k <= _NARROW_WEIGHTS:
         fit = _NARROW_BLOCK_BYTES // ((n + k) * itemsize)
         rows = min(rows, max(_MIN_BLOCK_ROWS, 1 << max(0, fit.bit_length() - 1)))
     return rows

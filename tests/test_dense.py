@@ -158,9 +158,10 @@ def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
 
 def test_block_rows_rule():
     """Rows per GEMM block (_dense.gemm_block_rows): narrow rows of many
-    classes take the largest power of two of rows whose X block and logits
-    fit _NARROW_BLOCK_BYTES (at least _MIN_BLOCK_ROWS); fewer classes, wider
-    rows and partial sums past _G_CACHE_BYTES keep the other rules."""
+    classes over few weights take the largest power of two of rows whose X
+    block and logits fit _NARROW_BLOCK_BYTES (at least _MIN_BLOCK_ROWS);
+    fewer classes, wider rows, more weights and partial sums past
+    _G_CACHE_BYTES keep the other rules."""
     g = _dense.gemm_block_rows
     fit = _dense._NARROW_BLOCK_BYTES
     assert g(20, 4, 100, 50000) == 128  # (20 + 100) 4 128 = 61 KiB <= 64 KiB < 2x
@@ -169,7 +170,10 @@ def test_block_rows_rule():
     assert g(20, 8, 50, 100000) == 64
     assert g(20, 4, 10, 150000) == 1024  # fewer than LANES_FROM classes: X's block alone
     assert g(784, 4, 48, 30000) == g(784, 4, 10, 30000) == 83  # wide rows: X's block alone
-    assert g(100, 8, 100, 10000) == 327  # 800 bytes of features: not narrow
+    assert g(100, 8, 100, 10000) == 32  # 40 rows fit
+    assert g(200, 4, 300, 10000) == 327  # more than _NARROW_FEATURES: X's block alone
+    assert g(96, 4, 400, 10000) == 682  # more than _NARROW_WEIGHTS: X's block alone
+    assert g(20, 4, 3000, 2500) == 1024  # likewise
     assert g(20, 8, 3000, 2500) == 2048  # n k 8 > _G_CACHE_BYTES: whole chunks
 
 
