@@ -18,7 +18,7 @@ from numba import njit
 
 from fastsoftmax._kernels._config import WIDE_REGISTERS
 from fastsoftmax._kernels._micro import _accumulate4, _logits4
-from fastsoftmax._kernels._width import _wide_vectors
+from fastsoftmax._kernels._width import _wide_vectors, _wide_vectors_float64
 
 ATTRIBUTE = '"prefer-vector-width"="512"'
 LEGAL = '"min-legal-vector-width"="512"'
@@ -68,6 +68,29 @@ def test_attributes_only_where_asked(dt):
     assert (ATTRIBUTE in wide) == expected
     assert (LEGAL in wide) == expected
     assert ATTRIBUTE not in plain and LEGAL not in plain
+
+
+@njit(fastmath={"reassoc", "contract"}, error_model="numpy")
+def _tile_wide64(X, Wt, b, z4, G):
+    _wide_vectors_float64(X)
+    _logits4(X, 0, 1, 2, 3, Wt, b, z4)
+    _accumulate4(X, 0, 1, 2, 3, z4, G)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
+def test_float64_request_only_for_float64(dt):
+    """_wide_vectors_float64 (the GEMM strategy's long-row kernel): the
+    attributes in float64 only, and the same results as without them."""
+    args = _tile_args(dt, n=100)
+    wide = " ".join(_attributes_of(_tile_wide64, *args))
+    expected = WIDE_REGISTERS and dt == np.float64
+    assert (ATTRIBUTE in wide) == expected
+    assert (LEGAL in wide) == expected
+    plain = tuple(a.copy() for a in _tile_args(dt, n=100))
+    _tile_plain(*plain)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(args[3], plain[3], rtol=tol, atol=tol)
+    np.testing.assert_allclose(args[4], plain[4], rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])

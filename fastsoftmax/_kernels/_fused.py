@@ -13,9 +13,11 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
   blocking): each loaded weight serves four rows, each loaded row three
   classes.
 * :func:`_loss_grad_gemm` -- large k. Row blocks of ``R`` rows go through
-  BLAS GEMM (``np.dot`` with an output buffer), sized so that a block of X
-  stays in the L2 cache between the forward and the backward product. BLAS
-  must run single-threaded here: the parallelism is over row chunks.
+  BLAS GEMM (``np.dot`` with an output buffer for the logits; the
+  backward product adds into the chunk's sum, ``_blas._gemm_into``), sized
+  by the caller so that a block stays in cache between the forward and the
+  backward product (``_dense.gemm_block_rows``). BLAS must run
+  single-threaded here: the parallelism is over row chunks.
 
 Both write per-chunk partial sums (a leading chunk axis on every
 accumulator: no shared array is written from inside ``prange``); the caller
@@ -61,7 +63,7 @@ from ._common import (
 )
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
-from ._width import _wide_vectors
+from ._width import _wide_vectors, _wide_vectors_float64
 
 
 @njit(inline="always", **JIT)
@@ -498,6 +500,7 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
 def _gemm_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, W, b,
                       gW, gb, loss, bad_row, scratch, P):
     """:func:`_gemm_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
+    _wide_vectors_float64(X)
     _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
                scratch, P, _block_error_lanes, _max_lanes)
 

@@ -83,3 +83,26 @@ def _wide_vectors(typingctx, x):
         return context.get_dummy_value()
 
     return types.none(x), codegen
+
+
+
+@intrinsic
+def _wide_vectors_float64(typingctx, x):
+    """:func:`_wide_vectors` for float64 arrays, for kernels whose loops run along long rows.
+
+    There the remainder that kept float64 at LLVM's width is a small part
+    of each loop: with it the GEMM strategy's kernel for rows of at least
+    ``_common.LANES_FROM`` classes took 0.83-0.98x the time at n <= 100
+    and k = 64 ... 1000, and 0.98-1.03x where the products dominate
+    (BENCHMARKS.md, "Tenth session"). In float32 the same request made it
+    1.11-1.26x slower at k = 64 and 100 in one run: float32 keeps LLVM's
+    choice there.
+    """
+    wanted = WIDE_REGISTERS and isinstance(x, types.Array) and x.dtype == types.float64
+
+    def codegen(context, builder, sig, args):
+        if wanted:
+            _widen(builder.function)
+        return context.get_dummy_value()
+
+    return types.none(x), codegen
