@@ -304,11 +304,11 @@ class DenseEngine:
         def make(c):
             g, gb = self._accumulators(c)
             if variant == "rows":
-                scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 8),)
-            elif variant == "gemm_t":  # Zᵀ and the exp's scratch (k R each), two rows
-                scratch = (np.empty((c, (2 * self.k + 2) * self._rows), dtype=dt),)
+                scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 4),)
+            elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
+                scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
             else:
-                scratch = (np.empty((c, self._rows + 4, self.k), dtype=dt),)
+                scratch = (np.empty((c, self._rows, self.k), dtype=dt),)
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 
@@ -338,7 +338,7 @@ class DenseEngine:
         chunks = self._chunks()
         if self.strategy == "rows":
             def make(c):
-                return (*self._accumulators(c), self._row_scratch(c, 9))
+                return (*self._accumulators(c), self._row_scratch(c, 8))
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)
@@ -346,7 +346,7 @@ class DenseEngine:
         else:
             def make(c):
                 G, gc = self._accumulators(c)
-                return G, gc, np.empty((c, 2 * self._rows + 1, self.k), dtype=dt)
+                return G, gc, np.empty((c, 2 * self._rows, self.k), dtype=dt)
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     np.ascontiguousarray(V.T), cv, G, gc, scratch)

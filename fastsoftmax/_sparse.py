@@ -493,12 +493,12 @@ def loss_and_grad(csr: CSR, y: Any, sample_weight: Any, W: Any, b: Any = None,
         gb = np.empty((chunks, k + _pad(1, dt)), dt)
         loss = np.empty(chunks, np.float64)
         bad_row = np.empty(chunks, np.int64)
-        scratch = np.empty((chunks, 2 + _pad(k, dt), k), dt)
         E, G0, Gp = _row_pass_buffers(XT, m, n, k, chunks, dt)
         if isinstance(XT, Panels):
             _panel_row_pass(XT.data, XT.indices, XT.ptr, labels, targets, sw, soft, weighted,
-                            scale, W, bias, P_out, E, gb, loss, bad_row, scratch)
+                            scale, W, bias, P_out, E, gb, loss, bad_row)
         else:
+            scratch = np.empty((chunks, 1 + _pad(k, dt), k), dt)
             _sparse_loss_grad(csr.data, csr.indices, csr.indptr, labels, targets, sw, soft,
                               weighted, scale, W, bias, P_out, E, G0, Gp, gb, loss, bad_row,
                               scratch)
@@ -654,8 +654,7 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
         csr.data, csr.indices, csr.indptr, labels, targets, sw, soft, weighted, order,
         batch_size, inv_mean_weight, W, wscale, b, bool(fit_intercept), float(alpha), VW, Vb,
         float(momentum), bool(nesterov), float(eta0), schedule, float(power_t), int(t0),
-        steps_per_epoch, np.empty((batch_size, k), dt), np.empty(k, dt), np.empty(k, dt),
-        loss_out)
+        steps_per_epoch, np.empty((batch_size, k), dt), np.empty(k, dt), loss_out)
     if wscale[0] != 1.0:
         W *= dt.type(wscale[0])
     return int(steps), float(loss_out[0])

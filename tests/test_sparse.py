@@ -718,8 +718,7 @@ def test_sgd_kernel_can_carry_wscale_between_epochs():
             c.data, c.indices, c.indptr, y.astype(np.int64), np.empty((0, k)), np.empty(0),
             False, False, order, 5, 1.0, W2, wscale, b2, True, 0.1,
             VW if momentum else np.empty((0, k)), np.zeros(k), momentum, False, 0.2,
-            SCHEDULE_CONSTANT, 0.5, 0, 8, np.empty((5, k)), np.empty(k), np.empty(k),
-            np.empty(1))
+            SCHEDULE_CONSTANT, 0.5, 0, 8, np.empty((5, k)), np.empty(k), np.empty(1))
         assert steps == 8
         if not momentum:
             assert wscale[0] < 1

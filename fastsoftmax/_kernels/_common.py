@@ -125,7 +125,7 @@ def _exp_row(z, mx, out):
 
 
 @njit(inline="always", **JIT)
-def _exp_shifted(z, mx, out, scale):
+def _exp_shifted(z, mx, out):
     """out[j] = exp(z[j] - mx) for one row; returns the row sum.
 
     ``out`` may be ``z`` (in place). Arguments below the normal range give
@@ -135,11 +135,12 @@ def _exp_shifted(z, mx, out, scale):
 
 
 @njit(inline="always", **JIT)
-def _exp_flat(z, scale):
+def _exp_flat(z):
     """z[j] = exp(z[j]) in place, for arguments z[j] <= 0 (-inf gives 0).
 
-    For a block of rows shifted by their own maxima and stored end to end:
-    one vector loop over all of them (the fused kernels' :func:`._fused._error4`).
+    For a block of rows shifted by their own maxima and stored end to end
+    (or transposed): one vector loop over all of them (the fused kernels'
+    :func:`._fused._error4` and :func:`._fused._block_error_t`).
     """
     _exp_row(z, z.dtype.type(0), z)
 
@@ -291,29 +292,29 @@ def _zero2(A):
 
 
 @njit(inline="always", **JIT)
-def _softmax_row(z, mx, o, sc):
+def _softmax_row(z, mx, o):
     """OUT o = softmax(z) for one row of maximum mx; ``o`` may be ``z``.
 
-    SCRATCH sc (k,). The row sum is >= 1 (the maximum contributes
-    exp(0) = 1), so the division is safe.
+    The row sum is >= 1 (the maximum contributes exp(0) = 1), so the
+    division is safe.
     """
-    inv = z.dtype.type(1) / _exp_shifted(z, mx, o, sc)
+    inv = z.dtype.type(1) / _exp_shifted(z, mx, o)
     for j in range(z.shape[0]):
         o[j] *= inv
 
 
 @njit(inline="always", **JIT)
-def _log_softmax_row(z, mx, o, ex, sc):
+def _log_softmax_row(z, mx, o, ex):
     """OUT o = z - logsumexp(z) for one row of maximum mx; ``o`` may be ``z``.
 
-    SCRATCH ex, sc (k,). z - max is stored first and log(s) subtracted in a
-    second pass: z - (max + log(s)) would round max + log(s) at the
-    magnitude of max and then cancel, losing the relative accuracy of
-    log p ~ 0 (the likeliest classes). With "reassoc" an expression
-    (z - max) - log(s) may be regrouped into exactly that, so the split
-    goes through memory.
+    SCRATCH ex (k,): the exp terms. z - max is stored first and log(s)
+    subtracted in a second pass: z - (max + log(s)) would round
+    max + log(s) at the magnitude of max and then cancel, losing the
+    relative accuracy of log p ~ 0 (the likeliest classes). With "reassoc"
+    an expression (z - max) - log(s) may be regrouped into exactly that, so
+    the split goes through memory.
     """
-    ls = np.log(_exp_shifted(z, mx, ex, sc))
+    ls = np.log(_exp_shifted(z, mx, ex))
     k = z.shape[0]
     for j in range(k):
         o[j] = z[j] - mx
@@ -322,8 +323,8 @@ def _log_softmax_row(z, mx, o, ex, sc):
 
 
 @njit(inline="always", **JIT)
-def _softmax_inplace(z, sc):
-    """INOUT z: finite logits -> softmax(z), in place. SCRATCH sc: k entries.
+def _softmax_inplace(z):
+    """INOUT z: finite logits -> softmax(z), in place.
 
     The same arithmetic as the probabilities the gradient pass stores
     (max, the vector exp, times 1 / sum; the sum is >= 1: the largest term
@@ -332,4 +333,4 @@ def _softmax_inplace(z, sc):
     mx = z[0]
     for j in range(z.shape[0]):
         mx = max(mx, z[j])
-    _softmax_row(z, mx, z, sc)
+    _softmax_row(z, mx, z)

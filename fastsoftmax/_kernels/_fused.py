@@ -91,14 +91,14 @@ def _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb):
 
 
 @njit(inline="always", **JIT)
-def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
+def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb):
     """Turn the logits z (row i of the data) into its scaled error, in place.
 
     Returns (w_i * cross-entropy of the row, True), or (0, False) when a
     logit is not finite (z is then left partly written and the caller
     discards everything). The cross-entropy is kept in float64 by the
-    callers' sums (a sum over many rows loses too much in float32). ``sc``
-    is a scratch row of length k; the error row is also added to ``gb``.
+    callers' sums (a sum over many rows loses too much in float32). The
+    error row is also added to ``gb``.
 
     Row i gets weight w_i = sw[i] (or 1); its error row is
     scale * w_i * (softmax(z_i) - Y_i). The loss term is logsumexp(z_i) -
@@ -116,11 +116,11 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb, sc):
     mx, fin = _max_finite(z)
     if not fin:
         return 0.0, False
-    return _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb, sc), True
+    return _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb), True
 
 
 @njit(inline="always", **JIT)
-def _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb, sc):
+def _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb):
     """:func:`_row_error` once the row's maximum mx is known (and every logit finite).
 
     Returns w_i * the cross-entropy of row i; z becomes its error row.
@@ -136,8 +136,8 @@ def _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb, sc):
                 yz += t * (z[j] - mx)
     else:
         yz = z[y[i]] - mx
-    # Vectorised exp (see _softmax._exp_shifted); sc is a k-row scratch.
-    s = _exp_shifted(z, mx, z, sc)
+    # Vectorised exp (see _common._exp_shifted).
+    s = _exp_shifted(z, mx, z)
     w = _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb)
     return w * (np.log(s) - yz)
 
@@ -147,14 +147,14 @@ def _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb, sc):
 # cold start as it was, the chunk functions use it for their last rows too
 # (a block of fewer than four) instead of inlining _row_error a second time.
 @njit(inline="always", **JIT)
-def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb, bits):
+def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb):
     """:func:`_row_error` on up to four rows z4 (data rows i0, i1, ...) at once.
 
     IN/OUT z4 (r, k) C-contiguous, r <= 4: logits in, scaled error rows out
-    (the row indices past r are not read). SCRATCH bits: at least r k
-    entries of z4's dtype. Returns (sum of w_i * cross-entropy, -1),
-    or (0, q) where row q is the first whose logits are not finite (z4 is
-    then partly written: the caller discards everything).
+    (the row indices past r are not read). Returns (sum of w_i *
+    cross-entropy, -1), or (0, q) where row q is the first whose logits
+    are not finite (z4 is then partly written: the caller discards
+    everything).
 
     The same arithmetic as four calls of :func:`_row_error`, reorganised so
     that short rows vectorise: each row is shifted by its maximum first, and
@@ -185,7 +185,7 @@ def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb, bits):
         else:
             yz = z[y[i]]
         loss -= (sw[i] * yz) if weighted else yz
-    _exp_flat(z4.reshape(r * k), bits[:r * k])
+    _exp_flat(z4.reshape(r * k))
     prod = 1.0
     for q in range(r):
         z = z4[q]
@@ -202,8 +202,8 @@ def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb, bits):
 
 
 @njit(inline="always", **JIT)
-def _store_proba(Zb, nrows, r0, P, sc, row_max):
-    """OUT P[r0:r0 + nrows] = softmax(Zb[:nrows]), Zb unchanged. SCRATCH sc (k,).
+def _store_proba(Zb, nrows, r0, P, row_max):
+    """OUT P[r0:r0 + nrows] = softmax(Zb[:nrows]), Zb unchanged.
 
     The same max, vector exp and sum as :func:`_row_error`, times 1 / sum
     (as :mod:`._hessp` recomputes them); ``row_max`` gives a row's maximum
@@ -219,7 +219,7 @@ def _store_proba(Zb, nrows, r0, P, sc, row_max):
     for q in range(nrows):
         z = Zb[q]
         pr = P[r0 + q]
-        s = _exp_shifted(z, row_max(z), pr, sc)
+        s = _exp_shifted(z, row_max(z), pr)
         if s > 0:
             inv = one / s
             for j in range(k):
@@ -227,17 +227,17 @@ def _store_proba(Zb, nrows, r0, P, sc, row_max):
 
 
 @njit(inline="always", **JIT)
-def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits):
+def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
     """:func:`_error4` on the rows Zb[:nrows] (data rows r0...), four at a time.
 
-    SCRATCH bits: 4k entries. Returns the summed loss terms (float64) and
-    -1, or the block-local index of the first row with non-finite logits.
+    Returns the summed loss terms (float64) and -1, or the block-local
+    index of the first row with non-finite logits.
     """
     loss = 0.0
     for q in range(0, nrows, 4):
         i = r0 + q
         part, bad = _error4(Zb[q:min(q + 4, nrows)], i, i + 1, i + 2, i + 3, y, Y, sw, soft,
-                            weighted, scale, gb, bits)
+                            weighted, scale, gb)
         if bad >= 0:
             return loss, q + bad
         loss += part
@@ -245,7 +245,7 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits):
 
 
 @njit(inline="always", **JIT)
-def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits):
+def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
     """:func:`_block_error` for rows of at least ``_common.LANES_FROM`` classes.
 
     One row at a time, its maximum by ``_common._max_lanes``: on rows that
@@ -253,24 +253,23 @@ def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, bits)
     part (see ``_common.LANES_FROM``).
     """
     loss = 0.0
-    sc = bits[:Zb.shape[1]]
     for q in range(nrows):
         z = Zb[q]
         mx, fin = _max_finite_lanes(z)
         if not fin:
             return loss, q
-        loss += _shifted_error(z, mx, r0 + q, y, Y, sw, soft, weighted, scale, gb, sc)
+        loss += _shifted_error(z, mx, r0 + q, y, Y, sw, soft, weighted, scale, gb)
     return loss, -1
 
 
 @njit(inline="always", **JIT)
-def _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gb, bits, mx, s, P):
+def _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gb, mx, s, P):
     """:func:`_block_error` on a block stored transposed: ZT (k, r), one column a row.
 
     IN/OUT ZT (k, r) C-contiguous: the logits of data rows r0 ... r0 + r - 1
-    (column q is row r0 + q) in, their scaled error rows out. SCRATCH bits
-    (k r,), mx (r,), s (r,). OUT P: rows r0 ... of softmax(Z), or an empty
-    (0, k) array. Returns (the summed loss terms (float64), -1) or (0, q)
+    (column q is row r0 + q) in, their scaled error rows out. SCRATCH mx
+    (r,), s (r,). OUT P: rows r0 ... of softmax(Z), or an empty (0, k)
+    array. Returns (the summed loss terms (float64), -1) or (0, q)
     with q the block-local index of the first row whose logits are not
     finite (ZT is then partly written).
 
@@ -316,7 +315,7 @@ def _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gb, bits, mx, s, P):
         zj = ZT[j]
         for q in range(r):
             zj[q] -= mx[q]
-    _exp_flat(ZT.reshape(k * r), bits[:k * r])
+    _exp_flat(ZT.reshape(k * r))
     for q in range(r):
         s[q] = ZT[0, q]
     for j in range(1, k):
@@ -397,17 +396,15 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     _wide_vectors(X)
     start, stop, G, gbc = _chunk_start(c, X.shape[0], gWt, gb, bad_row)
     z4 = scratch[c, :4]
-    sc = scratch[c, 4]
-    bits = scratch[c, 4:8].reshape(4 * Wt.shape[0])
     acc = 0.0
     store = P.shape[0] != 0
     i = start
     while i + 4 <= stop:
         _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z4)
         if store:
-            _store_proba(z4, 4, i, P, sc, _max_chain)
+            _store_proba(z4, 4, i, P, _max_chain)
         part, bad = _error4(z4, i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
-                            scale, gbc, bits)
+                            scale, gbc)
         if bad >= 0:
             bad_row[c] = i + bad
             loss[c] = acc
@@ -422,9 +419,9 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         for q in range(r):
             _logits1(X[i + q], Wt, b, z4[q])
         if store:
-            _store_proba(z4, r, i, P, sc, _max_chain)
+            _store_proba(z4, r, i, P, _max_chain)
         part, bad = _error4(z4[:r], i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
-                            scale, gbc, bits)
+                            scale, gbc)
         if bad >= 0:
             bad_row[c] = i + bad
         else:
@@ -442,9 +439,9 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     Wt is (k, n') and gWt (n_chunks, k, n') partial sums of Eᵀ X, n' >= n:
     their rows may be padded (so that each starts on a cache line; only the
     first n entries, n from X, are read or written); gb
-    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 8, k): four
-    rows of logits/errors and four scratch rows for the exp. OUT P: (m, k) receives
-    softmax(X W + b), or an empty (0, k) array: not stored.
+    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 4, k): four
+    rows of logits/errors. OUT P: (m, k) receives softmax(X W + b), or an
+    empty (0, k) array: not stored.
     """
     for c in prange(gWt.shape[0]):
         _rows_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wt, b,
@@ -463,10 +460,8 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
     """
     m, n = X.shape
     k = W.shape[1]
-    R = scratch.shape[1] - 4
+    R = scratch.shape[1]
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
-    sc = scratch[c, R]
-    bits = scratch[c, R:].reshape(4 * k)
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
@@ -477,8 +472,8 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
             for j in range(k):
                 Zb[q, j] += b[j]
         if P.shape[0] != 0:
-            _store_proba(Zb, rr, r0, P, sc, row_max)
-        part, bad = block_error(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc, bits)
+            _store_proba(Zb, rr, r0, P, row_max)
+        part, bad = block_error(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
@@ -511,9 +506,9 @@ def _loss_grad_gemm(X, y, Y, sw, soft, weighted, scale, W, b,
     """Large-k strategy: BLAS GEMM on row blocks.
 
     W is (n, k); gW is (n_chunks, n, k) partial sums of Xᵀ E; scratch
-    (n_chunks, R + 4, k) holds one row block's logits and errors, and four
-    scratch rows for the exp. Each block's Xᵀ E is added into the chunk's
-    sum by the product itself (``_blas._gemm_into``). OUT P: (m, k)
+    (n_chunks, R, k) holds one row block's logits and errors. Each block's
+    Xᵀ E is added into the chunk's sum by the product itself
+    (``_blas._gemm_into``). OUT P: (m, k)
     probabilities or an empty (0, k) array, as in :func:`_loss_grad_rows`.
 
     For rows of fewer than ``_common.LANES_FROM`` classes; longer rows go
@@ -543,12 +538,12 @@ def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     For rows of fewer than ``_common.LANES_FROM`` classes over few features
     (the caller's rule): Zᵀ = Wᵀ Xbᵀ (k, r) by BLAS, the error by
     :func:`_block_error_t`, then Xbᵀ E by BLAS from Zᵀ's transposed view.
-    scratch (n_chunks, (2k + 2) R): per chunk, Zᵀ of R rows, the exp's k R
-    scratch entries, and two rows of R; otherwise as :func:`_gemm_chunk`.
+    scratch (n_chunks, (k + 2) R): per chunk, Zᵀ of R rows and two rows of
+    R; otherwise as :func:`_gemm_chunk`.
     """
     m, n = X.shape
     k = W.shape[1]
-    R = scratch.shape[1] // (2 * k + 2)
+    R = scratch.shape[1] // (k + 2)
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
     flat = scratch[c]
     Wt = W.T
@@ -564,8 +559,7 @@ def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
             for q in range(rr):
                 zj[q] += bj
         part, bad = _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gbc,
-                                   flat[k * R:2 * k * R], flat[2 * k * R:2 * k * R + rr],
-                                   flat[2 * k * R + R:2 * k * R + R + rr], P)
+                                   flat[k * R:k * R + rr], flat[k * R + R:k * R + R + rr], P)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break

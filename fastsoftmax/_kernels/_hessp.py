@@ -89,8 +89,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
           may have padded rows (k, n' >= n): only the first n entries of a
           row are read or written.
     OUT   G[c] (k, n) = this chunk's sum_i s_i x_iᵀ; gc[c] (k,) = sum_i s_i.
-    SCRATCH scratch[c] (9, k): four rows of probabilities, four of u / s,
-          the exp's scratch row.
+    SCRATCH scratch[c] (8, k): four rows of probabilities, four of u / s.
 
     Four rows at a time: u = X Vᵀ + c by the 4 x 3 tile, s in place, and
     the 4 x 3 accumulation tile while the rows are still in L1; with P not
@@ -107,13 +106,12 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     cached = P.shape[0] != 0
     p4 = scratch[c, :4]
     u4 = scratch[c, 4:8]
-    sc = scratch[c, 8]
     i = start
     while i + 4 <= stop:
         if not cached:
             _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p4)
             for q in range(4):
-                _softmax_inplace(p4[q], sc)
+                _softmax_inplace(p4[q])
         _logits4(X, i, i + 1, i + 2, i + 3, Vt, cv, u4)
         for q in range(4):
             p = P[i + q] if cached else p4[q]
@@ -128,7 +126,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         else:
             p = p4[0]
             _logits1(x, Wt, b, p)
-            _softmax_inplace(p, sc)
+            _softmax_inplace(p)
         u = u4[0]
         _logits1(x, Vt, cv, u)
         _row_hvp(p, u, _row_weight(i, sw, weighted, scale), gcc)
@@ -141,7 +139,7 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
     """Small-k Hessian-vector product, chunks of rows in parallel.
 
     IN X, P, sw, weighted, scale, Wt, b, Vt, cv; OUT G (n_chunks, k, n),
-    gc (n_chunks, k); SCRATCH scratch (n_chunks, 9, k). See
+    gc (n_chunks, k); SCRATCH scratch (n_chunks, 8, k). See
     :func:`_hessp_rows_chunk`, which is also the serial variant.
     """
     for c in prange(G.shape[0]):
@@ -150,14 +148,14 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
 
 
 @njit(inline="always", **JIT)
-def _block_proba(Xb, W, b, Pb, sc):
+def _block_proba(Xb, W, b, Pb):
     """OUT Pb (rr, k) = softmax(Xb W + b), one BLAS product and row softmaxes."""
     np.dot(Xb, W, Pb)
     for q in range(Pb.shape[0]):
         z = Pb[q]
         for j in range(z.shape[0]):
             z[j] += b[j]
-        _softmax_inplace(z, sc)
+        _softmax_inplace(z)
 
 
 @njit(**JIT)
@@ -168,20 +166,19 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch)
           sw, weighted, scale as in :func:`_hessp_rows_chunk`; V (n, k) and
           cv (k,) the direction.
     OUT   G[c] (n, k) = this chunk's sum_i x_i s_iᵀ; gc[c] (k,) = sum_i s_i.
-    SCRATCH scratch[c] (2 R + 1, k): a block of R rows of probabilities,
-          one of u / s, the exp's row.
+    SCRATCH scratch[c] (2 R, k): a block of R rows of probabilities, one
+          of u / s.
 
     Per block of R rows (sized by the caller to keep the block of X in L2):
     U = Xb V (+ Pb = softmax(Xb W + b) when not cached), S in place, Xbᵀ S.
     """
     m, n = X.shape
-    R = (scratch.shape[1] - 1) // 2
+    R = scratch.shape[1] // 2
     start, stop = _chunk(m, G.shape[0], c)
     Gc = G[c]
     gcc = gc[c]
     _zero2(Gc)
     _zero1(gcc)
-    sc = scratch[c, 2 * R]
     cached = P.shape[0] != 0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
@@ -190,7 +187,7 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch)
             Pb = P[r0:r0 + rr]
         else:
             Pb = scratch[c, :rr]
-            _block_proba(Xb, W, b, Pb, sc)
+            _block_proba(Xb, W, b, Pb)
         Ub = scratch[c, R:R + rr]
         np.dot(Xb, V, Ub)
         for q in range(rr):
@@ -207,7 +204,7 @@ def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     """Large-k Hessian-vector product, chunks of rows in parallel.
 
     IN X, P, sw, weighted, scale, W, b, V, cv; OUT G (n_chunks, n, k), gc
-    (n_chunks, k); SCRATCH scratch (n_chunks, 2 R + 1, k). See
+    (n_chunks, k); SCRATCH scratch (n_chunks, 2 R, k). See
     :func:`_hessp_gemm_chunk`, which is also the serial variant.
     """
     for c in prange(G.shape[0]):

@@ -40,7 +40,6 @@ def _scores(X, W, b, mode, out, bad_row):
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         bad_row[c] = -1
-        sc = np.empty(k, dtype=out.dtype)
         ex = np.empty(k, dtype=out.dtype)
         for r0 in range(start, stop, BLOCK_ROWS):
             rr = min(BLOCK_ROWS, stop - r0)
@@ -57,8 +56,8 @@ def _scores(X, W, b, mode, out, bad_row):
                     failed = True
                     break
                 if mode == PROBA:
-                    _softmax_row(z, mx, z, sc)
+                    _softmax_row(z, mx, z)
                 elif mode == LOG_PROBA:
-                    _log_softmax_row(z, mx, z, ex, sc)
+                    _log_softmax_row(z, mx, z, ex)
             if failed:
                 break

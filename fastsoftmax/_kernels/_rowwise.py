@@ -64,10 +64,8 @@ def _rows(Z, mode, out, bad_row, bad_code, row_max):
         start, stop = _chunk(m, n_chunks, c)
         bad_row[c] = -1
         bad_code[c] = OK
-        # Scratch rows per chunk: the exp terms (out may alias Z) and the
-        # vector exp's 2^n factors.
+        # A scratch row per chunk: the exp terms (out may alias Z).
         ex = np.empty(k, dtype=Z.dtype)
-        sc = np.empty(k, dtype=Z.dtype)
         for i in range(start, stop):
             z = Z[i]
             mx, status = row_max(z)
@@ -79,11 +77,11 @@ def _rows(Z, mode, out, bad_row, bad_code, row_max):
                 bad_code[c] = status
                 break
             if mode == SOFTMAX:
-                _softmax_row(z, mx, out[i], sc)
+                _softmax_row(z, mx, out[i])
             elif mode == LOG_SOFTMAX:
-                _log_softmax_row(z, mx, out[i], ex, sc)
+                _log_softmax_row(z, mx, out[i], ex)
             else:
-                out[i, 0] = mx + np.log(_exp_shifted(z, mx, ex, sc))
+                out[i, 0] = mx + np.log(_exp_shifted(z, mx, ex))
 
 
 @njit(**PJIT)

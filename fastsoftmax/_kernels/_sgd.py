@@ -126,10 +126,10 @@ def _intercept_step(b, Vb, gb, mu, eta, nesterov):
 # nothing measurable (BENCHMARKS.md, "compile time").
 @njit(**JIT)
 def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
-                    G, gb, z4, bits):
+                    G, gb, z4):
     """G, gb <- the scaled gradient sums of the rows order[lo:hi].
 
-    SCRATCH z4 (4, k), bits (4 k,): as in ``_fused._rows_chunk``.
+    SCRATCH z4 (4, k): as in ``_fused._rows_chunk``.
 
     Returns (sum of w_i * CE_i, ok); ok is False when a row's logits are not
     finite (then G is incomplete and the caller abandons the epoch).
@@ -144,7 +144,7 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
         i2 = order[p + 2]
         i3 = order[p + 3]
         _logits4(X, i0, i1, i2, i3, Wt, b, z4)
-        part, bad = _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, coef, gb, bits)
+        part, bad = _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, coef, gb)
         if bad >= 0:
             return total, False
         total += part
@@ -158,7 +158,7 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
         for q in range(r):
             _logits1(X[order[p + q]], Wt, b, z4[q])
         part, bad = _error4(z4[:r], order[p], order[min(p + 1, last)], order[min(p + 2, last)],
-                            order[min(p + 3, last)], y, Y, sw, soft, weighted, coef, gb, bits)
+                            order[min(p + 3, last)], y, Y, sw, soft, weighted, coef, gb)
         if bad >= 0:
             return total, False
         total += part
@@ -403,17 +403,17 @@ def _dots(Wt, VWt, xc, xd, zc, zd, zv, momentum):
 # costs nothing next to a sweep over W, and each body is compiled once
 # instead of once per call site (the cold compile of the epoch kernel).
 @njit(**JIT)
-def _sample_error(e, i, y, Y, sw, soft, weighted, coef, g0, sc):
+def _sample_error(e, i, y, Y, sw, soft, weighted, coef, g0):
     """Turn row i's logits e into its scaled error; g0 <- the same (zeroed first).
 
     Returns (w_i CE_i, ok) as :func:`._fused._row_error`.
     """
     _zero1(g0)
-    return _row_error(e, i, y, Y, sw, soft, weighted, coef, g0, sc)
+    return _row_error(e, i, y, Y, sw, soft, weighted, coef, g0)
 
 
 @njit(**JIT)
-def _one_step(x, e, i, y, Y, sw, soft, weighted, coef, Wt, b, VWt, Vb, g0, sc, a, mu, eta,
+def _one_step(x, e, i, y, Y, sw, soft, weighted, coef, Wt, b, VWt, Vb, g0, a, mu, eta,
               nesterov, fit_intercept):
     """One per-sample step from the row's logits in e (intercept included), not fused.
 
@@ -422,7 +422,7 @@ def _one_step(x, e, i, y, Y, sw, soft, weighted, coef, Wt, b, VWt, Vb, g0, sc, a
     momentum V ends at -eta times that gradient, as the momentum update
     leaves it. Returns (w_i CE_i, ok).
     """
-    ce, ok = _sample_error(e, i, y, Y, sw, soft, weighted, coef, g0, sc)
+    ce, ok = _sample_error(e, i, y, Y, sw, soft, weighted, coef, g0)
     if not ok:
         return ce, ok
     for j in range(Wt.shape[0]):
@@ -447,7 +447,7 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
                       g0, scratch, loss_out):
     """:func:`_sgd_epoch` for batch_size 1: two steps per sweep over W (see above).
 
-    SCRATCH g0 (k,) and scratch (8, k). Returns what :func:`_sgd_epoch` does.
+    SCRATCH g0 (k,) and scratch (5, k). Returns what :func:`_sgd_epoch` does.
     The epoch's last step is always a plain one (:func:`_one_step`), so
     that without momentum it leaves V at -eta times its gradient, as the
     momentum path does.
@@ -467,7 +467,6 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
     zc = scratch[2]  # dots of the current W with the pair's rows
     zd = scratch[3]
     zv = scratch[4]
-    sc = scratch[5]
     total = 0.0
     t = hyper.t0
     p = 0
@@ -483,7 +482,7 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
         eta1 = dt(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch, hyper.power_t))
         for j in range(k):
             e[j] = zc[j] + b[j]
-        ce, ok = _sample_error(e, i0, y, Y, sw, soft, weighted, coef, g0, sc)
+        ce, ok = _sample_error(e, i0, y, Y, sw, soft, weighted, coef, g0)
         if not ok:
             loss_out[0] = total
             return -(p + 1)
@@ -500,7 +499,7 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
             if momentum:
                 z += B1 * zv[j]
             e1[j] = z
-        ce, ok = _sample_error(e1, i1, y, Y, sw, soft, weighted, coef, g0, sc)
+        ce, ok = _sample_error(e1, i1, y, Y, sw, soft, weighted, coef, g0)
         if not ok:
             loss_out[0] = total
             return -(p + 2)
@@ -565,7 +564,7 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
         else:
             _logits1(x, Wt, b, e)
         eta = dt(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch, hyper.power_t))
-        ce, ok = _one_step(x, e, i, y, Y, sw, soft, weighted, coef, Wt, b, VWt, Vb, g0, sc,
+        ce, ok = _one_step(x, e, i, y, Y, sw, soft, weighted, coef, Wt, b, VWt, Vb, g0,
                            a, mu, eta, nesterov, fit_intercept)
         if not ok:
             loss_out[0] = total
@@ -599,7 +598,9 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
-    scratch = np.empty((n_chunks, 8, k), dtype=Wt.dtype)
+    # Per chunk, the four rows of logits of _batch_gradient; per-sample SGD
+    # takes chunk 0's five rows.
+    scratch = np.empty((n_chunks, 5, k), dtype=Wt.dtype)
     G = gWt[0]
     g0 = gb[0]
     if batch_size == 1:
@@ -626,8 +627,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                 lo, hi = _chunk(bs, used, c)
                 part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
                                            start + lo, start + hi, coef, Wt, b,
-                                           gWt[c], gb[c], scratch[c, :4],
-                                           scratch[c, 4:].reshape(4 * k))
+                                           gWt[c], gb[c], scratch[c, :4])
                 ok_parts[c] = ok
                 loss_parts[c] = part
             for c in range(used):
@@ -643,8 +643,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                         G[j, f] += Gc[j, f]
         else:
             part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start, stop,
-                                       coef, Wt, b, G, g0, scratch[0, :4],
-                                       scratch[0, 4:].reshape(4 * k))
+                                       coef, Wt, b, G, g0, scratch[0, :4])
             if not ok:
                 return -(n_steps + 1)
             total += part
@@ -754,7 +753,7 @@ def _split_batch_error(P, b, order, start, stop, y, Y, sw, soft, weighted, coef,
     IN: P (n_parts, rows4, k) the threads' partial logits (rows4 >= stop -
     start, a multiple of 4), b (k,). OUT: E (rows4, k), zero past the
     batch's rows (so that 4-row blocks may run past its end). SCRATCH: flat
-    (2 (k + 1) rows4,), yb, Yb, swb (the batch's labels, targets and weights
+    ((k + 2) rows4,), yb, Yb, swb (the batch's labels, targets and weights
     gathered in visiting order). Returns (sum of w_i * CE_i, -1), or (0, q)
     with q the first row (in the batch) whose logits are not finite.
 
@@ -784,9 +783,8 @@ def _split_batch_error(P, b, order, start, stop, y, Y, sw, soft, weighted, coef,
             zj[i] = z
     _zero1(gb)
     rest = flat[k * rows4:]
-    part, bad = _block_error_t(ZT, 0, yb, Yb, swb, soft, weighted, coef, gb, rest[:k * bs],
-                               rest[k * rows4:k * rows4 + bs],
-                               rest[k * rows4 + rows4:k * rows4 + rows4 + bs], no_proba)
+    part, bad = _block_error_t(ZT, 0, yb, Yb, swb, soft, weighted, coef, gb, rest[:bs],
+                               rest[rows4:rows4 + bs], no_proba)
     if bad >= 0:
         return part, bad
     zero = E.dtype.type(0)
@@ -821,7 +819,7 @@ def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_sca
     P = np.empty((n_parts, rows4, k), dtype=Wt.dtype)
     E = np.empty((rows4, k), dtype=Wt.dtype)
     no_bias = np.zeros(k, dtype=Wt.dtype)
-    flat = np.empty(2 * (k + 1) * rows4, dtype=Wt.dtype)
+    flat = np.empty((k + 2) * rows4, dtype=Wt.dtype)
     yb = np.empty(rows4, dtype=y.dtype)
     Yb = np.empty((rows4 if soft else 0, k), dtype=Wt.dtype)
     swb = np.empty(rows4 if weighted else 0, dtype=Wt.dtype)

@@ -181,7 +181,7 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
     OUT    loss (n_chunks,) float64: per-chunk sums of w_i * cross-entropy_i.
     OUT    bad_row (n_chunks,) int64: first row of the chunk whose logits are
            not finite (the chunk's other outputs are then incomplete), or -1.
-    SCRATCH scratch (n_chunks, 2 + pad, k): rows 0 and 1 used.
+    SCRATCH scratch (n_chunks, 1 + pad, k): row 0 used (scatter scheme).
 
     Per row: z = b + sum_f x_f W[f] (a gather of k-vectors), the error row
     and loss term by :func:`_row_error`, then G[f] += x_f e (a scatter), or
@@ -196,7 +196,6 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         G, gbc = _chunk_sums(c, G0, Gp, gb, store_e)
-        sc = scratch[c, 1]
         bad_row[c] = -1
         acc = 0.0
         for i in range(start, stop):
@@ -205,7 +204,7 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
             if store_p:
                 for j in range(k):
                     P[i, j] = z[j]
-            part, ok = _row_error(z, i, y, Y, sw, soft, weighted, scale, gbc, sc)
+            part, ok = _row_error(z, i, y, Y, sw, soft, weighted, scale, gbc)
             if not ok:
                 bad_row[c] = i
                 break
@@ -214,7 +213,7 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
                 # One more exp per row, only when P is kept: _row_error has
                 # overwritten z with scale * w * (p - y), from which p cannot
                 # be recovered for a zero weight.
-                _softmax_inplace(P[i], sc)
+                _softmax_inplace(P[i])
             if not store_e:
                 _scatter(data, indices, indptr[i], indptr[i + 1], z, G)
         loss[c] = acc
@@ -350,13 +349,12 @@ def _panel_fill(data, indices, indptr, col_panel, ptr, pdata, pindices, n_chunks
 
 @njit(**PJIT)
 def _panel_row_pass(pdata, pindices, ptr, y, Y, sw, soft, weighted, scale, W, b,
-                    P, E, gb, loss, bad_row, scratch):
+                    P, E, gb, loss, bad_row):
     """Run the panel scheme's row pass: loss terms and the error rows E.
 
     IN     pdata, pindices, ptr: X in the panel layout (:func:`_panel_fill`).
     IN     y, Y, sw, soft, weighted, scale, W, b: as in :func:`_sparse_loss_grad`.
     OUT    P (m, k) or empty, E (m, k), gb, loss, bad_row: as there.
-    SCRATCH scratch (n_chunks, 2 + pad, k): row 1 used.
 
     Each chunk of rows first sets its rows of E to b, then, panel after
     panel, adds each row's entries in that panel (a gather from the
@@ -372,7 +370,6 @@ def _panel_row_pass(pdata, pindices, ptr, y, Y, sw, soft, weighted, scale, W, b,
         start, stop = _chunk(m, n_chunks, c)
         gbc = gb[c]
         _zero1(gbc)
-        sc = scratch[c, 1]
         bad_row[c] = -1
         for i in range(start, stop):
             z = E[i]
@@ -388,13 +385,13 @@ def _panel_row_pass(pdata, pindices, ptr, y, Y, sw, soft, weighted, scale, W, b,
             if store_p:
                 for j in range(k):
                     P[i, j] = z[j]
-            part, ok = _row_error(z, i, y, Y, sw, soft, weighted, scale, gbc, sc)
+            part, ok = _row_error(z, i, y, Y, sw, soft, weighted, scale, gbc)
             if not ok:
                 bad_row[c] = i
                 break
             acc += part
             if store_p:
-                _softmax_inplace(P[i], sc)
+                _softmax_inplace(P[i])
         loss[c] = acc
 
 
@@ -514,7 +511,7 @@ def _csr_first_bad_row(data, indices, indptr, n, bad_row, bad_kind):
 @njit(**JIT)
 def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, batch_size,
                       scale, W, wscale, b, fit_intercept, alpha, VW, Vb, momentum, nesterov,
-                      eta0, schedule, power_t, t0, steps_per_epoch, E, gb, sc, loss_out):
+                      eta0, schedule, power_t, t0, steps_per_epoch, E, gb, loss_out):
     """One epoch of mini-batch SGD over the CSR rows ``order``, in place.
 
     IN     data, indices, indptr: the CSR arrays; y, Y, sw, soft, weighted
@@ -531,7 +528,7 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
     IN     alpha, momentum, nesterov, eta0, schedule (SCHEDULE_CONSTANT or
            SCHEDULE_INVSCALING), power_t, t0 (updates before this epoch),
            steps_per_epoch: as in the dense epoch.
-    SCRATCH E (batch_size, k): the batch's error rows; gb (k,); sc (k,).
+    SCRATCH E (batch_size, k): the batch's error rows; gb (k,).
     OUT    loss_out (1,) float64: sum of w_i * CE_i over the epoch's rows,
            each with the weights in force for its batch.
 
@@ -584,7 +581,7 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
             _gather(data, indices, indptr[i], indptr[i + 1], W, z)
             for j in range(k):
                 z[j] = wsd * z[j] + b[j]
-            ce, ok = _row_error(z, i, y, Y, sw, soft, weighted, coef, gb, sc)
+            ce, ok = _row_error(z, i, y, Y, sw, soft, weighted, coef, gb)
             if not ok:
                 wscale[0] = ws
                 return -(n_steps + 1)
