@@ -67,6 +67,17 @@ def _widen(function) -> None:
     function.attributes = wide
 
 
+def _codegen(wanted: bool):
+    """Return the intrinsics' code: the attributes on the caller when ``wanted``, else nothing."""
+
+    def codegen(context, builder, sig, args):
+        if wanted:
+            _widen(builder.function)
+        return context.get_dummy_value()
+
+    return codegen
+
+
 @intrinsic
 def _wide_vectors(typingctx, x):
     """Ask for 512-bit vectors in the calling function when x is a float32 array.
@@ -76,13 +87,7 @@ def _wide_vectors(typingctx, x):
     function and get the same width.
     """
     wanted = WIDE_REGISTERS and isinstance(x, types.Array) and x.dtype == types.float32
-
-    def codegen(context, builder, sig, args):
-        if wanted:
-            _widen(builder.function)
-        return context.get_dummy_value()
-
-    return types.none(x), codegen
+    return types.none(x), _codegen(wanted)
 
 
 
@@ -99,10 +104,4 @@ def _wide_vectors_float64(typingctx, x):
     choice there.
     """
     wanted = WIDE_REGISTERS and isinstance(x, types.Array) and x.dtype == types.float64
-
-    def codegen(context, builder, sig, args):
-        if wanted:
-            _widen(builder.function)
-        return context.get_dummy_value()
-
-    return types.none(x), codegen
+    return types.none(x), _codegen(wanted)
