@@ -1,4 +1,4 @@
-"""The dense kernel strategy, chosen per host and remembered ("wisdom").
+"""The dense kernel strategy and block size, chosen per host and remembered ("wisdom").
 
 Two kernels compute the same fused gradient: "rows" (register-blocked
 tiles, weights (k, n)) and "gemm" (BLAS on row blocks). Which is faster
@@ -7,6 +7,8 @@ and the BLAS library. :func:`calibrate` times both on a grid of shapes and
 writes the winners to a small JSON file, as FFTW keeps its wisdom;
 :func:`strategy` looks a shape up there (the nearest grid cell in log n,
 log k), and falls back to a fixed rule when this host has no wisdom yet.
+The same calibration times the GEMM strategy's block size for narrow rows
+of many classes (:func:`narrow_block_bytes`).
 
 Where the file lives: ``$FASTSOFTMAX_CACHE_DIR``, else beside Numba's cache
 (``$NUMBA_CACHE_DIR/fastsoftmax``), else ``~/.cache/fastsoftmax``. Its name
@@ -65,6 +67,20 @@ WARMUP_CALLS = 3
 OUTLIER = 2.5
 # First fit of at least this many multiply-adds per gradient calibrates.
 AUTO_WORK = 1 << 30
+
+# The GEMM strategy's blocks for narrow rows of many classes hold as many
+# rows as fit this many bytes of X and logits (``_dense.gemm_block_rows``).
+# The fastest size depends on the caches: on the 2-core AVX-512 host the
+# sweep behind the rule put it at 64 KiB, with 1.1-1.4x between the sizes
+# a power of two apart (BENCHMARKS.md, "Tenth session"). A calibration
+# times the candidates on NARROW_SHAPES (n, k) and keeps the one of least
+# total time relative to each shape's fastest.
+NARROW_BLOCK_BYTES = 1 << 16
+NARROW_CANDIDATES = (1 << 15, 1 << 16, 1 << 17)
+NARROW_SHAPES = ((20, 1000), (50, 200), (64, 64))
+# Multiply-adds per timed call there: these kernels are fast, and at
+# CELL_WORK a call took about a millisecond, mostly its fixed costs.
+NARROW_WORK = 1 << 26
 
 _lock = threading.Lock()
 _wisdom: dict[str, dict] | None = None
@@ -164,6 +180,57 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     return table["winner"][i][j]
 
 
+def narrow_block_bytes(dtype: np.dtype) -> int:
+    """Return this host's block bytes for narrow rows (:data:`NARROW_BLOCK_BYTES` without wisdom).
+
+    Read from the wisdom of ``dtype`` when a calibration wrote it; the
+    "fixed" override (``FASTSOFTMAX_STRATEGY``) always gives the default,
+    as it does the fixed strategy rule.
+    """
+    if os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower() == "fixed":
+        return NARROW_BLOCK_BYTES
+    table = _load().get(np.dtype(dtype).name) or {}
+    return int(table.get("narrow_block_bytes", NARROW_BLOCK_BYTES))
+
+
+def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]:
+    """Fastest of ROUNDS gradient timings per NARROW_CANDIDATES size, per NARROW_SHAPES shape.
+
+    The GEMM engine with each block size, interleaved within a shape.
+    """
+    from ._data import make_dataset
+    from ._dense import DenseEngine
+
+    times: dict[int, list[float]] = {b: [] for b in NARROW_CANDIDATES}
+    for n, k in NARROW_SHAPES:
+        m = max(MIN_ROWS, NARROW_WORK // (n * k))
+        X = rng.standard_normal((m, n)).astype(dtype)
+        data = make_dataset(X, rng.integers(0, k, m), None, None, k)
+        coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
+        b = np.zeros(k, dtype)
+        engines = {c: DenseEngine(data, "gemm", warm=True, block_bytes=c)
+                   for c in NARROW_CANDIDATES}
+        for eng in engines.values():
+            for _ in range(WARMUP_CALLS):
+                eng.gradient(coef, b)
+        best = {c: float("inf") for c in NARROW_CANDIDATES}
+        for _ in range(ROUNDS):
+            for c, eng in engines.items():
+                t0 = time.perf_counter()
+                eng.gradient(coef, b)
+                best[c] = min(best[c], time.perf_counter() - t0)
+        for c in NARROW_CANDIDATES:
+            times[c].append(best[c])
+    return times
+
+
+def _block_winner(times: dict[int, list[float]]) -> int:
+    """Return the candidate of least summed time relative to each shape's fastest."""
+    n_shapes = len(next(iter(times.values())))
+    fastest = [min(t[i] for t in times.values()) for i in range(n_shapes)]
+    return min(times, key=lambda c: sum(t / f for t, f in zip(times[c], fastest, strict=True)))
+
+
 def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[float, float]:
     """Fastest of ROUNDS timings of (rows, gemm) on one shape, interleaved.
 
@@ -230,8 +297,10 @@ def calibrate(dtypes=("float32", "float64"), *, n_threads: int | None = None,
     """Time both strategies on the grid for each dtype; remember and return the winners.
 
     Returns ``{dtype: {"n": GRID_N, "k": GRID_K, "winner": [[...]],
-    "rows_s": [[...]], "gemm_s": [[...]]}}``; with ``write`` the result is
-    merged into this host's wisdom file (written atomically).
+    "rows_s": [[...]], "gemm_s": [[...]], "narrow_block_bytes": bytes,
+    "narrow_s": {bytes: [seconds per NARROW_SHAPES shape]}}}``; with
+    ``write`` the result is merged into this host's wisdom file (written
+    atomically).
     """
     from ._threads import thread_policy
 
@@ -240,12 +309,15 @@ def calibrate(dtypes=("float32", "float64"), *, n_threads: int | None = None,
     with _lock, thread_policy(n_threads):
         for dtype in dtypes:
             cells = [[_time_cell(n, k, dtype, rng) for k in GRID_K] for n in GRID_N]
+            blocks = _time_blocks(dtype, rng)
             result[dtype] = {
                 "n": list(GRID_N), "k": list(GRID_K),
                 "winner": [[_winner(n, k, r, g) for k, (r, g) in zip(GRID_K, row, strict=True)]
                            for n, row in zip(GRID_N, cells, strict=True)],
                 "rows_s": [[r for r, _ in row] for row in cells],
                 "gemm_s": [[g for _, g in row] for row in cells],
+                "narrow_block_bytes": _block_winner(blocks),
+                "narrow_s": {str(c): t for c, t in blocks.items()},
             }
         wisdom = dict(_load())
         wisdom.update(result)

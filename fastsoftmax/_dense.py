@@ -75,18 +75,18 @@ _G_CACHE_BYTES = 1 << 18
 # Narrow rows (at most _NARROW_FEATURES features) of many classes (from
 # LANES_FROM), over weights of at most _NARROW_WEIGHTS entries: the block's
 # logits, R x k, are most of what a block touches, and the fastest blocks
-# kept X's block and the logits' within about _NARROW_BLOCK_BYTES
-# together: the largest power of two of rows that fits, at least
-# _MIN_BLOCK_ROWS. Every block's two products also pack W and update G (n k
-# entries each), which small blocks repeat more often; past about 32K
-# weights that cost more than the smaller blocks saved. All three bounds
-# are empirical: block sizes 32 ... 1024 timed on 14 shapes (n = 20 ...
-# 200, k = 48 ... 3000; 2-core AVX-512 host) put the best block at 32-128
-# rows on the narrow ones and at 256-1024 on (20000, 96, 400) float32 (1.5x
-# apart) and (20000, 160, 200); BENCHMARKS.md, "Tenth session".
+# kept X's block and the logits' within a budget of bytes together (64 KiB
+# here; per host: _calibration.narrow_block_bytes): the largest power of
+# two of rows that fits, at least _MIN_BLOCK_ROWS. Every block's two
+# products also pack W and update G (n k entries each), which small blocks
+# repeat more often; past about 32K weights that cost more than the
+# smaller blocks saved. The bounds are empirical: block sizes 32 ... 1024
+# timed on 14 shapes (n = 20 ... 200, k = 48 ... 3000; 2-core AVX-512
+# host) put the best block at 32-128 rows on the narrow ones and at
+# 256-1024 on (20000, 96, 400) float32 (1.5x apart) and (20000, 160, 200);
+# BENCHMARKS.md, "Tenth session".
 _NARROW_FEATURES = 128
 _NARROW_WEIGHTS = 1 << 15
-_NARROW_BLOCK_BYTES = 1 << 16
 _MIN_BLOCK_ROWS = 32
 
 
@@ -138,18 +138,19 @@ def _kept_buffers(key: tuple, make) -> tuple[np.ndarray, ...]:
     return buf
 
 
-def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0) -> int:
+def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0,
+                    block_bytes: int = 1 << 16) -> int:
     """Rows per GEMM block.
 
     X's block in L2; for a large n k, a whole chunk of ``chunk_rows``; for
     narrow rows of many classes over few weights, X's block and the
-    logits' within :data:`_NARROW_BLOCK_BYTES`.
+    logits' within ``block_bytes``.
     """
     rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
     if n * k * itemsize > _G_CACHE_BYTES:
         return max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
     if k >= LANES_FROM and n <= _NARROW_FEATURES and n * k <= _NARROW_WEIGHTS:
-        fit = _NARROW_BLOCK_BYTES // ((n + k) * itemsize)
+        fit = block_bytes // ((n + k) * itemsize)
         rows = min(rows, max(_MIN_BLOCK_ROWS, 1 << max(0, fit.bit_length() - 1)))
     return rows
 
@@ -167,11 +168,13 @@ class DenseEngine:
     parallel kernels pay off from a smaller size (``_launch.SERIAL_WORK_WARM``).
     ``keep_scratch``: the engine serves one call; its scratch buffers come
     from (and stay in) the calling thread's kept set (:data:`_KEPT_SCRATCH_BYTES`).
-    Nothing a method returns is a view of them.
+    Nothing a method returns is a view of them. ``block_bytes``: the GEMM
+    blocks' budget for narrow rows (:func:`gemm_block_rows`); None reads
+    this host's (:func:`fastsoftmax._calibration.narrow_block_bytes`).
     """
 
     def __init__(self, data, strategy: str, mode: str | None = None, warm: bool = False,
-                 keep_scratch: bool = False):
+                 keep_scratch: bool = False, block_bytes: int | None = None):
         if strategy not in ("rows", "gemm"):
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.data = data
@@ -189,7 +192,12 @@ class DenseEngine:
         self._work = launch_work(m, n, self.k)
         self._serial = self._work < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
         chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
-        self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows), m)
+        if block_bytes is None:
+            from ._calibration import narrow_block_bytes
+
+            block_bytes = narrow_block_bytes(self.dtype)
+        self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows,
+                                         block_bytes), m)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self._keep_scratch = keep_scratch

@@ -138,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="Numba threads (default: Numba's current setting)")
     ap.add_argument("--calibrate", action="store_true",
                     help="instead: time both dense kernel strategies on a grid of shapes "
-                         "and remember this host's winners (done by itself on the first "
-                         "large fit otherwise)")
+                         "and the GEMM block size for narrow rows, and remember this "
+                         "host's winners (done by itself on the first large fit otherwise)")
     args = ap.parse_args(list(argv) if argv is not None else None)
     rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
     if rounds < 1:
@@ -164,6 +164,8 @@ def _calibrate() -> None:
         print("|---:|" + "---|" * len(table["k"]))
         for n, winners in zip(table["n"], table["winner"], strict=True):
             print(f"| {n} | " + " | ".join(winners) + " |")
+        print(f"{dtype}: GEMM blocks for narrow rows of many classes within "
+              f"{table['narrow_block_bytes'] // 1024} KiB of X and logits")
     print(f"written to {cal.wisdom_path()}")
 
 

@@ -17,6 +17,8 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setattr(cal, "GRID_K", (3, 100))
     monkeypatch.setattr(cal, "CELL_WORK", 1 << 16)
     monkeypatch.setattr(cal, "ROUNDS", 1)
+    monkeypatch.setattr(cal, "NARROW_SHAPES", ((20, 100),))
+    monkeypatch.setattr(cal, "NARROW_WORK", 1 << 16)
     cal.forget()
     yield tmp_path
     cal.forget()
@@ -82,3 +84,37 @@ def test_wisdom_of_another_grid_is_read_on_its_own_axes(fresh):
     assert cal.strategy(110, 2, np.float64) == "rows"   # cell (100, 2)
     assert cal.strategy(110, 40, np.float64) == "gemm"  # cell (100, 50)
     assert cal.strategy(20, 45, np.float64) == "rows"   # cell (16, 50)
+
+
+def test_narrow_block_bytes_calibrated_and_used(fresh, monkeypatch):
+    """The GEMM blocks' budget for narrow rows: the default without wisdom
+    or under the "fixed" override, else what the calibration chose among its
+    candidates, which a new engine then sizes its blocks by."""
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._dense import DenseEngine, gemm_block_rows
+
+    assert cal.narrow_block_bytes(np.float32) == cal.NARROW_BLOCK_BYTES
+    table = cal.calibrate(("float32",))["float32"]
+    assert table["narrow_block_bytes"] in cal.NARROW_CANDIDATES
+    assert sorted(table["narrow_s"]) == sorted(str(c) for c in cal.NARROW_CANDIDATES)
+    assert all(len(t) == 1 and t[0] > 0 for t in table["narrow_s"].values())
+    cal.forget()  # read back from the file
+    assert cal.narrow_block_bytes(np.float32) == table["narrow_block_bytes"]
+    assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES  # no wisdom
+
+    wisdom = dict(cal._load())
+    wisdom["float32"] = dict(wisdom["float32"], narrow_block_bytes=1 << 17)
+    monkeypatch.setattr(cal, "_wisdom", wisdom)
+    X = np.zeros((5000, 20), np.float32)
+    data = make_dataset(X, np.arange(5000) % 100, None, None, 100)
+    eng = DenseEngine(data, "gemm")
+    assert eng._rows == min(gemm_block_rows(20, 4, 100, 5000, 1 << 17), 5000) == 256
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
+    assert cal.narrow_block_bytes(np.float32) == cal.NARROW_BLOCK_BYTES
+    assert DenseEngine(data, "gemm")._rows == 128
+
+
+def test_block_winner_is_the_least_relative_time():
+    # 64K is never the fastest on its own but the best over both shapes.
+    times = {1 << 15: [1.0, 2.0], 1 << 16: [1.1, 1.1], 1 << 17: [2.0, 1.0]}
+    assert cal._block_winner(times) == 1 << 16

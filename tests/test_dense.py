@@ -159,15 +159,16 @@ def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
 def test_block_rows_rule():
     """Rows per GEMM block (_dense.gemm_block_rows): narrow rows of many
     classes over few weights take the largest power of two of rows whose X
-    block and logits fit _NARROW_BLOCK_BYTES (at least _MIN_BLOCK_ROWS);
+    block and logits fit the block bytes (at least _MIN_BLOCK_ROWS);
     fewer classes, wider rows, more weights and partial sums past
     _G_CACHE_BYTES keep the other rules."""
     g = _dense.gemm_block_rows
-    fit = _dense._NARROW_BLOCK_BYTES
+    fit = 1 << 16  # the default budget
     assert g(20, 4, 100, 50000) == 128  # (20 + 100) 4 128 = 61 KiB <= 64 KiB < 2x
     assert g(20, 4, 100, 50000) * 120 * 4 <= fit < 2 * g(20, 4, 100, 50000) * 120 * 4
     assert g(20, 4, 1000, 5000) == _dense._MIN_BLOCK_ROWS  # 16 rows would fit: the floor
     assert g(20, 8, 50, 100000) == 64
+    assert g(20, 8, 50, 100000, block_bytes=1 << 17) == 128  # a host's calibrated budget
     assert g(20, 4, 10, 150000) == 1024  # fewer than LANES_FROM classes: X's block alone
     assert g(784, 4, 48, 30000) == g(784, 4, 10, 30000) == 83  # wide rows: X's block alone
     assert g(100, 8, 100, 10000) == 32  # 40 rows fit
