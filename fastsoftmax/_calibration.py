@@ -71,8 +71,9 @@ AUTO_WORK = 1 << 30
 # The GEMM strategy's blocks for narrow rows of many classes hold as many
 # rows as fit this many bytes of X and logits (``_dense.gemm_block_rows``).
 # The fastest size depends on the caches: on the 2-core AVX-512 host the
-# sweep behind the rule put it at 64 KiB, with 1.1-1.4x between the sizes
-# a power of two apart (BENCHMARKS.md, "Tenth session"). A calibration
+# sweep behind the rule put it at 64 KiB in float32 (32 KiB within 8 %)
+# and at 64-128 KiB in float64, with up to 1.4x between block sizes a
+# power of two apart on one shape (BENCHMARKS.md, "Tenth session"). A calibration
 # times the candidates on NARROW_SHAPES (n, k) and keeps the one of least
 # total time relative to each shape's fastest.
 NARROW_BLOCK_BYTES = 1 << 16
@@ -190,7 +191,9 @@ def narrow_block_bytes(dtype: np.dtype) -> int:
     if os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower() == "fixed":
         return NARROW_BLOCK_BYTES
     table = _load().get(np.dtype(dtype).name) or {}
-    return int(table.get("narrow_block_bytes", NARROW_BLOCK_BYTES))
+    value = table.get("narrow_block_bytes")
+    # A hand-edited or damaged file must not size the blocks.
+    return value if isinstance(value, int) and value > 0 else NARROW_BLOCK_BYTES
 
 
 def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]:

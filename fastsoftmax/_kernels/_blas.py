@@ -44,7 +44,7 @@ def _gemm_into(typingctx, A, B, C, beta):
     kind = get_blas_kind(dtype)
 
     def codegen(context, builder, sig, args):
-        a, b, c, beta_val = args
+        beta_val = args[3]
         intp = cgutils.intp_t
         fnty = ir.FunctionType(ir.IntType(32),
                                [_CHAR, _CHAR, _CHAR,   # kind, transa, transb
