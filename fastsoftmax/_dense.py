@@ -23,11 +23,18 @@ from ._kernels._fused import (
     _gemm_t_chunk,
     _loss_grad_gemm,
     _loss_grad_gemm_lanes,
+    _loss_grad_gemm_split,
     _loss_grad_gemm_t,
     _loss_grad_rows,
     _rows_chunk,
 )
-from ._kernels._hessp import _hessp_gemm, _hessp_gemm_chunk, _hessp_rows, _hessp_rows_chunk
+from ._kernels._hessp import (
+    _hessp_gemm,
+    _hessp_gemm_chunk,
+    _hessp_gemm_split,
+    _hessp_rows,
+    _hessp_rows_chunk,
+)
 from ._launch import (
     SERIAL_WORK,
     SERIAL_WORK_WARM,
@@ -67,6 +74,23 @@ PROBA_BUDGET = 256 << 20
 # from L3 for the second product costs far less. The scratch for one
 # block's logits is then up to _MAX_ROWS_LARGE_G x k per thread.
 _MAX_ROWS_LARGE_G = 2048
+
+# Few rows next to a large n k (split_features): the GEMM strategy's
+# backward product is split by features, not rows
+# (_kernels._fused._loss_grad_gemm_split, _kernels._hessp._hessp_gemm_split).
+# Every thread then writes its own rows of the one gradient, where the row
+# split gives each an n k partial sum that is reduced after the pass; the
+# cost is the error of every row, m k, written and read back once. Both
+# timed on 2 threads, m = 250 ... 16000 (2-core AVX-512 host; BENCHMARKS.md,
+# "Eleventh session"): the split took 0.65-0.96x the time at m <= 1.3 n
+# for n k of 1 MiB and more (n = 784 and 3000, k = 100 and 1000; n = 400,
+# k = 2000), 0.93-1.03x at m = 2 ... 2.5 n, and up to 1.1x at m >= 4 n; at
+# n k below 1 MiB (n = 100, 300; (784, 100)) it lost up to 1.6x, the row
+# split's partial sums staying in cache. At least _SPLIT_MIN_FEATURES
+# features a thread keep each thread's product a matrix product.
+_SPLIT_G_BYTES = 1 << 20
+_SPLIT_ROWS_PER_FEATURE = 1.5
+_SPLIT_MIN_FEATURES = 32
 
 # Bytes between two threads' partial sums (see DenseEngine._accumulators).
 _PAD_BYTES = 128
@@ -155,6 +179,12 @@ def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0,
     return rows
 
 
+def split_features(m: int, n: int, k: int, itemsize: int, chunks: int) -> bool:
+    """Whether the GEMM strategy's backward product is split by features (few rows, large n k)."""
+    return (k >= LANES_FROM and n * k * itemsize >= _SPLIT_G_BYTES
+            and m <= _SPLIT_ROWS_PER_FEATURE * n and n >= _SPLIT_MIN_FEATURES * chunks)
+
+
 def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> str:
     """Return "cached" when P (m, k) fits ``budget`` bytes or is no larger than X."""
     p_bytes = X.shape[0] * n_classes * X.dtype.itemsize
@@ -198,6 +228,8 @@ class DenseEngine:
             block_bytes = narrow_block_bytes(self.dtype)
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows,
                                          block_bytes), m)
+        self._split = (strategy == "gemm" and not self._serial
+                       and split_features(m, n, self.k, self.dtype.itemsize, n_chunks(m)))
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self._keep_scratch = keep_scratch
@@ -284,10 +316,12 @@ class DenseEngine:
         return self.no_proba
 
     def _gradient_variant(self) -> str:
-        """Return the gradient kernel for this engine: a key of :data:`_GRADIENT_KERNELS`."""
+        """Return the gradient kernel: a key of :data:`_GRADIENT_KERNELS`, or "gemm_split"."""
         if self.strategy == "rows":
             return "rows"
         if self.k >= LANES_FROM:  # the row maximum in eight chains
+            if self._split:
+                return "gemm_split"
             return "gemm_lanes"
         if self.data.n_features * self.dtype.itemsize <= _TRANSPOSED_ROW_BYTES:
             return "gemm_t"
@@ -320,6 +354,8 @@ class DenseEngine:
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 
+        if variant == "gemm_split":
+            return self._gradient_split(coef, bias, P, alpha)
         g, gb, loss, bad_row, *scratch = self._buffer("gradient", chunks, make)
         P = self.no_proba if P is None else P
         args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
@@ -331,6 +367,31 @@ class DenseEngine:
         grad = self._to_coef(g)
         value = penalize(float(loss.sum()) / data.total_weight, grad, coef, alpha)
         return value, grad, gb.sum(axis=0)[:self.k]
+
+    def _gradient_split(self, coef, bias, P, alpha):
+        """:meth:`gradient` by :func:`~._kernels._fused._loss_grad_gemm_split`."""
+        from ._objective import logits_error
+
+        data = self.data
+        dt = self.dtype
+        k = self.k
+
+        def make(c):
+            pad = _PAD_BYTES // dt.itemsize
+            return (np.empty((c, k + pad), dtype=dt), np.empty(c, dtype=np.float64),
+                    np.empty(c, dtype=np.int64), np.empty((data.n_rows, k), dtype=dt))
+
+        gb, loss, bad_row, E = self._buffer("gradient", self._chunks(), make)
+        G = np.empty((data.n_features, k), dtype=dt)
+        P = self.no_proba if P is None else P
+        _loss_grad_gemm_split(data.X, *data.kernel_targets(), self._scale, self._weights(coef),
+                              bias, G, gb, loss, bad_row, E, self._rows, P)
+        row = first_bad(bad_row)
+        if row >= 0:
+            raise logits_error(row, dt)
+        grad = G.T
+        value = penalize(float(loss.sum()) / data.total_weight, grad, coef, alpha)
+        return value, grad, gb.sum(axis=0)[:k]
 
     def hessp(self, coef, bias, P, V, cv, alpha=0.0, scale=1.0, out=None):
         """Return H (scale V, scale cv): (HV in coef layout, Hc), HV with its L2 term.
@@ -351,6 +412,9 @@ class DenseEngine:
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)
             self._run(_hessp_rows_chunk, _hessp_rows, args)
+            HV = self._to_coef(G)
+        elif self._split:
+            HV, gc = self._hessp_split(coef, bias, P, V, cv)
         else:
             def make(c):
                 G, gc = self._accumulators(c)
@@ -359,13 +423,28 @@ class DenseEngine:
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     np.ascontiguousarray(V.T), cv, G, gc, scratch)
             self._run(_hessp_gemm_chunk, _hessp_gemm, args)
-        HV = self._to_coef(G)
+            HV = self._to_coef(G)
         if alpha:
             HV += dt.type(alpha) * V
         if out is not None:
             out[...] = HV
             HV = out
         return HV, gc.sum(axis=0)[:self.k]
+
+    def _hessp_split(self, coef, bias, P, V, cv):
+        """H (V, cv) without the L2 term by :func:`~._kernels._hessp._hessp_gemm_split`."""
+        dt, k = self.dtype, self.k
+
+        def make(c):
+            pad = _PAD_BYTES // dt.itemsize
+            return (np.empty((c, k + pad), dtype=dt), np.empty((self.data.n_rows, k), dtype=dt),
+                    np.empty((c, self._rows, k), dtype=dt))
+
+        gc, S, scratch = self._buffer("hessp", self._chunks(), make)
+        G = np.empty((self.data.n_features, k), dtype=dt)
+        _hessp_gemm_split(self.data.X, P, *self._weight_args(), self._weights(coef), bias,
+                          np.ascontiguousarray(V.T), cv, G, gc, S, scratch)
+        return G.T, gc
 
     def _run(self, chunk_fn, kernel, args) -> None:
         """One chunk on this thread (serial), or the parallel kernel."""

@@ -205,6 +205,96 @@ def test_narrow_rows_many_classes_in_several_blocks(dt, launch, rng, monkeypatch
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max())
 
 
+def _force_split(monkeypatch):
+    """Make every parallel GEMM pass of 32+ classes split its backward product by
+    features (_dense.split_features); return counters of the two kernels' calls."""
+    for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
+                        ("SERIAL_WORK_WARM", 0)):
+        monkeypatch.setattr(_dense, name, value)
+    calls = {"gradient": 0, "hessp": 0}
+    for what, name in (("gradient", "_loss_grad_gemm_split"), ("hessp", "_hessp_gemm_split")):
+        kernel = getattr(_dense, name)
+
+        def spy(*args, _kernel=kernel, _what=what):
+            calls[_what] += 1
+            return _kernel(*args)
+
+        monkeypatch.setattr(_dense, name, spy)
+    return calls
+
+
+def test_split_by_features_rule():
+    """_dense.split_features: 32+ classes, n k of at least _SPLIT_G_BYTES, no
+    more than _SPLIT_ROWS_PER_FEATURE rows a feature, at least
+    _SPLIT_MIN_FEATURES features a thread."""
+    s = _dense.split_features
+    assert s(1000, 3000, 1000, 4, 2) and s(1000, 784, 1000, 8, 2) and s(3000, 3000, 100, 4, 2)
+    assert s(1500, 1000, 1000, 4, 2) and not s(1501, 1000, 1000, 4, 2)  # 1.5 rows a feature
+    assert not s(1000, 3000, 31, 8, 2)  # fewer than LANES_FROM classes
+    assert not s(100, 300, 300, 8, 2) and not s(500, 784, 100, 8, 2)  # n k < 1 MiB
+    assert s(500, 1024, 256, 4, 2) and not s(500, 1024, 255, 4, 2)  # the bound, 1 MiB
+    assert not s(1000, 1000, 1000, 4, 32)  # 31 features a thread
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k", [33, 100])
+@pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
+def test_gemm_split_by_features_matches_reference(dt, k, variant, rng, monkeypatch):
+    """The GEMM pass whose backward product is split by features: loss and
+    gradient (and P when stored) against the float64 reference, and the same
+    results as the row split up to the order of the sums."""
+    soft = variant in ("soft", "all")
+    weights = variant in ("weights", "all")
+    alpha = 0.3 if variant in ("alpha", "all") else 0.0
+    # 203 rows, 45 features: two chunks of each, of 101 and 102 rows, 22 and 23 features
+    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, intercept=variant != "no-b",
+                                  weights=weights, soft=soft)
+    rows = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
+    calls = _force_split(monkeypatch)
+    got = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
+    assert calls["gradient"] == 1
+    assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
+    assert_close(got, rows, dt)
+    labels = np.asarray(y, dtype=dt) if soft else y
+    H = product(X, labels, W, b, sw, alpha, n_threads=2, strategy="gemm", mode="cached")
+    assert calls["gradient"] == 2
+    eps = np.finfo(dt).eps
+    P64 = ref.softmax(f64(X) @ f64(W) + (0 if b is None else f64(b)))
+    np.testing.assert_allclose(H.P, P64, rtol=0, atol=(64 if dt == np.float32 else 8) * eps)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", HESSP_VARIANTS)
+def test_gemm_split_hessp_matches_reference(dt, mode, variant, rng, monkeypatch):
+    """Hessian products split by features, P cached or recomputed, against
+    the float64 reference."""
+    calls = _force_split(monkeypatch)
+    weights, intercept = variant in ("weights", "all"), variant != "no-b"
+    alpha = 0.2 if variant in ("alpha", "all") else 0.0
+    X, y, W, b, sw = make_problem(rng, 203, 45, 40, dt, intercept=intercept, weights=weights)
+    V = rng.standard_normal(W.shape).astype(dt)
+    c = rng.standard_normal(40).astype(dt) if intercept else None
+    H = product(X, y, W, b, sw, alpha, n_threads=2, strategy="gemm", mode=mode)
+    assert_hessp_close(H, X, y, W, b, V, c, alpha, sw)
+    assert calls["hessp"] == 1
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("row", [3, 150])
+def test_gemm_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
+    """A NaN or inf in X, in either row chunk, is reported by row; the
+    gradient is not written."""
+    calls = _force_split(monkeypatch)
+    X, y, W, b, _ = make_problem(rng, 203, 45, 40, np.float64)
+    X[row, 7] = bad
+    obj = _objective_for(X, y, None, 40, "gemm", False)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
+        obj(np.zeros_like(W), b)
+    assert calls["gradient"] == 1
+
+
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_gemm_into_adds_in_place(dt, rng):
     """_kernels._blas._gemm_into: C = A B + beta C for C- and F-contiguous
@@ -239,6 +329,24 @@ def test_gemm_into_adds_in_place(dt, rng):
     G = C0[:5].copy()
     run_t(X, Z, G, 1.0)
     np.testing.assert_allclose(G, f64(X).T @ f64(Z) + f64(C0[:5]), rtol=tol, atol=tol * 10)
+    # Strided operands (Numba's layout "A", unit stride along one axis): column
+    # ranges of X and their transposes, down to one column and one row.
+    X = rng.standard_normal((40, 9)).astype(dt)
+    for f0, f1 in ((0, 9), (2, 7), (4, 5), (8, 9)):
+        G = rng.standard_normal((f1 - f0, 3)).astype(dt)
+        want = f64(X[:, f0:f1]).T @ f64(Z) + 0.5 * f64(G)
+        run(X[:, f0:f1].T, Z, G, 0.5)
+        np.testing.assert_allclose(G, want, rtol=tol, atol=tol * 10)
+        right = rng.standard_normal((f1 - f0, 3)).astype(dt)
+        C = np.full((40, 3), np.nan, dt)
+        run(X[:, f0:f1], right, C, 0.0)
+        np.testing.assert_allclose(C, f64(X[:, f0:f1]) @ f64(right), rtol=tol, atol=tol * 10)
+    C = np.zeros((1, 3), dt)
+    run(X[2:3, 1:6], B, C, 0.0)
+    np.testing.assert_allclose(C, f64(X[2:3, 1:6]) @ f64(B), rtol=tol, atol=tol)
+    C = np.zeros((40, 1), dt)
+    run(X[:, 1:6], np.asfortranarray(X[:5, :3])[:, 1:2], C, 0.0)
+    np.testing.assert_allclose(C, f64(X[:, 1:6]) @ f64(X[:5, 1:2]), rtol=tol, atol=tol * 10)
 
 
 # ------------------------------------------------ scratch kept between calls

@@ -26,16 +26,19 @@ def _gemm_into(typingctx, A, B, C, beta):
     """C = A @ B + beta * C, through BLAS.
 
     A (m, k) and B (k, n) C- or F-contiguous (a transposed view of a
-    C-contiguous array is F-contiguous), C (m, n) C-contiguous, all of one
-    float dtype; beta any float (0 overwrites C: BLAS then does not read it).
-    Shapes are the caller's to check, as for BLAS itself.
+    C-contiguous array is F-contiguous), or strided views with unit stride
+    along one axis (a column range of a C-contiguous array, X[:, f0:f1],
+    or its transpose: Numba's layout "A", read at run time), C (m, n)
+    C-contiguous, all of one float dtype; beta any float (0 overwrites C:
+    BLAS then does not read it). Shapes, and the unit stride of an "A"
+    operand, are the caller's to check, as for BLAS itself.
     """
     arrays = (A, B, C)
     if not all(isinstance(a, types.Array) and a.ndim == 2 for a in arrays):
         return None
     if A.dtype != B.dtype or A.dtype != C.dtype or A.dtype not in (types.float32, types.float64):
         return None
-    if A.layout not in "CF" or B.layout not in "CF" or C.layout != "C":
+    if A.layout not in "CFA" or B.layout not in "CFA" or C.layout != "C":
         return None
     if not isinstance(beta, types.Float):
         return None
@@ -65,9 +68,27 @@ def _gemm_into(typingctx, A, B, C, beta):
         # Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: B comes first, and an
         # F-contiguous operand is a transposed one.
         def operand(ty, shape, x):
-            trans = ir.Constant(_CHAR, ord("n" if ty.layout == "C" else "t"))
-            ld = shape[1] if ty.layout == "C" else shape[0]
-            return trans, ld, builder.bitcast(x.data, _VOID_P)
+            data = builder.bitcast(x.data, _VOID_P)
+            if ty.layout != "A":
+                trans = ir.Constant(_CHAR, ord("n" if ty.layout == "C" else "t"))
+                return trans, shape[1] if ty.layout == "C" else shape[0], data
+            # Strided (r, c): row-major where the unit stride runs along the
+            # rows (or a row has one entry), else column-major (transposed);
+            # the leading dimension is the other axis's stride in elements,
+            # at least what BLAS requires (that stride says nothing where
+            # its axis has one entry).
+            strides = cgutils.unpack_tuple(builder, x.strides, 2)
+            item = ir.Constant(intp, context.get_abi_sizeof(context.get_data_type(dtype)))
+            one = ir.Constant(intp, 1)
+            row = builder.or_(builder.icmp_signed("==", strides[1], item),
+                              builder.icmp_signed("<=", shape[1], one))
+            trans = builder.select(row, ir.Constant(_CHAR, ord("n")),
+                                   ir.Constant(_CHAR, ord("t")))
+            ld = builder.sdiv(builder.select(row, strides[0], strides[1]), item)
+            least = builder.select(row, shape[1], shape[0])
+            ld = builder.select(builder.icmp_signed("<", ld, least), least, ld)
+            ld = builder.select(builder.icmp_signed("<", ld, one), one, ld)
+            return trans, ld, data
 
         transb, ldb, data_b = operand(B, shapes[1], arr[1])
         transa, lda, data_a = operand(A, shapes[0], arr[0])

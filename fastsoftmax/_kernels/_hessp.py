@@ -212,6 +212,58 @@ def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
                           G, gc, scratch)
 
 
+@njit(**JIT)
+def _hessp_split_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, gc, S, scratch):
+    """Chunk c of :func:`_hessp_gemm_split`'s first pass: S of its rows.
+
+    OUT S[rows of chunk c] (the s_i of the module's docstring); gc[c] (k,) =
+    their sum. SCRATCH scratch[c] (R, k): a block's probabilities when not
+    cached. Per block of R rows: U = Xb V + cv by BLAS into S, then S in place.
+    """
+    m = X.shape[0]
+    R = scratch.shape[1]
+    start, stop = _chunk(m, gc.shape[0], c)
+    gcc = gc[c]
+    _zero1(gcc)
+    cached = P.shape[0] != 0
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        Xb = X[r0:r0 + rr]
+        if cached:
+            Pb = P[r0:r0 + rr]
+        else:
+            Pb = scratch[c, :rr]
+            _block_proba(Xb, W, b, Pb)
+        Ub = S[r0:r0 + rr]
+        np.dot(Xb, V, Ub)
+        for q in range(rr):
+            u = Ub[q]
+            for j in range(u.shape[0]):
+                u[j] += cv[j]
+            _row_hvp(Pb[q], u, _row_weight(r0 + q, sw, weighted, scale), gcc)
+
+
+@njit(**PJIT)
+def _hessp_gemm_split(X, P, sw, weighted, scale, W, b, V, cv, G, gc, S, scratch):
+    """Large-k Hessian-vector product with the backward product split by features.
+
+    As ``_fused._loss_grad_gemm_split`` for the gradient: S (m, k) for
+    every row chunk in parallel (:func:`_hessp_split_chunk`), then
+    G[f0:f1] = X[:, f0:f1]ᵀ S by BLAS on ranges of features in parallel.
+    OUT G (n, k) C-contiguous, gc (n_chunks, k); SCRATCH S (m, k), scratch
+    (n_chunks, R, k).
+    """
+    n = X.shape[1]
+    chunks = gc.shape[0]
+    for c in prange(chunks):
+        _hessp_split_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv, gc, S,
+                           scratch)
+    for f in prange(chunks):
+        f0, f1 = _chunk(n, chunks, f)
+        if f1 > f0:
+            _gemm_into(X[:, f0:f1].T, S, G[f0:f1], 0.0)
+
+
 @njit(**PJIT)
 def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, vscale, cv,
                   S, H0, Hp, hc, scratch):
