@@ -27,6 +27,7 @@ from ._kernels._fused import (
     _loss_grad_gemm_t,
     _loss_grad_rows,
     _rows_chunk,
+    _sum_chunks,
 )
 from ._kernels._hessp import (
     _hessp_gemm,
@@ -91,6 +92,13 @@ _MAX_ROWS_LARGE_G = 2048
 _SPLIT_G_BYTES = 1 << 20
 _SPLIT_ROWS_PER_FEATURE = 1.5
 _SPLIT_MIN_FEATURES = 32
+
+# The per-chunk partial sums are reduced by a parallel kernel from this many
+# bytes (all chunks together), by NumPy below. NumPy's G.sum(axis=0) runs on
+# one thread, and its time grows with the thread count: 3.7 ms for 16
+# chunks of (784, 1000) float32 here, 0.9 ms shared over two threads (two
+# chunks: 0.53 and 0.16 ms; ad hoc, BENCHMARKS.md, "Eleventh session").
+_PARALLEL_SUM_BYTES = 1 << 16
 
 # Bytes between two threads' partial sums (see DenseEngine._accumulators).
 _PAD_BYTES = 128
@@ -269,11 +277,17 @@ class DenseEngine:
 
         The GEMM strategy's sum is (n, k): its transposed view is returned
         (Fortran-ordered), not a copy; a caller that wants (n, k) C-contiguous
-        gets it back by transposing, without a copy either.
+        gets it back by transposing, without a copy either. Sums of at least
+        :data:`_PARALLEL_SUM_BYTES` over several chunks are taken by a parallel
+        kernel (``_kernels._fused._sum_chunks``, the same numbers as NumPy's).
         """
-        if self.strategy == "rows":
-            return G[:, :, :self.data.n_features].sum(axis=0)
-        return G.sum(axis=0).T
+        n = self.data.n_features
+        rows = self.strategy == "rows"
+        if G.shape[0] == 1 or G.nbytes < _PARALLEL_SUM_BYTES:
+            return G[:, :, :n].sum(axis=0) if rows else G.sum(axis=0).T
+        out = np.empty((self.k, n) if rows else G.shape[1:], dtype=G.dtype)
+        _sum_chunks(G, out)
+        return out if rows else out.T
 
     def _accumulators(self, chunks: int) -> tuple[np.ndarray, ...]:
         """Per-chunk partial sums: (chunks, k, n + pad) or (chunks, n, k), and (chunks, k + pad).

@@ -296,6 +296,47 @@ def test_gemm_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,cols", [((2, 7, 5), 5), ((3, 40, 19), 17), ((2, 1, 3), 3),
+                                        ((5, 3, 8), 8), ((16, 33, 24), 20)])
+def test_sum_chunks_equals_numpy(dt, shape, cols, rng):
+    """_kernels._fused._sum_chunks: the chunks' sum over the first cols
+    columns, bit for bit NumPy's sum over the chunk axis, whatever the
+    chunk count next to the rows and the threads."""
+    from fastsoftmax._kernels._fused import _sum_chunks
+
+    G = rng.standard_normal(shape).astype(dt)
+    G0 = G.copy()
+    out = np.full((shape[1], cols), np.nan, dt)
+    _sum_chunks(G, out)
+    np.testing.assert_array_equal(out, G[:, :, :cols].sum(axis=0))
+    np.testing.assert_array_equal(G, G0)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_parallel_sum_of_partial_sums(strategy, dt, rng, monkeypatch):
+    """The partial sums reduced by the parallel kernel (any size, with
+    _PARALLEL_SUM_BYTES at 0) give the NumPy reduction's gradient and
+    Hessian products bit for bit, both strategies."""
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    X, y, W, b, sw = make_problem(rng, 301, 45, 12, dt, weights=True)
+    V = rng.standard_normal(W.shape).astype(dt)
+    c = rng.standard_normal(12).astype(dt)
+
+    def run():
+        obj = PublicObjective(X, y, 12, sw, n_threads=2, strategy=strategy)
+        H = product(X, y, W, b, sw, 0.1, n_threads=2, strategy=strategy, mode="cached")
+        return (*obj(W, b, 0.1), *H.matvec(V.T, c))
+
+    monkeypatch.setattr(_dense, "_PARALLEL_SUM_BYTES", 1 << 40)
+    want = run()
+    monkeypatch.setattr(_dense, "_PARALLEL_SUM_BYTES", 0)
+    got = run()
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_gemm_into_adds_in_place(dt, rng):
     """_kernels._blas._gemm_into: C = A B + beta C for C- and F-contiguous
     operands (a transposed view is F-contiguous); beta = 0 never reads C (a

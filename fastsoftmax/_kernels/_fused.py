@@ -649,3 +649,29 @@ def _loss_grad_gemm_t(X, y, Y, sw, soft, weighted, scale, W, b,
     for c in prange(gW.shape[0]):
         _gemm_t_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
                       gW, gb, loss, bad_row, scratch, P)
+
+
+@njit(**PJIT)
+def _sum_chunks(G, out):
+    """OUT out (a, b) = the sum over c of G[c, :, :b], rows of out split over the threads.
+
+    G (n_chunks, a, b') with b' >= b: the per-chunk partial sums of the
+    kernels above (and of ``_hessp``), one chunk per thread in force, so
+    the rows of out go in as many parts. Each row of out adds the chunks in
+    order, c = 0, 1, ..., as NumPy's ``G.sum(axis=0)`` does, so the result
+    is the same bit for bit; only the rows are shared out.
+    """
+    chunks, a = G.shape[0], out.shape[0]
+    b = out.shape[1]
+    parts = max(1, min(a, chunks))
+    for p in prange(parts):
+        r0, r1 = _chunk(a, parts, p)
+        for r in range(r0, r1):
+            o = out[r]
+            g = G[0, r]
+            for j in range(b):
+                o[j] = g[j]
+            for c in range(1, chunks):
+                g = G[c, r]
+                for j in range(b):
+                    o[j] += g[j]
