@@ -80,17 +80,22 @@ _MAX_ROWS_LARGE_G = 2048
 # backward product is split by features, not rows
 # (_kernels._fused._loss_grad_gemm_split, _kernels._hessp._hessp_gemm_split).
 # Every thread then writes its own rows of the one gradient, where the row
-# split gives each an n k partial sum that is reduced after the pass; the
-# cost is the error of every row, m k, written and read back once. Both
-# timed on 2 threads, m = 250 ... 16000 (2-core AVX-512 host; BENCHMARKS.md,
-# "Eleventh session"): the split took 0.65-0.96x the time at m <= 1.3 n
-# for n k of 1 MiB and more (n = 784 and 3000, k = 100 and 1000; n = 400,
-# k = 2000), 0.93-1.03x at m = 2 ... 2.5 n, and up to 1.1x at m >= 4 n; at
-# n k below 1 MiB (n = 100, 300; (784, 100)) it lost up to 1.6x, the row
-# split's partial sums staying in cache. At least _SPLIT_MIN_FEATURES
-# features a thread keep each thread's product a matrix product.
+# split gives each an n k partial sum to write and reduce after the pass
+# (about 2 n k of memory traffic a thread); the split writes the error of
+# every row, m k, and each thread reads all of it back (about m k a
+# thread). Both timed on 2 threads (2-core AVX-512 host; BENCHMARKS.md,
+# "Eleventh session"), the row split's sums reduced in parallel: the split
+# took 0.89-0.99x the time at m <= n for n k of 1 MiB and more (n = 784
+# and 3000, k = 100 and 1000), 0.94-1.07x at m = 1.3 ... 2 n (n = 784 and
+# 400 lose in float32); at n k below 1 MiB ((784, 100), (300, 300),
+# (100, 1000)) it lost up to 1.3x, the row split's partial sums staying in
+# cache. With more threads the row split's chunks get fewer rows, the inner
+# dimension of its backward product, while the split's products keep all
+# m: the bound m <= n measured at two threads is the cautious side. At
+# least _SPLIT_MIN_FEATURES features a thread keep each thread's product a
+# matrix product.
 _SPLIT_G_BYTES = 1 << 20
-_SPLIT_ROWS_PER_FEATURE = 1.5
+_SPLIT_ROWS_PER_FEATURE = 1
 _SPLIT_MIN_FEATURES = 32
 
 # The per-chunk partial sums are reduced by a parallel kernel from this many

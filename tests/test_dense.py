@@ -229,8 +229,8 @@ def test_split_by_features_rule():
     more than _SPLIT_ROWS_PER_FEATURE rows a feature, at least
     _SPLIT_MIN_FEATURES features a thread."""
     s = _dense.split_features
-    assert s(1000, 3000, 1000, 4, 2) and s(1000, 784, 1000, 8, 2) and s(3000, 3000, 100, 4, 2)
-    assert s(1500, 1000, 1000, 4, 2) and not s(1501, 1000, 1000, 4, 2)  # 1.5 rows a feature
+    assert s(1000, 3000, 1000, 4, 2) and s(700, 784, 1000, 8, 2) and s(3000, 3000, 100, 4, 2)
+    assert s(1000, 1000, 1000, 4, 2) and not s(1001, 1000, 1000, 4, 2)  # a row a feature
     assert not s(1000, 3000, 31, 8, 2)  # fewer than LANES_FROM classes
     assert not s(100, 300, 300, 8, 2) and not s(500, 784, 100, 8, 2)  # n k < 1 MiB
     assert s(500, 1024, 256, 4, 2) and not s(500, 1024, 255, 4, 2)  # the bound, 1 MiB
