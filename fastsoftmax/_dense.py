@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from ._kernels._common import LANES_FROM
+from ._kernels._config import WIDE_REGISTERS
 from ._kernels._fused import (
     _gemm_chunk,
     _gemm_chunk_lanes,
@@ -26,7 +27,9 @@ from ._kernels._fused import (
     _loss_grad_gemm_split,
     _loss_grad_gemm_t,
     _loss_grad_rows,
+    _loss_grad_rows_wide,
     _rows_chunk,
+    _rows_chunk_wide,
     _sum_chunks,
 )
 from ._kernels._hessp import (
@@ -131,10 +134,20 @@ _MIN_BLOCK_ROWS = 32
 # (the chunk function, the parallel kernel). Each is compiled when first used.
 _GRADIENT_KERNELS = {
     "rows": (_rows_chunk, _loss_grad_rows),
+    "rows_wide": (_rows_chunk_wide, _loss_grad_rows_wide),
     "gemm": (_gemm_chunk, _loss_grad_gemm),
     "gemm_lanes": (_gemm_chunk_lanes, _loss_grad_gemm_lanes),
     "gemm_t": (_gemm_t_chunk, _loss_grad_gemm_t),
 }
+
+# Float64 rows of at least this many features take the rows kernel with
+# 512-bit vectors (_kernels._fused._rows_chunk_wide) on AVX-512 hosts.
+# Against LLVM's 256-bit choice, both in one process (2-core AVX-512 host;
+# BENCHMARKS.md, "Eleventh session"): 0.79-0.94x the time at n = 128 ...
+# 3000, k = 2 ... 10; 1.00-1.06x at n = 100, 1.24x at 96 and 1.08-1.47x at
+# n = 20 and 50, where the scalar remainder of each row and the tiles'
+# horizontal sums weigh more.
+_WIDE_ROWS_FEATURES = 128
 
 # Rows of fewer than LANES_FROM classes over at most this many bytes of
 # features (64 float32, 32 float64) take the GEMM kernel with transposed
@@ -337,6 +350,9 @@ class DenseEngine:
     def _gradient_variant(self) -> str:
         """Return the gradient kernel: a key of :data:`_GRADIENT_KERNELS`, or "gemm_split"."""
         if self.strategy == "rows":
+            if (WIDE_REGISTERS and self.dtype == np.float64
+                    and self.data.n_features >= _WIDE_ROWS_FEATURES):
+                return "rows_wide"
             return "rows"
         if self.k >= LANES_FROM:  # the row maximum in eight chains
             if self._split:
@@ -364,7 +380,7 @@ class DenseEngine:
 
         def make(c):
             g, gb = self._accumulators(c)
-            if variant == "rows":
+            if variant in ("rows", "rows_wide"):
                 scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 4),)
             elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
                 scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)

@@ -95,6 +95,35 @@ def test_rows_blocks_of_every_class_count(k, dt, rng):
     assert_close(got, truth(X, y, W, b, sample_weight=sw), dt)
 
 
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+@pytest.mark.parametrize("n", [127, 128, 131])
+@pytest.mark.parametrize("k", [2, 7, 13])
+@pytest.mark.parametrize("variant", ["plain", "all"])
+def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch):
+    """Float64 rows of _dense._WIDE_ROWS_FEATURES or more go to the rows
+    kernel compiled with 512-bit vectors where the host has AVX-512
+    (_kernels._fused._rows_chunk_wide), shorter rows and float32 to the
+    other; either way the reference's results, serial and parallel."""
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._kernels._config import WIDE_REGISTERS
+
+    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    soft = weights = variant == "all"
+    X, y, W, b, sw = make_problem(rng, 203, n, k, np.float64, weights=weights, soft=soft)
+    wide = WIDE_REGISTERS and n >= _dense._WIDE_ROWS_FEATURES
+    labels = None if soft else y
+    targets = y if soft else None
+    data = make_dataset(X, labels, targets, sw, k)
+    assert _dense.DenseEngine(data, "rows")._gradient_variant() == ("rows_wide" if wide
+                                                                    else "rows")
+    data32 = make_dataset(X.astype(np.float32), labels,
+                          None if targets is None else targets.astype(np.float32),
+                          None if sw is None else sw.astype(np.float32), k)
+    assert _dense.DenseEngine(data32, "rows")._gradient_variant() == "rows"
+    got = _objective_for(X, y, sw, k, "rows", soft)(W, b, 0.2)
+    assert_close(got, truth(X, y, W, b, alpha=0.2, sample_weight=sw), np.float64)
+
+
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", [(2000, 160, 10), (2000, 20, 10), (3000, 50, 60)])
 def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
