@@ -38,6 +38,8 @@ from ._kernels._hessp import (
     _hessp_gemm_split,
     _hessp_rows,
     _hessp_rows_chunk,
+    _hessp_rows_chunk_wide,
+    _hessp_rows_wide,
 )
 from ._launch import (
     SERIAL_WORK,
@@ -140,13 +142,15 @@ _GRADIENT_KERNELS = {
     "gemm_t": (_gemm_t_chunk, _loss_grad_gemm_t),
 }
 
-# Float64 rows of at least this many features take the rows kernel with
-# 512-bit vectors (_kernels._fused._rows_chunk_wide) on AVX-512 hosts.
+# Float64 rows of at least this many features take the rows kernels with
+# 512-bit vectors (_kernels._fused._rows_chunk_wide and
+# _kernels._hessp._hessp_rows_chunk_wide) on AVX-512 hosts.
 # Against LLVM's 256-bit choice, both in one process (2-core AVX-512 host;
 # BENCHMARKS.md, "Eleventh session"): 0.79-0.94x the time at n = 128 ...
 # 3000, k = 2 ... 10; 1.00-1.06x at n = 100, 1.24x at 96 and 1.08-1.47x at
 # n = 20 and 50, where the scalar remainder of each row and the tiles'
-# horizontal sums weigh more.
+# horizontal sums weigh more. Hessian products: 0.87-0.97x at n = 160 ...
+# 3000, 1.03 at 128, 1.52x at n = 20.
 _WIDE_ROWS_FEATURES = 128
 
 # Rows of fewer than LANES_FROM classes over at most this many bytes of
@@ -446,7 +450,10 @@ class DenseEngine:
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)
-            self._run(_hessp_rows_chunk, _hessp_rows, args)
+            if self._gradient_variant() == "rows_wide":
+                self._run(_hessp_rows_chunk_wide, _hessp_rows_wide, args)
+            else:
+                self._run(_hessp_rows_chunk, _hessp_rows, args)
             HV = self._to_coef(G)
         elif self._split:
             HV, gc = self._hessp_split(coef, bias, P, V, cv)

@@ -101,9 +101,10 @@ def test_rows_blocks_of_every_class_count(k, dt, rng):
 @pytest.mark.parametrize("variant", ["plain", "all"])
 def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch):
     """Float64 rows of _dense._WIDE_ROWS_FEATURES or more go to the rows
-    kernel compiled with 512-bit vectors where the host has AVX-512
-    (_kernels._fused._rows_chunk_wide), shorter rows and float32 to the
-    other; either way the reference's results, serial and parallel."""
+    kernels compiled with 512-bit vectors where the host has AVX-512
+    (_kernels._fused._rows_chunk_wide, _kernels._hessp._hessp_rows_chunk_wide),
+    shorter rows and float32 to the others; either way the reference's
+    results (gradient and Hessian products), serial and parallel."""
     from fastsoftmax._data import make_dataset
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
@@ -122,6 +123,12 @@ def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch)
     assert _dense.DenseEngine(data32, "rows")._gradient_variant() == "rows"
     got = _objective_for(X, y, sw, k, "rows", soft)(W, b, 0.2)
     assert_close(got, truth(X, y, W, b, alpha=0.2, sample_weight=sw), np.float64)
+    if not soft:  # Hessian products (the same kernels' rule), P cached and recomputed
+        V = rng.standard_normal(W.shape)
+        c = rng.standard_normal(k)
+        for hmode in MODES:
+            H = product(X, y, W, b, sw, 0.2, n_threads=2, strategy="rows", mode=hmode)
+            assert_hessp_close(H, X, y, W, b, V, c, 0.2, sw)
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
