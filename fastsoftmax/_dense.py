@@ -17,7 +17,6 @@ import threading
 import numpy as np
 
 from ._kernels._common import LANES_FROM
-from ._kernels._config import WIDE_REGISTERS
 from ._kernels._fused import (
     _gemm_chunk,
     _gemm_chunk_lanes,
@@ -27,9 +26,7 @@ from ._kernels._fused import (
     _loss_grad_gemm_split,
     _loss_grad_gemm_t,
     _loss_grad_rows,
-    _loss_grad_rows_wide,
     _rows_chunk,
-    _rows_chunk_wide,
     _sum_chunks,
 )
 from ._kernels._hessp import (
@@ -38,9 +35,8 @@ from ._kernels._hessp import (
     _hessp_gemm_split,
     _hessp_rows,
     _hessp_rows_chunk,
-    _hessp_rows_chunk_wide,
-    _hessp_rows_wide,
 )
+from ._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 from ._launch import (
     SERIAL_WORK,
     SERIAL_WORK_WARM,
@@ -136,15 +132,14 @@ _MIN_BLOCK_ROWS = 32
 # (the chunk function, the parallel kernel). Each is compiled when first used.
 _GRADIENT_KERNELS = {
     "rows": (_rows_chunk, _loss_grad_rows),
-    "rows_wide": (_rows_chunk_wide, _loss_grad_rows_wide),
     "gemm": (_gemm_chunk, _loss_grad_gemm),
     "gemm_lanes": (_gemm_chunk_lanes, _loss_grad_gemm_lanes),
     "gemm_t": (_gemm_t_chunk, _loss_grad_gemm_t),
 }
 
-# Float64 rows of at least this many features take the rows kernels with
-# 512-bit vectors (_kernels._fused._rows_chunk_wide and
-# _kernels._hessp._hessp_rows_chunk_wide) on AVX-512 hosts.
+# Float64 rows of at least this many features take the rows kernels
+# compiled with 512-bit vectors (the marker _kernels._width.FLOAT64_512;
+# a no-op on hosts without AVX-512).
 # Against LLVM's 256-bit choice, both in one process (2-core AVX-512 host;
 # BENCHMARKS.md, "Eleventh session"): 0.79-0.94x the time at n = 128 ...
 # 3000, k = 2 ... 10; 1.00-1.06x at n = 100, 1.24x at 96 and 1.08-1.47x at
@@ -258,6 +253,9 @@ class DenseEngine:
             block_bytes = narrow_block_bytes(self.dtype)
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows,
                                          block_bytes), m)
+        # The rows kernels' vector width (_WIDE_ROWS_FEATURES).
+        self._width = (FLOAT64_512 if self.dtype == np.float64 and n >= _WIDE_ROWS_FEATURES
+                       else DEFAULT_WIDTH)
         self._split = (strategy == "gemm" and not self._serial
                        and split_features(m, n, self.k, self.dtype.itemsize, n_chunks(m)))
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
@@ -354,9 +352,6 @@ class DenseEngine:
     def _gradient_variant(self) -> str:
         """Return the gradient kernel: a key of :data:`_GRADIENT_KERNELS`, or "gemm_split"."""
         if self.strategy == "rows":
-            if (WIDE_REGISTERS and self.dtype == np.float64
-                    and self.data.n_features >= _WIDE_ROWS_FEATURES):
-                return "rows_wide"
             return "rows"
         if self.k >= LANES_FROM:  # the row maximum in eight chains
             if self._split:
@@ -384,7 +379,7 @@ class DenseEngine:
 
         def make(c):
             g, gb = self._accumulators(c)
-            if variant in ("rows", "rows_wide"):
+            if variant == "rows":
                 scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 4),)
             elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
                 scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
@@ -399,6 +394,8 @@ class DenseEngine:
         P = self.no_proba if P is None else P
         args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
                 g, gb, loss, bad_row, *scratch, P)
+        if variant == "rows":
+            args = (*args, self._width)
         self._run(*_GRADIENT_KERNELS[variant], args)
         row = first_bad(bad_row)
         if row >= 0:
@@ -450,10 +447,7 @@ class DenseEngine:
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)
-            if self._gradient_variant() == "rows_wide":
-                self._run(_hessp_rows_chunk_wide, _hessp_rows_wide, args)
-            else:
-                self._run(_hessp_rows_chunk, _hessp_rows, args)
+            self._run(_hessp_rows_chunk, _hessp_rows, (*args, self._width))
             HV = self._to_coef(G)
         elif self._split:
             HV, gc = self._hessp_split(coef, bias, P, V, cv)

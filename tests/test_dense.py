@@ -101,26 +101,26 @@ def test_rows_blocks_of_every_class_count(k, dt, rng):
 @pytest.mark.parametrize("variant", ["plain", "all"])
 def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch):
     """Float64 rows of _dense._WIDE_ROWS_FEATURES or more go to the rows
-    kernels compiled with 512-bit vectors where the host has AVX-512
-    (_kernels._fused._rows_chunk_wide, _kernels._hessp._hessp_rows_chunk_wide),
-    shorter rows and float32 to the others; either way the reference's
-    results (gradient and Hessian products), serial and parallel."""
+    kernels' specialisation with 512-bit vectors (the marker
+    _kernels._width.FLOAT64_512; the attribute itself only on AVX-512 hosts,
+    tests/test_width.py), shorter rows and float32 to the other; either way
+    the reference's results (gradient and Hessian products), serial and
+    parallel."""
     from fastsoftmax._data import make_dataset
-    from fastsoftmax._kernels._config import WIDE_REGISTERS
+    from fastsoftmax._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 
     monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     soft = weights = variant == "all"
     X, y, W, b, sw = make_problem(rng, 203, n, k, np.float64, weights=weights, soft=soft)
-    wide = WIDE_REGISTERS and n >= _dense._WIDE_ROWS_FEATURES
     labels = None if soft else y
     targets = y if soft else None
     data = make_dataset(X, labels, targets, sw, k)
-    assert _dense.DenseEngine(data, "rows")._gradient_variant() == ("rows_wide" if wide
-                                                                    else "rows")
+    wide = n >= _dense._WIDE_ROWS_FEATURES
+    assert _dense.DenseEngine(data, "rows")._width is (FLOAT64_512 if wide else DEFAULT_WIDTH)
     data32 = make_dataset(X.astype(np.float32), labels,
                           None if targets is None else targets.astype(np.float32),
                           None if sw is None else sw.astype(np.float32), k)
-    assert _dense.DenseEngine(data32, "rows")._gradient_variant() == "rows"
+    assert _dense.DenseEngine(data32, "rows")._width is DEFAULT_WIDTH
     got = _objective_for(X, y, sw, k, "rows", soft)(W, b, 0.2)
     assert_close(got, truth(X, y, W, b, alpha=0.2, sample_weight=sw), np.float64)
     if not soft:  # Hessian products (the same kernels' rule), P cached and recomputed

@@ -18,7 +18,13 @@ from numba import njit
 
 from fastsoftmax._kernels._config import WIDE_REGISTERS
 from fastsoftmax._kernels._micro import _accumulate4, _logits4
-from fastsoftmax._kernels._width import _wide_vectors, _wide_vectors_float64
+from fastsoftmax._kernels._width import (
+    DEFAULT_WIDTH,
+    FLOAT64_512,
+    _wide_vectors,
+    _wide_vectors_float64,
+    _wide_vectors_marked,
+)
 
 ATTRIBUTE = '"prefer-vector-width"="512"'
 LEGAL = '"min-legal-vector-width"="512"'
@@ -91,6 +97,32 @@ def test_float64_request_only_for_float64(dt):
     tol = 1e-5 if dt == np.float32 else 1e-12
     np.testing.assert_allclose(args[3], plain[3], rtol=tol, atol=tol)
     np.testing.assert_allclose(args[4], plain[4], rtol=tol, atol=tol)
+
+
+@njit(fastmath={"reassoc", "contract"}, error_model="numpy")
+def _tile_marked(X, Wt, b, z4, G, width):
+    _wide_vectors_marked(width, X)
+    _logits4(X, 0, 1, 2, 3, Wt, b, z4)
+    _accumulate4(X, 0, 1, 2, 3, z4, G)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("marker", ["float64_512", "default"])
+def test_marked_request(dt, marker):
+    """_wide_vectors_marked (the rows kernels): float32 always wide, as
+    _wide_vectors; float64 only with the FLOAT64_512 marker; each marker its
+    own specialisation; the same results as without the request."""
+    width = FLOAT64_512 if marker == "float64_512" else DEFAULT_WIDTH
+    args = _tile_args(dt, n=131)
+    wide = " ".join(_attributes_of(_tile_marked, *args, width))
+    expected = WIDE_REGISTERS and (dt == np.float32 or marker == "float64_512")
+    assert (ATTRIBUTE in wide) == expected
+    assert (LEGAL in wide) == expected
+    plain = tuple(a.copy() for a in _tile_args(dt, n=131))
+    _tile_plain(*plain)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(args[3], plain[3], rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(args[4], plain[4], rtol=tol, atol=tol * 10)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])

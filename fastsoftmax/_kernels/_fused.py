@@ -63,7 +63,7 @@ from ._common import (
 )
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
-from ._width import _wide_vectors, _wide_vectors_float64
+from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
 @njit(inline="always", **JIT)
@@ -381,16 +381,21 @@ def _chunk_start(c, m, gW, gb, bad_row):
     return start, stop, G, gbc
 
 
-@njit(inline="always", **JIT)
-def _rows_body(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-               gWt, gb, loss, bad_row, scratch, P):
+@njit(**JIT)
+def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
+                gWt, gb, loss, bad_row, scratch, P, width):
     """Chunk c of the small-k strategy: the parallel kernel's body.
 
-    Compiled into :func:`_rows_chunk` and :func:`_rows_chunk_wide`, which
-    differ only in their vector width. Rows go four at a time through
-    logits, softmax error and gradient, so each block of X (4 x n) is read
-    from memory once and is still in L1 for the backward sweep.
+    Under the "workqueue" layer also called directly (c = 0 of one chunk)
+    for problems too small for a parallel region (``_launch.run_one_chunk``).
+
+    Rows go four at a time through logits, softmax error and gradient, so
+    each block of X (4 x n) is read from memory once and is still in L1 for
+    the backward sweep. ``width``: ``_width.FLOAT64_512`` (512-bit vectors
+    in float64 too, for long rows) or ``_width.DEFAULT_WIDTH``; each is
+    its own compiled specialisation.
     """
+    _wide_vectors_marked(width, X)
     start, stop, G, gbc = _chunk_start(c, X.shape[0], gWt, gb, bad_row)
     z4 = scratch[c, :4]
     acc = 0.0
@@ -428,38 +433,9 @@ def _rows_body(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     loss[c] = acc
 
 
-@njit(**JIT)
-def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                gWt, gb, loss, bad_row, scratch, P):
-    """Chunk c of the small-k strategy (:func:`_rows_body`): the parallel kernel's body.
-
-    Under the "workqueue" layer also called directly (c = 0 of one chunk)
-    for problems too small for a parallel region (``_launch.run_one_chunk``).
-    """
-    _wide_vectors(X)
-    _rows_body(c, X, y, Y, sw, soft, weighted, scale, Wt, b, gWt, gb, loss, bad_row,
-               scratch, P)
-
-
-@njit(**JIT)
-def _rows_chunk_wide(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                     gWt, gb, loss, bad_row, scratch, P):
-    """:func:`_rows_chunk` with 512-bit vectors in float64 too, for long rows.
-
-    The caller's rule (``_dense._WIDE_ROWS_FEATURES``): on rows of a few
-    hundred features the tiles' loops along the features run mostly in
-    full vectors; on short ones the remainder, scalar in float64 at 8
-    lanes, costs more than the wider vectors save.
-    """
-    _wide_vectors(X)
-    _wide_vectors_float64(X)
-    _rows_body(c, X, y, Y, sw, soft, weighted, scale, Wt, b, gWt, gb, loss, bad_row,
-               scratch, P)
-
-
 @njit(**PJIT)
 def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch, P):
+                    gWt, gb, loss, bad_row, scratch, P, width):
     """Small-k strategy: rows four at a time, weights stored transposed.
 
     Wt is (k, n') and gWt (n_chunks, k, n') partial sums of Eᵀ X, n' >= n:
@@ -467,20 +443,11 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     first n entries, n from X, are read or written); gb
     (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 4, k): four
     rows of logits/errors. OUT P: (m, k) receives softmax(X W + b), or an
-    empty (0, k) array: not stored.
+    empty (0, k) array: not stored. ``width``: see :func:`_rows_chunk`.
     """
     for c in prange(gWt.shape[0]):
         _rows_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch, P)
-
-
-@njit(**PJIT)
-def _loss_grad_rows_wide(X, y, Y, sw, soft, weighted, scale, Wt, b,
-                         gWt, gb, loss, bad_row, scratch, P):
-    """:func:`_loss_grad_rows` on :func:`_rows_chunk_wide`."""
-    for c in prange(gWt.shape[0]):
-        _rows_chunk_wide(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wt, b,
-                         gWt, gb, loss, bad_row, scratch, P)
+                    gWt, gb, loss, bad_row, scratch, P, width)
 
 
 @njit(inline="always", **JIT)

@@ -56,7 +56,7 @@ from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
-from ._width import _wide_vectors, _wide_vectors_float64
+from ._width import _wide_vectors_marked
 
 
 @njit(inline="always", **JIT)
@@ -78,8 +78,8 @@ def _row_hvp(p, u, d, gc):
         gc[j] += s
 
 
-@njit(inline="always", **JIT)
-def _hessp_rows_body(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
+@njit(**JIT)
+def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width):
     """Chunk c of the small-k Hessian-vector product (c < n_chunks = G.shape[0]).
 
     IN    X (m, n); P (m, k) probabilities or (0, k): recompute them from
@@ -94,9 +94,10 @@ def _hessp_rows_body(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch
     Four rows at a time: u = X Vᵀ + c by the 4 x 3 tile, s in place, and
     the 4 x 3 accumulation tile while the rows are still in L1; with P not
     cached the forward sweep runs the logit tile twice (W, then V) on the
-    same four rows, so X is still read from memory once. Compiled into
-    :func:`_hessp_rows_chunk` and :func:`_hessp_rows_chunk_wide`.
+    same four rows, so X is still read from memory once. ``width``: the
+    vector width's marker, as for ``_fused._rows_chunk``.
     """
+    _wide_vectors_marked(width, X)
     m = X.shape[0]
     start, stop = _chunk(m, G.shape[0], c)
     Gc = G[c]
@@ -134,26 +135,8 @@ def _hessp_rows_body(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch
         i += 1
 
 
-@njit(**JIT)
-def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
-    """Chunk c of the small-k Hessian-vector product (:func:`_hessp_rows_body`)."""
-    _wide_vectors(X)
-    _hessp_rows_body(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch)
-
-
-@njit(**JIT)
-def _hessp_rows_chunk_wide(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
-    """:func:`_hessp_rows_chunk` with 512-bit vectors in float64 too, for long rows.
-
-    As ``_fused._rows_chunk_wide``, by the same rule (``_dense._WIDE_ROWS_FEATURES``).
-    """
-    _wide_vectors(X)
-    _wide_vectors_float64(X)
-    _hessp_rows_body(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch)
-
-
 @njit(**PJIT)
-def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
+def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width):
     """Small-k Hessian-vector product, chunks of rows in parallel.
 
     IN X, P, sw, weighted, scale, Wt, b, Vt, cv; OUT G (n_chunks, k, n),
@@ -162,15 +145,7 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
     """
     for c in prange(G.shape[0]):
         _hessp_rows_chunk(np.int64(c), X, P, sw, weighted, scale, Wt, b, Vt, cv,
-                          G, gc, scratch)
-
-
-@njit(**PJIT)
-def _hessp_rows_wide(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch):
-    """:func:`_hessp_rows` on :func:`_hessp_rows_chunk_wide`."""
-    for c in prange(G.shape[0]):
-        _hessp_rows_chunk_wide(np.int64(c), X, P, sw, weighted, scale, Wt, b, Vt, cv,
-                               G, gc, scratch)
+                          G, gc, scratch, width)
 
 
 @njit(inline="always", **JIT)

@@ -31,6 +31,7 @@ same results (the tests check that the attribute is in the compiled IR
 where the host has AVX-512).
 """
 
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
@@ -105,3 +106,25 @@ def _wide_vectors_float64(typingctx, x):
     """
     wanted = WIDE_REGISTERS and isinstance(x, types.Array) and x.dtype == types.float64
     return types.none(x), _codegen(wanted)
+
+
+# Width markers for kernels compiled in two widths (the rows kernels of
+# _fused and _hessp): the choice has to be a type, as the attribute is set
+# when the function is compiled, so the caller passes one of these empty
+# arrays and Numba compiles one specialisation per marker, each on demand.
+FLOAT64_512 = np.zeros(0, dtype=np.uint8)  # 512-bit vectors in float64 too
+DEFAULT_WIDTH = np.zeros(0, dtype=np.int8)  # as _wide_vectors alone
+
+
+@intrinsic
+def _wide_vectors_marked(typingctx, marker, x):
+    """:func:`_wide_vectors`, and in float64 too where ``marker`` is :data:`FLOAT64_512`.
+
+    For kernels that serve rows of every length: :data:`DEFAULT_WIDTH`
+    leaves float64 at LLVM's width.
+    """
+    wanted = WIDE_REGISTERS and isinstance(x, types.Array) and (
+        x.dtype == types.float32
+        or (x.dtype == types.float64 and isinstance(marker, types.Array)
+            and marker.dtype == types.uint8))
+    return types.none(marker, x), _codegen(wanted)
