@@ -21,7 +21,10 @@ LLVM vectorises its remainder with narrower vectors; the register tiles of
 fused gradient 1.2-1.3x faster on n = 20 ... 3000, k = 2 ... 48. In float64
 (8 lanes) the remainder of a short row stays scalar: the gradient ran 1.2x
 faster at n = 784 but up to 1.1x slower at n = 20 (BENCHMARKS.md, "Seventh
-session"), so float64 keeps LLVM's choice.
+session"), so float64 keeps LLVM's choice except where the rows are long:
+the GEMM kernel of 32 classes or more (:func:`_wide_vectors_float64`), and
+the rows kernels on 128 features or more, which are compiled in both widths
+and told which by a marker argument (:func:`_wide_vectors_marked`).
 
 The attributes are written through llvmlite's function-attribute set, which
 only knows LLVM's keyword attributes: the set is replaced by a subclass
