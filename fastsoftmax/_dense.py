@@ -6,8 +6,11 @@ C-contiguous float X, in either strategy: "rows" (register-blocked tiles,
 weights in coef layout (k, n)) or "gemm" (BLAS on row blocks, W = coefᵀ,
 transposed here: O(n k) next to the pass's O(m n k)). Every launch sizes
 the chunk axis from the thread count in force and reduces the per-chunk
-partial sums serially, then adds the L2 term (:mod:`fastsoftmax._penalty`).
-Per-chunk buffers are made once per chunk count and reused.
+partial sums (in parallel once they are large: :meth:`DenseEngine._to_coef`),
+then adds the L2 term (:mod:`fastsoftmax._penalty`). Few rows over a large
+n k take the GEMM pass split by features, which has no partial sums
+(:func:`split_features`). Per-chunk buffers are made once per chunk count
+and reused.
 """
 
 from __future__ import annotations

@@ -21,16 +21,18 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
 
 Both write per-chunk partial sums (a leading chunk axis on every
 accumulator: no shared array is written from inside ``prange``); the caller
-reduces them serially and adds the L2 penalty. Each parallel kernel is a
-``prange`` over chunks calling one compiled chunk function
-(:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller can also call
-directly for problems too small for a parallel region (under the
+reduces them (:func:`_sum_chunks` once they are large) and adds the L2
+penalty. For few rows over a large n k, :func:`_loss_grad_gemm_split` splits
+the backward product by features instead and writes the one gradient. Each
+parallel kernel is a ``prange`` over chunks calling one compiled chunk
+function (:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller can
+also call directly for problems too small for a parallel region (under the
 "workqueue" layer; elsewhere one chunk runs as the parallel kernel at one
 thread, whose body LLVM optimises better: ``_launch.run_one_chunk``): the
-body is compiled once, not once per variant, and the parallel region stays small (Numba's
-parallel lowering is the slow part of a cold compile). The chunk index is
-passed as int64, the type a direct call gives it, so that the chunk function
-has one specialisation (a ``prange`` index is unsigned).
+body is compiled once, not once per variant, and the parallel region stays
+small (Numba's parallel lowering is the slow part of a cold compile). The
+chunk index is passed as int64, the type a direct call gives it, so that the
+chunk function has one specialisation (a ``prange`` index is unsigned).
 
 Targets: labels are either integer class indices ``y`` (m,) with ``soft``
 False, or a matrix of class probabilities ``Y`` (m, k) with ``soft`` True;

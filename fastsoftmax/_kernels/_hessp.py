@@ -28,7 +28,9 @@ Two strategies, as the gradient has:
   single-threaded: the parallelism is over row chunks).
 
 Every accumulator has a leading chunk axis (n_chunks, ...); the caller sums
-the chunks serially and adds alpha V.
+the chunks and adds alpha V. For few rows over a large n k,
+:func:`_hessp_gemm_split` splits the backward product by features instead
+and writes the one product.
 
 Layout of the functions: ``_*_chunk`` is the whole work of one chunk of
 rows, a plain (not inlined) compiled function; the parallel kernel is a
