@@ -89,11 +89,11 @@ _MAX_ROWS_LARGE_G = 2048
 # every row, m k, and each thread reads all of it back (about m k a
 # thread). Both timed on 2 threads (2-core AVX-512 host; BENCHMARKS.md,
 # "Eleventh session"), the row split's sums reduced in parallel: the split
-# took 0.89-0.99x the time at m <= n for n k of 1 MiB and more (n = 784
-# and 3000, k = 100 and 1000), 0.94-1.07x at m = 1.3 ... 2 n (n = 784 and
-# 400 lose in float32); at n k below 1 MiB ((784, 100), (300, 300),
-# (100, 1000)) it lost up to 1.3x, the row split's partial sums staying in
-# cache. With more threads the row split's chunks get fewer rows, the inner
+# took 0.89-1.02x the time at m <= n for n k of 1 MiB and more (n = 784
+# and 3000, k = 100 and 1000), 0.96-1.07x at m = 1.25 ... 2.5 n (n = 784
+# and 400 lose in float32); at n k below 1 MiB ((784, 100), (300, 300),
+# (100, 1000)) it lost up to 1.6x (before the sums were parallel), the row
+# split's partial sums staying in cache. With more threads the row split's chunks get fewer rows, the inner
 # dimension of its backward product, while the split's products keep all
 # m: the bound m <= n measured at two threads is the cautious side. At
 # least _SPLIT_MIN_FEATURES features a thread keep each thread's product a
@@ -144,7 +144,7 @@ _GRADIENT_KERNELS = {
 # compiled with 512-bit vectors (the marker _kernels._width.FLOAT64_512;
 # a no-op on hosts without AVX-512).
 # Against LLVM's 256-bit choice, both in one process (2-core AVX-512 host;
-# BENCHMARKS.md, "Eleventh session"): 0.79-0.94x the time at n = 128 ...
+# BENCHMARKS.md, "Eleventh session"): 0.79-0.98x the time at n = 128 ...
 # 3000, k = 2 ... 10; 1.00-1.06x at n = 100, 1.24x at 96 and 1.08-1.47x at
 # n = 20 and 50, where the scalar remainder of each row and the tiles'
 # horizontal sums weigh more. Hessian products: 0.87-0.97x at n = 160 ...
@@ -372,45 +372,47 @@ class DenseEngine:
         :func:`fastsoftmax._penalty.penalize`, after the pass). Raises
         ValueError naming the first row whose logits are not finite.
         """
-        from ._objective import logits_error
-
         data = self.data
         dt = self.dtype
-        chunks = self._chunks()
-
         variant = self._gradient_variant()
-
-        def make(c):
-            g, gb = self._accumulators(c)
-            if variant == "rows":
-                scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 4),)
-            elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
-                scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
-            else:
-                scratch = (np.empty((c, self._rows, self.k), dtype=dt),)
-            return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
-                    *scratch)
-
-        if variant == "gemm_split":
-            return self._gradient_split(coef, bias, P, alpha)
-        g, gb, loss, bad_row, *scratch = self._buffer("gradient", chunks, make)
         P = self.no_proba if P is None else P
-        args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
-                g, gb, loss, bad_row, *scratch, P)
-        if variant == "rows":
-            args = (*args, self._width)
-        self._run(*_GRADIENT_KERNELS[variant], args)
-        row = first_bad(bad_row)
-        if row >= 0:
-            raise logits_error(row, dt)
-        grad = self._to_coef(g)
+        if variant == "gemm_split":
+            gb, loss, bad_row, G = self._gradient_split(coef, bias, P)
+            self._check_rows(bad_row)
+            grad = G.T
+        else:
+            def make(c):
+                g, gb = self._accumulators(c)
+                if variant == "rows":
+                    scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 4),)
+                elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
+                    scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
+                else:
+                    scratch = (np.empty((c, self._rows, self.k), dtype=dt),)
+                return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
+                        *scratch)
+
+            g, gb, loss, bad_row, *scratch = self._buffer("gradient", self._chunks(), make)
+            args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
+                    g, gb, loss, bad_row, *scratch, P)
+            if variant == "rows":
+                args = (*args, self._width)
+            self._run(*_GRADIENT_KERNELS[variant], args)
+            self._check_rows(bad_row)
+            grad = self._to_coef(g)
         value = penalize(float(loss.sum()) / data.total_weight, grad, coef, alpha)
         return value, grad, gb.sum(axis=0)[:self.k]
 
-    def _gradient_split(self, coef, bias, P, alpha):
-        """:meth:`gradient` by :func:`~._kernels._fused._loss_grad_gemm_split`."""
+    def _check_rows(self, bad_row: np.ndarray) -> None:
+        """Raise ValueError naming the first row a pass found with non-finite logits."""
         from ._objective import logits_error
 
+        row = first_bad(bad_row)
+        if row >= 0:
+            raise logits_error(row, self.dtype)
+
+    def _gradient_split(self, coef, bias, P):
+        """Run :func:`~._kernels._fused._loss_grad_gemm_split`: (gb, loss, bad_row, G (n, k))."""
         data = self.data
         dt = self.dtype
         k = self.k
@@ -422,15 +424,9 @@ class DenseEngine:
 
         gb, loss, bad_row, E = self._buffer("gradient", self._chunks(), make)
         G = np.empty((data.n_features, k), dtype=dt)
-        P = self.no_proba if P is None else P
         _loss_grad_gemm_split(data.X, *data.kernel_targets(), self._scale, self._weights(coef),
                               bias, G, gb, loss, bad_row, E, self._rows, P)
-        row = first_bad(bad_row)
-        if row >= 0:
-            raise logits_error(row, dt)
-        grad = G.T
-        value = penalize(float(loss.sum()) / data.total_weight, grad, coef, alpha)
-        return value, grad, gb.sum(axis=0)[:k]
+        return gb, loss, bad_row, G
 
     def hessp(self, coef, bias, P, V, cv, alpha=0.0, scale=1.0, out=None):
         """Return H (scale V, scale cv): (HV in coef layout, Hc), HV with its L2 term.

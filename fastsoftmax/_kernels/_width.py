@@ -94,7 +94,6 @@ def _wide_vectors(typingctx, x):
     return types.none(x), _codegen(wanted)
 
 
-
 @intrinsic
 def _wide_vectors_float64(typingctx, x):
     """:func:`_wide_vectors` for float64 arrays, for kernels whose loops run along long rows.
