@@ -16,6 +16,9 @@ jax            jax.jit(jax.value_and_grad); XLA's pool, limited by the CPU
                affinity the worker process runs under
 gemms          not a peer: the two products X W and Xᵀ E alone, through
                NumPy's OpenBLAS at ``n_threads`` (benchmarks/gemm_floor.py)
+stream         not a peer: one read of X alone (each row summed), a Numba
+               parallel loop on ``n_threads``: the memory floor of any
+               pass that reads X once (benchmarks/scaling_floor.py)
 ============== =====================================================
 
 Each contender should run in its own process (``benchmarks/_worker.py``):
@@ -34,7 +37,8 @@ CONTENDERS = ("fastsoftmax", "numpy", "sklearn", "onedal", "torch", "torch.compi
 def available(name: str) -> bool:
     """Return True when the package behind contender ``name`` is installed."""
     module = {"sklearn": "sklearn", "onedal": "daal4py", "torch": "torch",
-              "torch.compile": "torch", "jax": "jax"}.get(name, "numpy")  # gemms: NumPy
+              "torch.compile": "torch", "jax": "jax",
+              "stream": "numba"}.get(name, "numpy")  # gemms: NumPy
     return importlib.util.find_spec(module) is not None
 
 
@@ -81,6 +85,23 @@ def _gemms(X, y, W, b, alpha, n_threads):
         np.dot(X.T, Z, G)
 
     return products
+
+
+def _stream(X, y, W, b, alpha, n_threads):
+    import numba
+
+    numba.set_num_threads(n_threads)
+
+    @numba.njit(parallel=True, fastmath=True)
+    def row_sums(X, out):
+        for i in numba.prange(X.shape[0]):
+            acc = X.dtype.type(0)
+            for j in range(X.shape[1]):
+                acc += X[i, j]
+            out[i] = acc
+
+    out = np.empty(X.shape[0], X.dtype)
+    return lambda: row_sums(X, out)
 
 
 def _sklearn(X, y, W, b, alpha, n_threads):

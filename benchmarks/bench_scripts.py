@@ -51,6 +51,12 @@ def test_gemm_floor_script():
     assert_table(rows, 1)
 
 
+def test_scaling_floor_script():
+    # One small shape: seven jobs, each in its own process.
+    assert_table(run_script("benchmarks/scaling_floor.py", "--quick", "--rounds", "1",
+                            "--shapes", "2"), 1)
+
+
 def test_idle_pools_script():
     rows = run_script("benchmarks/idle_pools.py", "--rounds", "1", "--m", "2000")
     assert len(rows) == 7 and rows[2].startswith("| default environment"), rows

