@@ -93,9 +93,10 @@ _MAX_ROWS_LARGE_G = 2048
 # and 3000, k = 100 and 1000), 0.96-1.07x at m = 1.25 ... 2.5 n (n = 784
 # and 400 lose in float32); at n k below 1 MiB ((784, 100), (300, 300),
 # (100, 1000)) it lost up to 1.6x (before the sums were parallel), the row
-# split's partial sums staying in cache. With more threads the row split's chunks get fewer rows, the inner
-# dimension of its backward product, while the split's products keep all
-# m: the bound m <= n measured at two threads is the cautious side. At
+# split's partial sums staying in cache. With more threads the row split's
+# chunks get fewer rows, the inner dimension of its backward product, while
+# the split's products keep all m: the bound m <= n measured at two threads
+# is the cautious side. At
 # least _SPLIT_MIN_FEATURES features a thread keep each thread's product a
 # matrix product.
 _SPLIT_G_BYTES = 1 << 20
