@@ -4,10 +4,14 @@ Numba's cache is pointed at a new empty folder before fastsoftmax is
 imported, so every kernel the calls need is compiled here; each line is the
 seconds of the first call (compilation included) on a small problem.
 
-    python benchmarks/compile_time.py [float32|float64] [grad softmax auto lbfgs sgd bgd ...]
+    python benchmarks/compile_time.py [float32|float64] [grad softmax auto lbfgs sgd bgd
+                                                         calibrate ...]
 
 prints one line per entry point, in order (a later line does not pay again
 for a kernel an earlier one compiled), then the total with the import.
+"calibrate" is the kernel strategy's calibration of that dtype (what the
+first fit of a large problem runs on a host without wisdom; nothing is
+written), its compiling and its timing together.
 """
 
 import os
@@ -43,6 +47,10 @@ def main(argv):
             fs.loss_and_grad(X, y, np.zeros((100, 3), X.dtype), np.zeros(3, X.dtype))
         elif name == "softmax":
             fs.softmax(X)
+        elif name == "calibrate":
+            from fastsoftmax import _calibration
+
+            _calibration.calibrate((dtype,), write=False)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

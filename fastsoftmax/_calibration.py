@@ -20,9 +20,11 @@ shape, "fixed" for the fixed rule (no wisdom read, no calibration: the
 choice, and so the rounding of results, is the same on every machine).
 
 Calibration runs by itself, once per dtype and host, the first time a
-problem of at least :data:`AUTO_WORK` multiply-adds is fitted (a few
-seconds next to a fit that long); ``fastsoftmax bench --calibrate`` runs it
-ahead of time, and small problems never wait for it.
+problem of at least :data:`AUTO_WORK` multiply-adds is fitted: a few
+seconds of timing, plus, on an empty Numba cache, compiling the kernels of
+the strategy the fit would not have used (tens of seconds, once);
+``fastsoftmax bench --calibrate`` runs it ahead of time, and small problems
+never wait for it.
 """
 
 from __future__ import annotations
