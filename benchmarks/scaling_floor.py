@@ -30,16 +30,16 @@ import argparse
 import os
 
 import numpy as np
-from threads import SHAPES, _median, default_env, interleave
+from threads import SHAPES, _median, add_shapes_arg, default_env, interleave, shape_indices
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--shapes", default=",".join(map(str, range(len(SHAPES)))),
-                    help="comma-separated indices into threads.SHAPES")
+    add_shapes_arg(ap)
     ap.add_argument("--quick", action="store_true", help="a hundredth of the rows")
     args = ap.parse_args(argv)
+    shapes = shape_indices(ap, args.shapes)
     cpus = len(os.sched_getaffinity(0))
     env = default_env()
     print(f"loss_and_grad and its floors, ms (median of {args.rounds} interleaved processes, "
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{cpus} thr gemm | stream 1 thr | stream {cpus} thr | gemms {cpus} thr | "
           f"1 -> {cpus} | 1 -> {cpus} at the floor | {cpus} thr / floor |")
     print("|---|" + "---:|" * 11)
-    for i in map(int, args.shapes.split(",")):
+    for i in shapes:
         m, n, k, dtype = SHAPES[i]
         m = m // 100 if args.quick else m
         shape = {"task": "grad", "m": m, "n": n, "k": k, "dtype": dtype, "rounds": 7}

@@ -72,15 +72,6 @@ def run_job(job: dict, env: dict[str, str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def interleave(jobs: list[tuple[dict, dict]], rounds: int) -> list[list[dict]]:
-    """Run every (job, env) once per round, in turn; return each one's results."""
-    results: list[list[dict]] = [[] for _ in jobs]
-    for _ in range(rounds):
-        for i, (job, env) in enumerate(jobs):
-            results[i].append(run_job(job, env))
-    return results
-
-
 def interleave_tolerant(jobs, rounds):
     """Run every job once per round, in turn; a job that fails is dropped with its reason.
 
@@ -98,6 +89,33 @@ def interleave_tolerant(jobs, rounds):
                 except RuntimeError as exc:
                     failed[i] = str(exc).rsplit(": ", 1)[-1]
     return results, failed
+
+
+def interleave(jobs: list[tuple[dict, dict]], rounds: int) -> list[list[dict]]:
+    """:func:`interleave_tolerant` for jobs that must all run: a failure ends the run."""
+    results, failed = interleave_tolerant(jobs, rounds)
+    for (job, _), why in zip(jobs, failed, strict=True):
+        if why is not None:
+            raise RuntimeError(f"{job}: {why}")
+    return results
+
+
+def add_shapes_arg(ap: argparse.ArgumentParser) -> None:
+    """The ``--shapes`` option: indices into SHAPES (all by default)."""
+    ap.add_argument("--shapes", default=",".join(map(str, range(len(SHAPES)))),
+                    help="comma-separated indices into " + ", ".join(
+                        f"{i}: ({m}, {n}, {k}) {d}" for i, (m, n, k, d) in enumerate(SHAPES)))
+
+
+def shape_indices(ap: argparse.ArgumentParser, text: str) -> list[int]:
+    """The indices of ``--shapes``; a bad one ends the run with the parser's usage."""
+    try:
+        shapes = [int(i) for i in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or not all(0 <= i < len(SHAPES) for i in shapes):
+        ap.error(f"--shapes: comma-separated indices from 0 to {len(SHAPES) - 1}")
+    return shapes
 
 
 def peer_cell(results: list[dict], failure: str | None) -> tuple[float | None, str]:
@@ -171,13 +189,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--peers", action="store_true", help="scaling: add the peers")
     ap.add_argument("--solvers", default="newton,lbfgs,bgd,sgd",
                     help="default part: comma-separated solvers")
-    ap.add_argument("--shapes", default=",".join(map(str, range(len(SHAPES)))),
-                    help="scaling part: comma-separated indices into " + ", ".join(
-                        f"{i}: ({m}, {n}, {k}) {d}" for i, (m, n, k, d) in enumerate(SHAPES)))
+    add_shapes_arg(ap)
     args = ap.parse_args(argv)
-    shapes = [int(i) for i in args.shapes.split(",")]
-    if not all(0 <= i < len(SHAPES) for i in shapes):
-        ap.error(f"--shapes: indices from 0 to {len(SHAPES) - 1}")
+    shapes = shape_indices(ap, args.shapes)
     if args.part in ("default", "all"):
         default_part(args.rounds, args.solvers.split(","))
         print()

@@ -86,28 +86,24 @@ _MAX_ROWS_LARGE_G = 2048
 # Every thread then writes its own rows of the one gradient, where the row
 # split gives each an n k partial sum to write and reduce after the pass
 # (about 2 n k of memory traffic a thread); the split writes the error of
-# every row, m k, and each thread reads all of it back (about m k a
-# thread). Both timed on 2 threads (2-core AVX-512 host; BENCHMARKS.md,
-# "Eleventh session"), the row split's sums reduced in parallel: the split
-# took 0.89-1.02x the time at m <= n for n k of 1 MiB and more (n = 784
-# and 3000, k = 100 and 1000), 0.96-1.07x at m = 1.25 ... 2.5 n (n = 784
-# and 400 lose in float32); at n k below 1 MiB ((784, 100), (300, 300),
-# (100, 1000)) it lost up to 1.6x (before the sums were parallel), the row
-# split's partial sums staying in cache. With more threads the row split's
-# chunks get fewer rows, the inner dimension of its backward product, while
-# the split's products keep all m: the bound m <= n measured at two threads
-# is the cautious side. At
-# least _SPLIT_MIN_FEATURES features a thread keep each thread's product a
-# matrix product.
+# every row, m k, and each thread reads all of it back (about m k a thread).
+# So it wins where m k is small next to n k and n k is too large for the
+# partial sums to stay in cache; below 1 MiB of n k the row split won
+# (timings on 2 threads: BENCHMARKS.md, "Eleventh session"). With more
+# threads the row split's chunks get fewer rows, the inner dimension of its
+# backward product, while the split's products keep all m: the bound
+# m <= n, measured at two threads, is the cautious side. At least
+# _SPLIT_MIN_FEATURES features a thread keep each thread's product a matrix
+# product.
 _SPLIT_G_BYTES = 1 << 20
 _SPLIT_ROWS_PER_FEATURE = 1
 _SPLIT_MIN_FEATURES = 32
 
 # The per-chunk partial sums are reduced by a parallel kernel from this many
 # bytes (all chunks together), by NumPy below. NumPy's G.sum(axis=0) runs on
-# one thread, and its time grows with the thread count: 3.7 ms for 16
-# chunks of (784, 1000) float32 here, 0.9 ms shared over two threads (two
-# chunks: 0.53 and 0.16 ms; ad hoc, BENCHMARKS.md, "Eleventh session").
+# one thread, and its time grows with the thread count, the chunk count
+# (BENCHMARKS.md, "Eleventh session"); below this size a parallel region
+# costs more than it saves.
 _PARALLEL_SUM_BYTES = 1 << 16
 
 # Bytes between two threads' partial sums (see DenseEngine._accumulators).
@@ -143,13 +139,10 @@ _GRADIENT_KERNELS = {
 
 # Float64 rows of at least this many features take the rows kernels
 # compiled with 512-bit vectors (the marker _kernels._width.FLOAT64_512;
-# a no-op on hosts without AVX-512).
-# Against LLVM's 256-bit choice, both in one process (2-core AVX-512 host;
-# BENCHMARKS.md, "Eleventh session"): 0.79-0.98x the time at n = 128 ...
-# 3000, k = 2 ... 10; 1.00-1.06x at n = 100, 1.24x at 96 and 1.08-1.47x at
-# n = 20 and 50, where the scalar remainder of each row and the tiles'
-# horizontal sums weigh more. Hessian products: 0.87-0.97x at n = 160 ...
-# 3000, 1.03 at 128, 1.52x at n = 20.
+# a no-op on hosts without AVX-512). Long rows gain from the wider vectors;
+# on short ones the scalar remainder of each row and the tiles' horizontal
+# sums weigh more, and 512-bit vectors ran slower below about 100 features
+# (BENCHMARKS.md, "Eleventh session").
 _WIDE_ROWS_FEATURES = 128
 
 # Rows of fewer than LANES_FROM classes over at most this many bytes of
