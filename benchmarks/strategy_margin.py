@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         print("| n \\ k | " + " | ".join(map(str, ks)) + " |\n|---:|" + "---:|" * len(ks))
         for i, n in enumerate(cal.GRID_N):
             print(f"| {n} | " + " | ".join(f"{g / r:.2f}" for r, g in t[dt][i]) + " |")
-    calibrations = [cal.calibrate(dtypes, write=False) for _ in range(args.calibrations)]
+    calibrations = [cal.calibrate(dtypes, blocks=False, write=False)
+                    for _ in range(args.calibrations)]
     print(f"\nchosen / faster strategy over the cells, {args.calibrations} calibrations "
           "(mean, worst, cells above 1.10x) per dtype")
     print("| margin | " + " | ".join(dtypes) + " |\n|---:|" + "---|" * len(dtypes))
@@ -85,12 +86,11 @@ def main(argv: list[str] | None = None) -> None:
             for dt in dtypes:
                 costs = []
                 for c in calibrations:
-                    table = c[dt]
+                    timed = c[dt]["cells"]
                     for i, n in enumerate(cal.GRID_N):
                         for j, k in enumerate(ks):
-                            jj = table["k"].index(k)
-                            choice = cal._winner(n, k, table["rows_s"][i][jj],
-                                                 table["gemm_s"][i][jj])
+                            cell = timed[f"{n},{k}"]
+                            choice = cal._winner(n, k, cell["rows_s"], cell["gemm_s"])
                             rows_s, gemm_s = t[dt][i, j]
                             costs.append((rows_s if choice == "rows" else gemm_s)
                                          / min(rows_s, gemm_s))

@@ -3,28 +3,31 @@
 Two kernels compute the same fused gradient: "rows" (register-blocked
 tiles, weights (k, n)) and "gemm" (BLAS on row blocks). Which is faster
 depends on the shape and on the machine: the vector width, the cache sizes
-and the BLAS library. :func:`calibrate` times both on a grid of shapes and
-writes the winners to a small JSON file, as FFTW keeps its wisdom;
-:func:`strategy` looks a shape up there (the nearest grid cell in log n,
-log k), and falls back to a fixed rule when this host has no wisdom yet.
+and the BLAS library. :func:`calibrate` times both on cells of a grid of
+shapes and writes the winners to a small JSON file, as FFTW keeps its
+wisdom; :func:`strategy` looks a shape up there (the nearest grid cell in
+log n, log k), and falls back to a fixed rule for a cell not timed yet.
 The same calibration times the GEMM strategy's block size for narrow rows
 of many classes (:func:`narrow_block_bytes`).
 
 Where the file lives: ``$FASTSOFTMAX_CACHE_DIR``, else beside Numba's cache
 (``$NUMBA_CACHE_DIR/fastsoftmax``), else ``~/.cache/fastsoftmax``. Its name
 carries the host (CPU model, core count), the versions of Numba and SciPy
-(whose BLAS the GEMM kernels call) and a digest of the kernels' source, so
-a new machine, library or kernel calibrates afresh.
+(whose BLAS the GEMM kernels call), a digest of the kernels' source and
+the file's layout, so a new machine, library or kernel calibrates afresh.
 ``FASTSOFTMAX_STRATEGY`` overrides everything: "rows" or "gemm" for every
 shape, "fixed" for the fixed rule (no wisdom read, no calibration: the
 choice, and so the rounding of results, is the same on every machine).
 
-Calibration runs by itself, once per dtype and host, the first time a
-problem of at least :data:`AUTO_WORK` multiply-adds is fitted: a few
-seconds of timing, plus, on an empty Numba cache, compiling the kernels of
-the strategy the fit would not have used (tens of seconds, once);
-``fastsoftmax bench --calibrate`` runs it ahead of time, and small problems
-never wait for it.
+Calibration runs by itself, lazily, one cell at a time: the first time a
+problem of at least :data:`AUTO_WORK` multiply-adds meets a cell (dtype,
+n, k) of no wisdom, that cell alone is timed, a fraction of a second once
+both strategies' kernels are compiled. On an empty Numba cache the
+kernels of the strategy the fit would not have used are compiled for it
+(seconds); timing the whole grid at once compiled every variant of both
+(40-50 s in float64 on a 2-core host), which is why it is lazy.
+``fastsoftmax bench --calibrate`` times every cell ahead of time, and
+small problems never wait for a calibration.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ GRID_N = (16, 48, 128, 384, 784, 1536, 3072)
 # (four rows of a wide X and three weight rows stop fitting L1 together):
 # with only 5 and 10 to go by, k = 7 took the k = 5 column's "rows" and ran
 # 1.4-1.6x slower than GEMM (BENCHMARKS.md, "Fifth session").
-GRID_K = (2, 3, 5, 7, 10, 20, 48, 100)
+# Above SMALL_K the strategy is always GEMM (_winner), so no cell is timed there.
+GRID_K = (2, 3, 5, 7, 10, 20, 48)
 # Multiply-adds per timed call: long enough to time, short enough that the
 # whole grid takes seconds.
 CELL_WORK = 1 << 23
@@ -67,8 +71,12 @@ MIN_ROWS = 2048
 WARMUP_CALLS = 3
 # rows / gemm time ratios beyond this (either way) are timed once more.
 OUTLIER = 2.5
-# First fit of at least this many multiply-adds per gradient calibrates.
+# A problem of at least this many multiply-adds per gradient times its own
+# grid cell (and, where it uses them, the narrow GEMM blocks) when this host
+# has no wisdom for it yet.
 AUTO_WORK = 1 << 30
+# The layout of the wisdom file, in its name: another layout is not read.
+WISDOM_FORMAT = 2
 
 # The GEMM strategy's blocks for narrow rows of many classes hold as many
 # rows as fit this many bytes of X and logits (``_dense.gemm_block_rows``).
@@ -85,7 +93,9 @@ NARROW_SHAPES = ((20, 1000), (50, 200), (64, 64))
 # CELL_WORK a call took about a millisecond, mostly its fixed costs.
 NARROW_WORK = 1 << 26
 
-_lock = threading.Lock()
+# Reentrant: a lazy lookup holds it while it calibrates.
+_lock = threading.RLock()
+_state = threading.local()
 _wisdom: dict[str, dict] | None = None
 
 
@@ -110,7 +120,7 @@ def _host_key() -> str:
     import scipy
 
     text = (f"{cpu_model()}|{os.cpu_count()}|numba {numba.__version__}|"
-            f"scipy {scipy.__version__}|kernels {_kernels_digest()}")
+            f"scipy {scipy.__version__}|kernels {_kernels_digest()}|wisdom {WISDOM_FORMAT}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -147,55 +157,95 @@ def wisdom_path() -> Path:
     return _cache_dir() / f"strategy-{_host_key()}.json"
 
 
+def _read() -> dict[str, dict]:
+    try:
+        wisdom = json.loads(wisdom_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return wisdom if isinstance(wisdom, dict) else {}
+
+
 def _load() -> dict[str, dict]:
     global _wisdom
     if _wisdom is None:
-        try:
-            _wisdom = json.loads(wisdom_path().read_text())
-        except (OSError, ValueError):
-            _wisdom = {}
+        _wisdom = _read()
     return _wisdom
+
+
+def grid_cell(n_features: int, n_classes: int) -> tuple[int, int]:
+    """Return the grid cell (n, k) that decides a shape: the nearest in log n, log k."""
+    n = min(GRID_N, key=lambda g: abs(np.log(g) - np.log(max(n_features, 1))))
+    k = min(GRID_K, key=lambda g: abs(np.log(g) - np.log(max(n_classes, 2))))
+    return n, k
+
+
+def _cell_key(n: int, k: int) -> str:
+    return f"{n},{k}"
+
+
+def _entry(dtype: str, cell: tuple[int, int]) -> dict | None:
+    entry = (_load().get(dtype) or {}).get("cells", {}).get(_cell_key(*cell))
+    # A hand-edited or damaged file must not choose a kernel.
+    if isinstance(entry, dict) and entry.get("winner") in ("rows", "gemm"):
+        return entry
+    return None
 
 
 def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> str:
     """Return the kernel strategy for this host, shape and dtype.
 
-    ``work`` (m n k) above :data:`AUTO_WORK` calibrates this dtype first
-    when the host has no wisdom for it yet.
+    The wisdom's cell for the shape (:func:`grid_cell`) when it was timed;
+    else, with ``work`` (m n k) of at least :data:`AUTO_WORK`, that cell is
+    timed now (and remembered); else the fixed rule.
     """
     forced = os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower()
     if forced in ("rows", "gemm"):
         return forced
-    if forced == "fixed":
+    if forced == "fixed" or n_classes > SMALL_K:  # above SMALL_K: GEMM, as _winner decides
         return fixed_rule(n_features, n_classes)
     name = np.dtype(dtype).name
-    table = _load().get(name)
-    if table is None and work >= AUTO_WORK:
-        table = calibrate((name,))[name]
-    if not table:
-        return fixed_rule(n_features, n_classes)
-    if n_classes > SMALL_K:  # as _winner decides: wisdom written before it said so too
-        return "gemm"
-    # The table's own axes: wisdom written by a version with another grid
-    # is still read right.
-    i = int(np.argmin(np.abs(np.log(table["n"]) - np.log(max(n_features, 1)))))
-    j = int(np.argmin(np.abs(np.log(table["k"]) - np.log(max(n_classes, 2)))))
-    return table["winner"][i][j]
+    cell = grid_cell(n_features, n_classes)
+    entry = _entry(name, cell)
+    if entry is None and work >= AUTO_WORK and not _busy():
+        with _lock:  # another thread may have timed the cell meanwhile
+            entry = _entry(name, cell)
+            if entry is None:
+                calibrate((name,), cells=[cell], blocks=False)
+                entry = _entry(name, cell)
+    return entry["winner"] if entry is not None else fixed_rule(n_features, n_classes)
 
 
-def narrow_block_bytes(dtype: np.dtype) -> int:
+def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
     """Return this host's block bytes for narrow rows (:data:`NARROW_BLOCK_BYTES` without wisdom).
 
-    Read from the wisdom of ``dtype`` when a calibration wrote it; the
-    "fixed" override (``FASTSOFTMAX_STRATEGY``) always gives the default,
-    as it does the fixed strategy rule.
+    Read from the wisdom of ``dtype`` when a calibration wrote it; else,
+    with ``work`` of at least :data:`AUTO_WORK`, timed now (and
+    remembered). The "fixed" override (``FASTSOFTMAX_STRATEGY``) always
+    gives the default, as it does the fixed strategy rule.
     """
     if os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower() == "fixed":
         return NARROW_BLOCK_BYTES
-    table = _load().get(np.dtype(dtype).name) or {}
-    value = table.get("narrow_block_bytes")
+    name = np.dtype(dtype).name
+    value = _block_bytes(name)
+    if value is None and work >= AUTO_WORK and not _busy():
+        with _lock:
+            value = _block_bytes(name)
+            if value is None:
+                calibrate((name,), cells=[], blocks=True)
+                value = _block_bytes(name)
+    return value if value is not None else NARROW_BLOCK_BYTES
+
+
+def _block_bytes(dtype: str) -> int | None:
+    value = (_load().get(dtype) or {}).get("narrow_block_bytes")
     # A hand-edited or damaged file must not size the blocks.
-    return value if isinstance(value, int) and value > 0 else NARROW_BLOCK_BYTES
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def winner_grid(table: dict) -> list[list[str | None]]:
+    """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed)."""
+    cells = table.get("cells", {})
+    return [[(cells.get(_cell_key(n, k)) or {}).get("winner") for k in GRID_K] for n in GRID_N]
 
 
 def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]:
@@ -297,40 +347,68 @@ def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:
     return default
 
 
-def calibrate(dtypes=("float32", "float64"), *, n_threads: int | None = None,
-              write: bool = True) -> dict[str, dict]:
-    """Time both strategies on the grid for each dtype; remember and return the winners.
+def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
+              n_threads: int | None = None, write: bool = True) -> dict[str, dict]:
+    """Time both strategies on grid cells for each dtype; remember and return the winners.
 
-    Returns ``{dtype: {"n": GRID_N, "k": GRID_K, "winner": [[...]],
-    "rows_s": [[...]], "gemm_s": [[...]], "narrow_block_bytes": bytes,
-    "narrow_s": {bytes: [seconds per NARROW_SHAPES shape]}}}``; with
-    ``write`` the result is merged into this host's wisdom file (written
-    atomically).
+    ``cells``: the (n, k) cells to time, each on the grid (GRID_N x GRID_K);
+    None times every cell. ``blocks``: also time the GEMM blocks' budget for
+    narrow rows. Returns, per dtype, what this call timed: ``{"cells":
+    {"n,k": {"winner": ..., "rows_s": ..., "gemm_s": ...}}}``, with
+    ``"narrow_block_bytes"`` and ``"narrow_s"`` ({bytes: [seconds per
+    NARROW_SHAPES shape]}) when ``blocks``. With ``write`` it is merged
+    into this host's wisdom file (written atomically) and into what this
+    process has read from it.
     """
     from ._threads import thread_policy
 
+    todo = [(n, k) for n in GRID_N for k in GRID_K] if cells is None else list(cells)
+    for n, k in todo:
+        if n not in GRID_N or k not in GRID_K:
+            raise ValueError(f"({n}, {k}) is not a cell of the calibration grid")
     rng = np.random.default_rng(0)
     result: dict[str, dict] = {}
     with _lock, thread_policy(n_threads):
-        for dtype in dtypes:
-            cells = [[_time_cell(n, k, dtype, rng) for k in GRID_K] for n in GRID_N]
-            blocks = _time_blocks(dtype, rng)
-            result[dtype] = {
-                "n": list(GRID_N), "k": list(GRID_K),
-                "winner": [[_winner(n, k, r, g) for k, (r, g) in zip(GRID_K, row, strict=True)]
-                           for n, row in zip(GRID_N, cells, strict=True)],
-                "rows_s": [[r for r, _ in row] for row in cells],
-                "gemm_s": [[g for _, g in row] for row in cells],
-                "narrow_block_bytes": _block_winner(blocks),
-                "narrow_s": {str(c): t for c, t in blocks.items()},
-            }
-        wisdom = dict(_load())
-        wisdom.update(result)
-        global _wisdom
-        _wisdom = wisdom
+        _state.busy = True
+        try:
+            for dtype in dtypes:
+                table: dict = {"cells": {}}
+                for n, k in todo:
+                    rows_s, gemm_s = _time_cell(n, k, dtype, rng)
+                    table["cells"][_cell_key(n, k)] = {
+                        "winner": _winner(n, k, rows_s, gemm_s),
+                        "rows_s": rows_s, "gemm_s": gemm_s}
+                if blocks:
+                    times = _time_blocks(dtype, rng)
+                    table["narrow_block_bytes"] = _block_winner(times)
+                    table["narrow_s"] = {str(c): t for c, t in times.items()}
+                result[dtype] = table
+        finally:
+            _state.busy = False
         if write:
-            _write(wisdom)
+            global _wisdom
+            # Cells another process timed since this one read the file are kept.
+            _wisdom = _merge(_merge(_read(), _load()), result)
+            _write(_wisdom)
     return result
+
+
+def _merge(old: dict, new: dict) -> dict:
+    """Return ``old`` with ``new``'s dtypes merged in: cells joined, other keys replaced."""
+    out = dict(old)
+    for dtype, table in new.items():
+        merged = dict(out.get(dtype) or {})
+        cells = dict(merged.get("cells") or {})
+        cells.update(table.get("cells", {}))
+        merged.update(table)
+        merged["cells"] = cells
+        out[dtype] = merged
+    return out
+
+
+def _busy() -> bool:
+    """Whether this thread is inside a calibration (whose own kernels must not start another)."""
+    return getattr(_state, "busy", False)
 
 
 def _write(wisdom: dict) -> None:

@@ -195,10 +195,16 @@ def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0,
     rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
     if n * k * itemsize > _G_CACHE_BYTES:
         return max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
-    if k >= LANES_FROM and n <= _NARROW_FEATURES and n * k <= _NARROW_WEIGHTS:
+    if narrow_blocks(n, k, itemsize):
         fit = block_bytes // ((n + k) * itemsize)
         rows = min(rows, max(_MIN_BLOCK_ROWS, 1 << max(0, fit.bit_length() - 1)))
     return rows
+
+
+def narrow_blocks(n: int, k: int, itemsize: int) -> bool:
+    """Whether :func:`gemm_block_rows` sizes blocks by ``block_bytes`` (narrow rows, many k)."""
+    # (n k <= _NARROW_WEIGHTS keeps G within _G_CACHE_BYTES in either dtype.)
+    return k >= LANES_FROM and n <= _NARROW_FEATURES and n * k <= _NARROW_WEIGHTS
 
 
 def split_features(m: int, n: int, k: int, itemsize: int, chunks: int) -> bool:
@@ -247,7 +253,9 @@ class DenseEngine:
         if block_bytes is None:
             from ._calibration import narrow_block_bytes
 
-            block_bytes = narrow_block_bytes(self.dtype)
+            # A large problem on narrow blocks without the host's budget times it first.
+            used = strategy == "gemm" and narrow_blocks(n, self.k, self.dtype.itemsize)
+            block_bytes = narrow_block_bytes(self.dtype, work=m * n * self.k if used else 0)
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows,
                                          block_bytes), m)
         # The rows kernels' vector width (_WIDE_ROWS_FEATURES).

@@ -159,11 +159,12 @@ def _calibrate() -> None:
     from . import _calibration as cal
 
     for dtype, table in cal.calibrate().items():
-        print(f"{dtype}: faster kernel strategy by features (rows) and classes (columns)")
-        print("| n \\ k | " + " | ".join(str(k) for k in table["k"]) + " |")
-        print("|---:|" + "---|" * len(table["k"]))
-        for n, winners in zip(table["n"], table["winner"], strict=True):
-            print(f"| {n} | " + " | ".join(winners) + " |")
+        print(f"{dtype}: faster kernel strategy by features (rows) and classes (columns; "
+              f"above {cal.SMALL_K}: gemm)")
+        print("| n \\ k | " + " | ".join(str(k) for k in cal.GRID_K) + " |")
+        print("|---:|" + "---|" * len(cal.GRID_K))
+        for n, winners in zip(cal.GRID_N, cal.winner_grid(table), strict=True):
+            print(f"| {n} | " + " | ".join(map(str, winners)) + " |")
         print(f"{dtype}: GEMM blocks for narrow rows of many classes within "
               f"{table['narrow_block_bytes'] // 1024} KiB of X and logits")
     print(f"written to {cal.wisdom_path()}")

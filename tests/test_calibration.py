@@ -14,7 +14,7 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cal, "GRID_N", (16, 784))
-    monkeypatch.setattr(cal, "GRID_K", (3, 100))
+    monkeypatch.setattr(cal, "GRID_K", (3, 10))
     monkeypatch.setattr(cal, "CELL_WORK", 1 << 16)
     monkeypatch.setattr(cal, "ROUNDS", 1)
     monkeypatch.setattr(cal, "NARROW_SHAPES", ((20, 100),))
@@ -33,26 +33,65 @@ def test_without_wisdom_small_problems_use_the_fixed_rule(fresh):
 def test_calibration_is_written_and_looked_up(fresh):
     result = cal.calibrate(("float64",))
     table = result["float64"]
-    assert table["n"] == [16, 784] and table["k"] == [3, 100]
-    assert all(w in ("rows", "gemm") for row in table["winner"] for w in row)
-    assert all(t > 0 for row in table["rows_s"] + table["gemm_s"] for t in row)
+    assert sorted(table["cells"]) == ["16,10", "16,3", "784,10", "784,3"]
+    assert all(c["winner"] in ("rows", "gemm") and c["rows_s"] > 0 and c["gemm_s"] > 0
+               for c in table["cells"].values())
     path = cal.wisdom_path()
     assert path.parent == fresh and json.loads(path.read_text())["float64"] == table
     cal.forget()  # read back from the file
+    grid = cal.winner_grid(cal._load()["float64"])
     for i, n in enumerate((16, 784)):
-        for j, k in enumerate((3, 100)):
-            assert cal.strategy(n, k, np.float64) == table["winner"][i][j]
-    # off the grid: the nearest cell in log n, log k; beyond the last k, GEMM
-    assert cal.strategy(700, 4, np.float64) == table["winner"][1][0]
+        for j, k in enumerate((3, 10)):
+            winner = table["cells"][f"{n},{k}"]["winner"]
+            assert cal.strategy(n, k, np.float64) == grid[i][j] == winner
+    # off the grid: the nearest cell in log n, log k; above SMALL_K, GEMM
+    assert cal.grid_cell(700, 4) == (784, 3)
+    assert cal.strategy(700, 4, np.float64) == grid[1][0]
     assert cal.strategy(784, 1000, np.float64) == "gemm"
     # another dtype has no wisdom yet: the fixed rule
     assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3)
 
 
-def test_a_large_first_problem_calibrates_its_dtype(fresh, monkeypatch):
+def test_a_large_problem_times_its_own_cell_once(fresh, monkeypatch):
+    """Lazily: the first large problem of a cell times that cell alone (no
+    other cell, no narrow blocks); a second problem of the cell, large or
+    not, reads it; a small problem of another cell times nothing."""
+    timed = []
+    time_cell = cal._time_cell
+    monkeypatch.setattr(cal, "_time_cell",
+                        lambda n, k, *a: timed.append((n, k)) or time_cell(n, k, *a))
     monkeypatch.setattr(cal, "AUTO_WORK", 10)
-    cal.strategy(784, 3, np.float32, work=10)
-    assert "float32" in json.loads(cal.wisdom_path().read_text())
+    choice = cal.strategy(700, 3, np.float32, work=10)
+    on_disk = json.loads(cal.wisdom_path().read_text())
+    assert list(on_disk) == ["float32"] and list(on_disk["float32"]["cells"]) == ["784,3"]
+    assert "narrow_block_bytes" not in on_disk["float32"]
+    assert choice == on_disk["float32"]["cells"]["784,3"]["winner"]
+    assert cal.strategy(900, 3, np.float32, work=10) == choice
+    assert cal.strategy(16, 3, np.float32, work=1) == cal.fixed_rule(16, 3)
+    assert cal.strategy(16, 1000, np.float32, work=10) == "gemm"  # above SMALL_K: never timed
+    assert timed == [(784, 3)]
+    cal.strategy(20, 10, np.float32, work=10)
+    assert timed == [(784, 3), (16, 10)]
+    cells = json.loads(cal.wisdom_path().read_text())["float32"]["cells"]
+    assert sorted(cells) == ["16,10", "784,3"]
+
+
+def test_cells_another_process_wrote_are_kept(fresh):
+    cal.calibrate(("float64",), cells=[(16, 3)], blocks=False)
+    # Another process times another cell of the same file meanwhile.
+    other = json.loads(cal.wisdom_path().read_text())
+    other["float64"]["cells"]["784,10"] = {"winner": "gemm", "rows_s": 2.0, "gemm_s": 1.0}
+    cal.wisdom_path().write_text(json.dumps(other))
+    cal.calibrate(("float64",), cells=[(784, 3)], blocks=False)
+    assert sorted(json.loads(cal.wisdom_path().read_text())["float64"]["cells"]) == [
+        "16,3", "784,10", "784,3"]
+    assert cal.strategy(784, 10, np.float64) == "gemm"
+
+
+def test_a_cell_off_the_grid_is_refused(fresh):
+    with pytest.raises(ValueError, match=r"\(100, 3\) is not a cell"):
+        cal.calibrate(("float64",), cells=[(100, 3)])
+    assert not list(fresh.iterdir())
 
 
 @pytest.mark.parametrize("forced", ["rows", "gemm"])
@@ -62,6 +101,7 @@ def test_the_environment_overrides(fresh, monkeypatch, forced):
             for n, k in [(5, 2), (784, 10), (3000, 1000)]} == {forced}
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
     assert cal.strategy(5, 2, np.float64, work=1 << 40) == cal.fixed_rule(5, 2)
+    assert cal.narrow_block_bytes(np.float64, work=1 << 40) == cal.NARROW_BLOCK_BYTES
     assert not list(fresh.iterdir())
 
 
@@ -70,20 +110,22 @@ def test_an_unwritable_cache_keeps_the_wisdom_in_memory(fresh, monkeypatch):
     blocked.write_text("")
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(blocked / "sub"))  # not a folder
     table = cal.calibrate(("float64",))["float64"]
-    assert cal.strategy(16, 3, np.float64) == table["winner"][0][0]
+    assert cal.strategy(16, 3, np.float64) == table["cells"]["16,3"]["winner"]
 
 
-def test_wisdom_of_another_grid_is_read_on_its_own_axes(fresh):
-    """A wisdom file written with a different grid (another version) is
-    looked up along the n and k it records, not the current grid's."""
-    table = {"n": [16, 100, 1000], "k": [2, 50],
-             "winner": [["gemm", "rows"], ["rows", "gemm"], ["gemm", "gemm"]],
-             "rows_s": [[1.0, 1.0]] * 3, "gemm_s": [[1.0, 1.0]] * 3}
-    cal.wisdom_path().write_text(json.dumps({"float64": table}))
+def test_a_damaged_or_foreign_file_gives_the_fixed_rule(fresh):
+    """Cells of another grid (another version) are not looked up; an entry
+    without a valid winner, or a file that is not JSON, is ignored."""
+    cells = {"100,2": {"winner": "gemm"}, "784,3": {"winner": "fast"}, "16,3": "rows"}
+    cal.wisdom_path().write_text(json.dumps({"float64": {"cells": cells,
+                                                         "narrow_block_bytes": -1}}))
     cal.forget()
-    assert cal.strategy(110, 2, np.float64) == "rows"   # cell (100, 2)
-    assert cal.strategy(110, 40, np.float64) == "gemm"  # cell (100, 50)
-    assert cal.strategy(20, 45, np.float64) == "rows"   # cell (16, 50)
+    for n, k in [(100, 2), (784, 3), (16, 3)]:
+        assert cal.strategy(n, k, np.float64) == cal.fixed_rule(n, k)
+    assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES
+    cal.wisdom_path().write_text("{not json")
+    cal.forget()
+    assert cal.strategy(784, 3, np.float64) == cal.fixed_rule(784, 3)
 
 
 def test_narrow_block_bytes_calibrated_and_used(fresh, monkeypatch):
@@ -118,3 +160,32 @@ def test_block_winner_is_the_least_relative_time():
     # 64K is never the fastest on its own but the best over both shapes.
     times = {1 << 15: [1.0, 2.0], 1 << 16: [1.1, 1.1], 1 << 17: [2.0, 1.0]}
     assert cal._block_winner(times) == 1 << 16
+
+
+def test_a_large_problem_on_narrow_blocks_times_them_once(fresh, monkeypatch):
+    """The GEMM engine of a large narrow problem times the blocks' budget
+    first (and no strategy cell); a shape that does not size its blocks by
+    it, or the rows strategy, does not."""
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._dense import DenseEngine, gemm_block_rows
+
+    timed = []
+    time_blocks = cal._time_blocks
+    monkeypatch.setattr(cal, "_time_blocks", lambda *a: timed.append(a[0]) or time_blocks(*a))
+    monkeypatch.setattr(cal, "AUTO_WORK", 10)
+
+    def engine(n, k, strategy):
+        X = np.zeros((600, n), np.float32)
+        return DenseEngine(make_dataset(X, np.arange(600) % k, None, None, k), strategy)
+
+    engine(784, 100, "gemm")  # wide rows: blocks sized by L2 alone
+    engine(20, 100, "rows")
+    assert timed == [] and not list(fresh.iterdir())
+    eng = engine(20, 100, "gemm")
+    on_disk = json.loads(cal.wisdom_path().read_text())["float32"]
+    assert timed == ["float32"] and on_disk["cells"] == {}
+    chosen = on_disk["narrow_block_bytes"]
+    assert chosen in cal.NARROW_CANDIDATES
+    assert eng._rows == min(gemm_block_rows(20, 4, 100, 600, chosen), 600)
+    engine(20, 100, "gemm")
+    assert timed == ["float32"]
