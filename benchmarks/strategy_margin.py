@@ -3,6 +3,7 @@
     python benchmarks/strategy_margin.py [--calibrations 3] [--rounds 5] [--work 2e8]
                                          [--margins 0.85,0.9,0.95,1.0]
                                          [--dtypes float32,float64]
+                                         [--cell-work 8388608,67108864]
 
 The truth: on every cell of the calibration grid with k <= SMALL_K (above
 it the choice is always GEMM), both strategies of ``loss_and_grad`` at the
@@ -11,9 +12,12 @@ medians of ``--rounds`` rounds of the best of 3 calls. Then
 ``--calibrations`` calibrations (``_calibration.calibrate(write=False)``:
 nothing is written), and for each margin the decision of
 ``_calibration._winner`` on each cell from each calibration's timings,
-charged at the truth: chosen time over the faster strategy's. Prints the
-truth's ratios and one row per margin (mean and worst over the cells, and
-how many cells exceed 1.10x); asserts nothing. About 6 minutes on 2 cores.
+charged at the truth: chosen time over the faster strategy's. With
+several ``--cell-work`` values, the calibrations are repeated with each
+as ``_calibration.CELL_WORK`` (how long a calibration's timed calls are).
+Prints the truth's ratios and one row per cell work and margin (mean and
+worst over the cells, the worst's cell, how many cells exceed 1.10x);
+asserts nothing. About 6 minutes on 2 cores with the defaults.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--work", type=float, default=2e8)
     ap.add_argument("--margins", default="0.85,0.9,0.95,1.0")
     ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--cell-work", default=str(cal.CELL_WORK),
+                    help="the calibrations' multiply-adds per timed call, one or more "
+                         "(comma-separated; default: _calibration.CELL_WORK)")
     args = ap.parse_args(argv)
     os.environ.pop("FASTSOFTMAX_STRATEGY", None)
     ks = [k for k in cal.GRID_K if k <= cal.SMALL_K]
@@ -73,32 +80,43 @@ def main(argv: list[str] | None = None) -> None:
         print("| n \\ k | " + " | ".join(map(str, ks)) + " |\n|---:|" + "---:|" * len(ks))
         for i, n in enumerate(cal.GRID_N):
             print(f"| {n} | " + " | ".join(f"{g / r:.2f}" for r, g in t[dt][i]) + " |")
-    calibrations = [cal.calibrate(dtypes, blocks=False, write=False)
-                    for _ in range(args.calibrations)]
-    print(f"\nchosen / faster strategy over the cells, {args.calibrations} calibrations "
-          "(mean, worst, cells above 1.10x) per dtype")
-    print("| margin | " + " | ".join(dtypes) + " |\n|---:|" + "---|" * len(dtypes))
-    saved = cal.MARGIN
+    works = [int(float(w)) for w in args.cell_work.split(",")]
+    saved = cal.CELL_WORK, cal.MARGIN
     try:
-        for margin in map(float, args.margins.split(",")):
-            cal.MARGIN = margin
-            cells = []
-            for dt in dtypes:
-                costs = []
-                for c in calibrations:
-                    timed = c[dt]["cells"]
-                    for i, n in enumerate(cal.GRID_N):
-                        for j, k in enumerate(ks):
-                            cell = timed[f"{n},{k}"]
-                            choice = cal._winner(n, k, cell["rows_s"], cell["gemm_s"])
-                            rows_s, gemm_s = t[dt][i, j]
-                            costs.append((rows_s if choice == "rows" else gemm_s)
-                                         / min(rows_s, gemm_s))
-                cells.append(f"{np.mean(costs):.3f}, {np.max(costs):.2f}, "
-                             f"{sum(x > 1.10 for x in costs)} of {len(costs)}")
-            print(f"| {margin:g} | " + " | ".join(cells) + " |", flush=True)
+        calibrations = {}
+        for work in works:
+            cal.CELL_WORK = work
+            calibrations[work] = [cal.calibrate(dtypes, blocks=False, write=False)
+                                  for _ in range(args.calibrations)]
+        print(f"\nchosen / faster strategy over the cells, {args.calibrations} calibrations "
+              "per cell work (mean, worst and its cell (n, k), cells above 1.10x) per dtype")
+        print("| cell work | margin | " + " | ".join(dtypes) + " |\n|---:|---:|"
+              + "---|" * len(dtypes))
+        for work in works:
+            for margin in map(float, args.margins.split(",")):
+                cal.MARGIN = margin
+                row = [_charge(t[dt], ks, [c[dt]["cells"] for c in calibrations[work]])
+                       for dt in dtypes]
+                print(f"| {work:.3g} | {margin:g} | " + " | ".join(row) + " |", flush=True)
     finally:
-        cal.MARGIN = saved
+        cal.CELL_WORK, cal.MARGIN = saved
+
+
+def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict]) -> str:
+    """Each calibration's choice on each cell, charged at the truth: chosen / faster time."""
+    costs = []
+    for timed in calibrations:
+        for i, n in enumerate(cal.GRID_N):
+            for j, k in enumerate(ks):
+                cell = timed[f"{n},{k}"]
+                choice = cal._winner(n, k, cell["rows_s"], cell["gemm_s"])
+                rows_s, gemm_s = truth_times[i, j]
+                costs.append(((rows_s if choice == "rows" else gemm_s) / min(rows_s, gemm_s),
+                              n, k))
+    ratios = [c for c, _, _ in costs]
+    worst = max(costs)
+    return (f"{np.mean(ratios):.3f}, {worst[0]:.2f} ({worst[1]}, {worst[2]}), "
+            f"{sum(x > 1.10 for x in ratios)} of {len(ratios)}")
 
 
 if __name__ == "__main__":

@@ -183,8 +183,17 @@ def _cell_key(n: int, k: int) -> str:
     return f"{n},{k}"
 
 
+def _table(wisdom: dict, dtype: str) -> dict:
+    """Return one dtype's wisdom, its "cells" a dict ({} for what a damaged file holds)."""
+    table = wisdom.get(dtype)
+    table = dict(table) if isinstance(table, dict) else {}
+    if not isinstance(table.get("cells"), dict):
+        table["cells"] = {}
+    return table
+
+
 def _entry(dtype: str, cell: tuple[int, int]) -> dict | None:
-    entry = (_load().get(dtype) or {}).get("cells", {}).get(_cell_key(*cell))
+    entry = _table(_load(), dtype)["cells"].get(_cell_key(*cell))
     # A hand-edited or damaged file must not choose a kernel.
     if isinstance(entry, dict) and entry.get("winner") in ("rows", "gemm"):
         return entry
@@ -237,14 +246,14 @@ def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
 
 
 def _block_bytes(dtype: str) -> int | None:
-    value = (_load().get(dtype) or {}).get("narrow_block_bytes")
+    value = _table(_load(), dtype).get("narrow_block_bytes")
     # A hand-edited or damaged file must not size the blocks.
     return value if isinstance(value, int) and value > 0 else None
 
 
 def winner_grid(table: dict) -> list[list[str | None]]:
     """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed)."""
-    cells = table.get("cells", {})
+    cells = _table({"t": table}, "t")["cells"]
     return [[(cells.get(_cell_key(n, k)) or {}).get("winner") for k in GRID_K] for n in GRID_N]
 
 
@@ -397,9 +406,8 @@ def _merge(old: dict, new: dict) -> dict:
     """Return ``old`` with ``new``'s dtypes merged in: cells joined, other keys replaced."""
     out = dict(old)
     for dtype, table in new.items():
-        merged = dict(out.get(dtype) or {})
-        cells = dict(merged.get("cells") or {})
-        cells.update(table.get("cells", {}))
+        merged = _table(out, dtype)
+        cells = {**merged["cells"], **table.get("cells", {})}
         merged.update(table)
         merged["cells"] = cells
         out[dtype] = merged

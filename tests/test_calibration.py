@@ -123,9 +123,14 @@ def test_a_damaged_or_foreign_file_gives_the_fixed_rule(fresh):
     for n, k in [(100, 2), (784, 3), (16, 3)]:
         assert cal.strategy(n, k, np.float64) == cal.fixed_rule(n, k)
     assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES
-    cal.wisdom_path().write_text("{not json")
-    cal.forget()
-    assert cal.strategy(784, 3, np.float64) == cal.fixed_rule(784, 3)
+    for text in ["{not json", '{"float64": [1, 2]}', '{"float64": {"cells": []}}', "[]"]:
+        cal.wisdom_path().write_text(text)
+        cal.forget()
+        assert cal.strategy(784, 3, np.float64) == cal.fixed_rule(784, 3)
+        assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES
+    # ...and a calibration replaces the damage.
+    cal.calibrate(("float64",), cells=[(784, 3)], blocks=False)
+    assert list(json.loads(cal.wisdom_path().read_text())["float64"]["cells"]) == ["784,3"]
 
 
 def test_narrow_block_bytes_calibrated_and_used(fresh, monkeypatch):
