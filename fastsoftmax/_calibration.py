@@ -21,11 +21,12 @@ choice, and so the rounding of results, is the same on every machine).
 
 Calibration runs by itself, lazily, one cell at a time: the first time a
 problem of at least :data:`AUTO_WORK` multiply-adds meets a cell (dtype,
-n, k) of no wisdom, that cell alone is timed, a fraction of a second once
+n, k) of no wisdom, that cell alone is timed, up to a second or so once
 both strategies' kernels are compiled. On an empty Numba cache the
 kernels of the strategy the fit would not have used are compiled for it
-(seconds); timing the whole grid at once compiled every variant of both
-(40-50 s in float64 on a 2-core host), which is why it is lazy.
+(seconds); timing the whole grid at once compiles every variant of both,
+most of a minute per dtype (BENCHMARKS.md, "Thirteenth session"), which
+is why it is lazy.
 ``fastsoftmax bench --calibrate`` times every cell ahead of time, and
 small problems never wait for a calibration.
 """
@@ -59,9 +60,11 @@ GRID_N = (16, 48, 128, 384, 784, 1536, 3072)
 # 1.4-1.6x slower than GEMM (BENCHMARKS.md, "Fifth session").
 # Above SMALL_K the strategy is always GEMM (_winner), so no cell is timed there.
 GRID_K = (2, 3, 5, 7, 10, 20, 48)
-# Multiply-adds per timed call: long enough to time, short enough that the
-# whole grid takes seconds.
-CELL_WORK = 1 << 23
+# Multiply-adds per timed call. Cells are timed for problems of at least
+# AUTO_WORK, whose X is far beyond L2: calls 8x longer than the first
+# choice (2**23, whose X fit L2 at many cells) chose better for them, at
+# a second per cell (BENCHMARKS.md, "Thirteenth session").
+CELL_WORK = 1 << 26
 ROUNDS = 5
 # ...and at least this many rows: with fewer, each thread's chunk is a
 # block or two of the GEMM strategy, a regime of its own (the per-call
@@ -268,7 +271,7 @@ def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]
     times: dict[int, list[float]] = {b: [] for b in NARROW_CANDIDATES}
     for n, k in NARROW_SHAPES:
         m = max(MIN_ROWS, NARROW_WORK // (n * k))
-        X = rng.standard_normal((m, n)).astype(dtype)
+        X = rng.standard_normal((m, n), dtype=dtype)
         data = make_dataset(X, rng.integers(0, k, m), None, None, k)
         coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
         b = np.zeros(k, dtype)
@@ -305,7 +308,7 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
     from ._objective import Objective
 
     m = max(MIN_ROWS, CELL_WORK // (n * k))
-    X = rng.standard_normal((m, n)).astype(dtype)
+    X = rng.standard_normal((m, n), dtype=dtype)
     data = make_dataset(X, rng.integers(0, k, m), None, None, k)
     coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
     b = np.zeros(k, dtype)
