@@ -271,7 +271,7 @@ def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]
     times: dict[int, list[float]] = {b: [] for b in NARROW_CANDIDATES}
     for n, k in NARROW_SHAPES:
         m = max(MIN_ROWS, NARROW_WORK // (n * k))
-        X = rng.standard_normal((m, n), dtype=dtype)
+        X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
         data = make_dataset(X, rng.integers(0, k, m), None, None, k)
         coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
         b = np.zeros(k, dtype)
@@ -308,7 +308,7 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
     from ._objective import Objective
 
     m = max(MIN_ROWS, CELL_WORK // (n * k))
-    X = rng.standard_normal((m, n), dtype=dtype)
+    X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
     data = make_dataset(X, rng.integers(0, k, m), None, None, k)
     coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
     b = np.zeros(k, dtype)
