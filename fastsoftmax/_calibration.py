@@ -61,9 +61,10 @@ GRID_N = (16, 48, 128, 384, 784, 1536, 3072)
 # Above SMALL_K the strategy is always GEMM (_winner), so no cell is timed there.
 GRID_K = (2, 3, 5, 7, 10, 20, 48)
 # Multiply-adds per timed call. Cells are timed for problems of at least
-# AUTO_WORK, whose X is far beyond L2: calls 8x longer than the first
-# choice (2**23, whose X fit L2 at many cells) chose better for them, at
-# a second per cell (BENCHMARKS.md, "Thirteenth session").
+# AUTO_WORK, whose X streams from memory: calls 8x longer than the first
+# choice (2**23, an X of a few MB, kept in cache between calls) chose
+# better for them, at up to a second per cell (BENCHMARKS.md, "Thirteenth
+# session").
 CELL_WORK = 1 << 26
 ROUNDS = 5
 # ...and at least this many rows: with fewer, each thread's chunk is a
