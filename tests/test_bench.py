@@ -31,16 +31,24 @@ def test_bad_arguments_exit_with_usage(capsys):
 
 
 def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypatch):
-    """--calibrate times the whole (here: a tiny) grid of both dtypes ahead of time."""
+    """--calibrate times the whole grid of both dtypes ahead of time, prints
+    the winners and writes them. The timings are stand-ins here (rows faster
+    at n = 784, GEMM at n = 16; the middle block size fastest): the timing
+    itself is tests/test_calibration.py's, and compiling every variant of
+    both strategies would cost this test a minute."""
     import json
 
     from fastsoftmax import _calibration as cal
 
     monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
-    for name, value in [("GRID_N", (16, 784)), ("GRID_K", (3, 10)), ("CELL_WORK", 1 << 16),
-                        ("ROUNDS", 1), ("NARROW_SHAPES", ((20, 100),)), ("NARROW_WORK", 1 << 16)]:
-        monkeypatch.setattr(cal, name, value)
+    monkeypatch.setattr(cal, "GRID_N", (16, 784))
+    monkeypatch.setattr(cal, "GRID_K", (3, 10))
+    timed = []
+    monkeypatch.setattr(cal, "_time_cell", lambda n, k, dtype, rng: timed.append(
+        (n, k, dtype)) or ((1.0, 2.0) if n == 784 else (2.0, 1.0)))
+    monkeypatch.setattr(cal, "_time_blocks", lambda dtype, rng: {
+        c: [1.0 if c == cal.NARROW_CANDIDATES[1] else 2.0] for c in cal.NARROW_CANDIDATES})
     cal.forget()
     try:
         assert bench.main(["--calibrate", "--threads", "1"]) == 0
@@ -48,10 +56,12 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
         wisdom = json.loads(cal.wisdom_path().read_text())
     finally:
         cal.forget()
+    assert sorted(timed) == sorted((n, k, d) for n in (16, 784) for k in (3, 10)
+                                   for d in ("float32", "float64"))
     for dtype in ("float32", "float64"):
-        grid = cal.winner_grid(wisdom[dtype])
-        for n, winners in zip((16, 784), grid, strict=True):
-            assert f"| {n} | {winners[0]} | {winners[1]} |" in out
-        assert all(w in ("rows", "gemm") for row in grid for w in row)
-        assert f"within {wisdom[dtype]['narrow_block_bytes'] // 1024} KiB" in out
+        assert cal.winner_grid(wisdom[dtype]) == [["gemm", "gemm"], ["rows", "rows"]]
+        assert wisdom[dtype]["narrow_block_bytes"] == cal.NARROW_CANDIDATES[1]
+        assert f"{dtype}: GEMM blocks for narrow rows of many classes within " \
+               f"{cal.NARROW_CANDIDATES[1] // 1024} KiB" in out
+    assert out.count("| 16 | gemm | gemm |") == 2 and out.count("| 784 | rows | rows |") == 2
     assert str(cal.wisdom_path()) in out
