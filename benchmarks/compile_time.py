@@ -5,7 +5,7 @@ imported, so every kernel the calls need is compiled here; each line is the
 seconds of the first call (compilation included) on a small problem.
 
     python benchmarks/compile_time.py [float32|float64] [grad softmax auto lbfgs sgd bgd
-                                                         calibrate ...]
+                                                         calibrate large large-narrow ...]
 
 prints one line per entry point, in order (a later line does not pay again
 for a kernel an earlier one compiled), then the total with the import.

@@ -108,7 +108,7 @@ def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict]) ->
     for timed in calibrations:
         for i, n in enumerate(cal.GRID_N):
             for j, k in enumerate(ks):
-                cell = timed[f"{n},{k}"]
+                cell = timed[cal._cell_key(n, k)]
                 choice = cal._winner(n, k, cell["rows_s"], cell["gemm_s"])
                 rows_s, gemm_s = truth_times[i, j]
                 costs.append(((rows_s if choice == "rows" else gemm_s) / min(rows_s, gemm_s),

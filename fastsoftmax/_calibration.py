@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import tempfile
@@ -178,8 +179,8 @@ def _load() -> dict[str, dict]:
 
 def grid_cell(n_features: int, n_classes: int) -> tuple[int, int]:
     """Return the grid cell (n, k) that decides a shape: the nearest in log n, log k."""
-    n = min(GRID_N, key=lambda g: abs(np.log(g) - np.log(max(n_features, 1))))
-    k = min(GRID_K, key=lambda g: abs(np.log(g) - np.log(max(n_classes, 2))))
+    n = min(GRID_N, key=lambda g: abs(math.log(g / max(n_features, 1))))
+    k = min(GRID_K, key=lambda g: abs(math.log(g / max(n_classes, 2))))
     return n, k
 
 
@@ -187,17 +188,32 @@ def _cell_key(n: int, k: int) -> str:
     return f"{n},{k}"
 
 
-def _table(wisdom: dict, dtype: str) -> dict:
-    """Return one dtype's wisdom, its "cells" a dict ({} for what a damaged file holds)."""
-    table = wisdom.get(dtype)
+def _table(table) -> dict:
+    """Return one dtype's wisdom (a copy), its "cells" a dict ({} for what a damaged file holds)."""
     table = dict(table) if isinstance(table, dict) else {}
     if not isinstance(table.get("cells"), dict):
         table["cells"] = {}
     return table
 
 
+def _known_or_timed(lookup, time_it, work: int):
+    """Return ``lookup()``; when it is None for a problem of AUTO_WORK, ``time_it()`` first.
+
+    Not inside a calibration (whose own engines must not start another);
+    checked again under the lock, as another thread may have timed it.
+    """
+    value = lookup()
+    if value is None and work >= AUTO_WORK and not _busy():
+        with _lock:
+            value = lookup()
+            if value is None:
+                time_it()
+                value = lookup()
+    return value
+
+
 def _entry(dtype: str, cell: tuple[int, int]) -> dict | None:
-    entry = _table(_load(), dtype)["cells"].get(_cell_key(*cell))
+    entry = _table(_load().get(dtype))["cells"].get(_cell_key(*cell))
     # A hand-edited or damaged file must not choose a kernel.
     if isinstance(entry, dict) and entry.get("winner") in ("rows", "gemm"):
         return entry
@@ -218,13 +234,8 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
         return fixed_rule(n_features, n_classes)
     name = np.dtype(dtype).name
     cell = grid_cell(n_features, n_classes)
-    entry = _entry(name, cell)
-    if entry is None and work >= AUTO_WORK and not _busy():
-        with _lock:  # another thread may have timed the cell meanwhile
-            entry = _entry(name, cell)
-            if entry is None:
-                calibrate((name,), cells=[cell], blocks=False)
-                entry = _entry(name, cell)
+    entry = _known_or_timed(lambda: _entry(name, cell),
+                            lambda: calibrate((name,), cells=[cell], blocks=False), work)
     return entry["winner"] if entry is not None else fixed_rule(n_features, n_classes)
 
 
@@ -239,25 +250,20 @@ def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
     if os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower() == "fixed":
         return NARROW_BLOCK_BYTES
     name = np.dtype(dtype).name
-    value = _block_bytes(name)
-    if value is None and work >= AUTO_WORK and not _busy():
-        with _lock:
-            value = _block_bytes(name)
-            if value is None:
-                calibrate((name,), cells=[], blocks=True)
-                value = _block_bytes(name)
+    value = _known_or_timed(lambda: _block_bytes(name),
+                            lambda: calibrate((name,), cells=[], blocks=True), work)
     return value if value is not None else NARROW_BLOCK_BYTES
 
 
 def _block_bytes(dtype: str) -> int | None:
-    value = _table(_load(), dtype).get("narrow_block_bytes")
+    value = _table(_load().get(dtype)).get("narrow_block_bytes")
     # A hand-edited or damaged file must not size the blocks.
     return value if isinstance(value, int) and value > 0 else None
 
 
 def winner_grid(table: dict) -> list[list[str | None]]:
     """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed)."""
-    cells = _table({"t": table}, "t")["cells"]
+    cells = _table(table)["cells"]
     return [[(cells.get(_cell_key(n, k)) or {}).get("winner") for k in GRID_K] for n in GRID_N]
 
 
@@ -410,7 +416,7 @@ def _merge(old: dict, new: dict) -> dict:
     """Return ``old`` with ``new``'s dtypes merged in: cells joined, other keys replaced."""
     out = dict(old)
     for dtype, table in new.items():
-        merged = _table(out, dtype)
+        merged = _table(out.get(dtype))
         cells = {**merged["cells"], **table.get("cells", {})}
         merged.update(table)
         merged["cells"] = cells
