@@ -24,8 +24,11 @@ demo: $(STAMP)
 
 test: pytest docs wheel-test
 
+# Two or more worker processes (pytest-xdist, at most 4): on a fresh clone
+# most of the run is Numba compiling each kernel signature once for the disk
+# cache, and the workers compile different kernels side by side.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 4
 
 # Warnings are errors (-W), every cross-reference must resolve (-n), and the
 # gallery's examples run every time (their previous output is removed).
