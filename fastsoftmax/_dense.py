@@ -386,7 +386,7 @@ class DenseEngine:
             def make(c):
                 g, gb = self._accumulators(c)
                 if variant == "rows":
-                    scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 4),)
+                    scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 8),)
                 elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
                     scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
                 else:

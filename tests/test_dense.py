@@ -78,7 +78,8 @@ def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, mo
     weights = variant in ("weights", "all")
     alpha = 0.3 if variant in ("alpha", "all") else 0.0
     # 203 rows: chunks of 101/102 rows leave 1-3 rows after the 4-row blocks
-    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, intercept=variant != "no-b",
+    # (in float32, after 8-row blocks and one of 4: 50 features, k <= 24)
+    X, y, W, b, sw = make_problem(rng, 203, 50, k, dt, intercept=variant != "no-b",
                                   weights=weights, soft=soft)
     got = _objective_for(X, y, sw, k, strategy, soft)(W, b, alpha)
     assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
@@ -89,8 +90,10 @@ def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, mo
 def test_rows_blocks_of_every_class_count(k, dt, rng):
     # The rows kernels split the classes into register blocks of 5 (float64
     # on AVX-512 hosts), 3, 2 and 1 by what remains (_kernels._micro): k = 1
-    # to 13 runs every sequence of them, at four rows a block plus 1-3 left.
-    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, weights=True)
+    # to 13 runs every sequence of them, at four rows a block plus 1-3 left;
+    # the float32 logits of eight rows (_micro._logits8, 50 features here)
+    # blocks of 2 and 1.
+    X, y, W, b, sw = make_problem(rng, 203, 50, k, dt, weights=True)
     got = _objective_for(X, y, sw, k, "rows", False)(W, b, 0.0)
     assert_close(got, truth(X, y, W, b, sample_weight=sw), dt)
 
@@ -143,19 +146,22 @@ def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-@pytest.mark.parametrize("row", [37, 49])
-def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, monkeypatch):
+@pytest.mark.parametrize("row", [37, 49, 53])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, dt, monkeypatch):
     """loss_and_grad does not pre-scan X: every kernel must see a NaN/inf
-    of X in the logits, even with all-zero weights (x * 0 is NaN). Row 49
-    is in the last block of fewer than four rows."""
+    of X in the logits, even with all-zero weights (x * 0 is NaN). In one
+    chunk of 54 rows, row 37 is in the second half of an eight-row block
+    (the float32 rows kernel on AVX-512), row 49 in a block of four after
+    them, row 53 in the last block of fewer than four rows."""
     strategy = _force(kernel, monkeypatch)
     monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     rng = np.random.default_rng(1)
-    X = rng.standard_normal((50, 45))
+    X = rng.standard_normal((54, 50)).astype(dt)
     X[row, 11] = bad
-    obj = _objective_for(X, rng.integers(0, 4, 50), None, 4, strategy, False)
+    obj = _objective_for(X, rng.integers(0, 4, 54), None, 4, strategy, False)
     with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
-        obj(np.zeros((45, 4)), np.zeros(4))
+        obj(np.zeros((50, 4), dt), np.zeros(4, dt))
 
 
 @pytest.mark.parametrize("k", [3, 10, 40])

@@ -64,7 +64,7 @@ from ._common import (
     _max_lanes,
 )
 from ._config import JIT, PJIT
-from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
+from ._micro import _TILE8, _accumulate1, _accumulate4, _logits1, _logits4, _logits8
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -383,6 +383,16 @@ def _chunk_start(c, m, gW, gb, bad_row):
     return start, stop, G, gbc
 
 
+# Where the rows kernel takes its logits eight rows at a time: n in
+# EIGHT_ROWS_N, k up to EIGHT_ROWS_MAX_K. Whole gradient passes on two
+# threads against the four-row blocks (float32, BENCHMARKS.md, "Fourteenth
+# session"): 0.81-0.99x at n = 48 ... 256 with k = 2 ... 20; 0.98x at
+# n = 384, 1.04-1.05x at n = 784 and 3000, 1.10-1.12x at n = 20 and 32,
+# 1.03-1.04x at k = 32 and 48.
+EIGHT_ROWS_N = (48, 256)
+EIGHT_ROWS_MAX_K = 24
+
+
 @njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 gWt, gb, loss, bad_row, scratch, P, width):
@@ -393,33 +403,51 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
 
     Rows go four at a time through logits, softmax error and gradient, so
     each block of X (4 x n) is read from memory once and is still in L1 for
-    the backward sweep. ``width``: ``_width.FLOAT64_512`` (512-bit vectors
-    in float64 too, for long rows) or ``_width.DEFAULT_WIDTH``; each is
-    its own compiled specialisation.
+    the backward sweep; in float32 on AVX-512 hosts, where
+    :data:`EIGHT_ROWS_N` and :data:`EIGHT_ROWS_MAX_K` say, the logits of
+    eight rows come first (one 8 x n block), then two blocks of four.
+    ``width``: ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for
+    long rows) or ``_width.DEFAULT_WIDTH``; each is its own compiled
+    specialisation.
     """
     _wide_vectors_marked(width, X)
     start, stop, G, gbc = _chunk_start(c, X.shape[0], gWt, gb, bad_row)
-    z4 = scratch[c, :4]
+    z8 = scratch[c, :8]
     acc = 0.0
     store = P.shape[0] != 0
+    # Float32 on AVX-512 (compile-time constants: other kernels compile
+    # without it) on the shapes of EIGHT_ROWS_N and EIGHT_ROWS_MAX_K:
+    # logits eight rows at a time (_micro._logits8).
+    n = X.shape[1]
+    eight = (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
+             and Wt.shape[0] <= EIGHT_ROWS_MAX_K)
     i = start
     while i + 4 <= stop:
-        _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z4)
+        if eight and i + 8 <= stop:
+            _logits8(X, i, Wt, b, z8)
+            nb = 8
+        else:
+            _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z8)
+            nb = 4
         if store:
-            _store_proba(z4, 4, i, P, _max_chain)
-        part, bad = _error4(z4, i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
-                            scale, gbc)
-        if bad >= 0:
-            bad_row[c] = i + bad
-            loss[c] = acc
-            return
-        acc += part
-        _accumulate4(X, i, i + 1, i + 2, i + 3, z4, G)
-        i += 4
+            _store_proba(z8, nb, i, P, _max_chain)
+        for h in range(0, nb, 4):
+            z4 = z8[h:h + 4]
+            r0 = i + h
+            part, bad = _error4(z4, r0, r0 + 1, r0 + 2, r0 + 3, y, Y, sw, soft, weighted,
+                                scale, gbc)
+            if bad >= 0:
+                bad_row[c] = r0 + bad
+                loss[c] = acc
+                return
+            acc += part
+            _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z4, G)
+        i += nb
     # The last r = (stop - start) mod 4 rows of the chunk: logits and
     # gradient one row at a time, their error as one block of r rows.
     r = stop - i
     if r > 0:
+        z4 = z8[:4]
         for q in range(r):
             _logits1(X[i + q], Wt, b, z4[q])
         if store:
@@ -443,7 +471,7 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     Wt is (k, n') and gWt (n_chunks, k, n') partial sums of Eᵀ X, n' >= n:
     their rows may be padded (so that each starts on a cache line; only the
     first n entries, n from X, are read or written); gb
-    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 4, k): four
+    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 8, k): eight
     rows of logits/errors. OUT P: (m, k) receives softmax(X W + b), or an
     empty (0, k) array: not stored. ``width``: see :func:`_rows_chunk`.
     """
