@@ -444,7 +444,7 @@ class DenseEngine:
         chunks = self._chunks()
         if self.strategy == "rows":
             def make(c):
-                return (*self._accumulators(c), self._row_scratch(c, 8))
+                return (*self._accumulators(c), self._row_scratch(c, 16))
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)

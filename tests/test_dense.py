@@ -577,8 +577,9 @@ def test_matvec_matches_reference(strategy, mode, k, dt, variant, launch, rng):
     soft = variant in ("soft", "all")
     alpha = 0.3 if variant == "all" else 0.0
     # 203 rows: two chunks of 101/102 rows leave 1-3 rows after the 4-row
-    # blocks; 45 features; k = 2 and 10 run the 4 x 2 and 4 x 3 tiles.
-    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, intercept=variant != "no-b",
+    # blocks (in float32, after 8-row blocks and one of 4); 50 features;
+    # k = 2 and 10 run the 4 x 2 and 4 x 3 tiles (8 x 2 in float32).
+    X, y, W, b, sw = make_problem(rng, 203, 50, k, dt, intercept=variant != "no-b",
                                   weights=weights, soft=soft)
     H = product(X, y, W, b, sw, alpha, n_threads=2, strategy=strategy, mode=mode)
     assert (H.strategy, H.mode) == (strategy, mode)
@@ -602,7 +603,7 @@ def test_gradient_pass_stores_the_probabilities(kernel, dt, k, launch, rng, monk
     one (Objective.loss_grad, same chunks: to the bit but for the penalty's
     float64 sum, taken in another order), P = softmax(X W + b)."""
     strategy = _force(kernel, monkeypatch)
-    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, weights=True)
+    X, y, W, b, sw = make_problem(rng, 203, 50, k, dt, weights=True)
     cached = product(X, y, W, b, sw, 0.2, n_threads=2, strategy=strategy, mode="cached")
     plain = product(X, y, W, b, sw, 0.2, n_threads=2, strategy=strategy, mode="recompute")
     assert cached.P.shape == (203, k) and plain.P.shape == (0, k)

@@ -64,7 +64,16 @@ from ._common import (
     _max_lanes,
 )
 from ._config import JIT, PJIT
-from ._micro import _TILE8, _accumulate1, _accumulate4, _logits1, _logits4, _logits8
+from ._micro import (
+    _TILE8,
+    EIGHT_ROWS_MAX_K,
+    EIGHT_ROWS_N,
+    _accumulate1,
+    _accumulate4,
+    _logits1,
+    _logits4,
+    _logits8,
+)
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -383,16 +392,6 @@ def _chunk_start(c, m, gW, gb, bad_row):
     return start, stop, G, gbc
 
 
-# Where the rows kernel takes its logits eight rows at a time: n in
-# EIGHT_ROWS_N, k up to EIGHT_ROWS_MAX_K. Whole gradient passes on two
-# threads against the four-row blocks (float32, BENCHMARKS.md, "Fourteenth
-# session"): 0.81-0.99x at n = 48 ... 256 with k = 2 ... 20; 0.98x at
-# n = 384, 1.04-1.05x at n = 784 and 3000, 1.10-1.12x at n = 20 and 32,
-# 1.03-1.04x at k = 32 and 48.
-EIGHT_ROWS_N = (48, 256)
-EIGHT_ROWS_MAX_K = 24
-
-
 @njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 gWt, gb, loss, bad_row, scratch, P, width):
@@ -404,7 +403,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     Rows go four at a time through logits, softmax error and gradient, so
     each block of X (4 x n) is read from memory once and is still in L1 for
     the backward sweep; in float32 on AVX-512 hosts, where
-    :data:`EIGHT_ROWS_N` and :data:`EIGHT_ROWS_MAX_K` say, the logits of
+    ``_micro.EIGHT_ROWS_N`` and ``_micro.EIGHT_ROWS_MAX_K`` say, the logits of
     eight rows come first (one 8 x n block), then two blocks of four.
     ``width``: ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for
     long rows) or ``_width.DEFAULT_WIDTH``; each is its own compiled

@@ -56,7 +56,16 @@ from numba import njit, prange
 from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
-from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
+from ._micro import (
+    _TILE8,
+    EIGHT_ROWS_MAX_K,
+    EIGHT_ROWS_N,
+    _accumulate1,
+    _accumulate4,
+    _logits1,
+    _logits4,
+    _logits8,
+)
 from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
 from ._width import _wide_vectors_marked
 
@@ -91,46 +100,63 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
           may have padded rows (k, n' >= n): only the first n entries of a
           row are read or written.
     OUT   G[c] (k, n) = this chunk's sum_i s_i x_iᵀ; gc[c] (k,) = sum_i s_i.
-    SCRATCH scratch[c] (8, k): four rows of probabilities, four of u / s.
+    SCRATCH scratch[c] (16, k): eight rows of probabilities, eight of u / s.
 
     Four rows at a time: u = X Vᵀ + c by the 4 x 3 tile, s in place, and
     the 4 x 3 accumulation tile while the rows are still in L1; with P not
     cached the forward sweep runs the logit tile twice (W, then V) on the
-    same four rows, so X is still read from memory once. ``width``: the
-    vector width's marker, as for ``_fused._rows_chunk``.
+    same four rows, so X is still read from memory once. In float32 on
+    AVX-512 hosts, on the shapes where the gradient's kernel does
+    (``_micro.EIGHT_ROWS_N``, ``_micro.EIGHT_ROWS_MAX_K``), the logits of
+    eight rows come first (``_micro._logits8``), then two accumulations of
+    four. ``width``: the vector width's marker, as for
+    ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)
-    m = X.shape[0]
+    m, n = X.shape
     start, stop = _chunk(m, G.shape[0], c)
     Gc = G[c]
     gcc = gc[c]
     _zero2(Gc)
     _zero1(gcc)
     cached = P.shape[0] != 0
-    p4 = scratch[c, :4]
-    u4 = scratch[c, 4:8]
+    p8 = scratch[c, :8]
+    u8 = scratch[c, 8:16]
+    eight = (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
+             and Wt.shape[0] <= EIGHT_ROWS_MAX_K)
     i = start
     while i + 4 <= stop:
-        if not cached:
-            _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p4)
-            for q in range(4):
-                _softmax_inplace(p4[q])
-        _logits4(X, i, i + 1, i + 2, i + 3, Vt, cv, u4)
-        for q in range(4):
-            p = P[i + q] if cached else p4[q]
-            _row_hvp(p, u4[q], _row_weight(i + q, sw, weighted, scale), gcc)
-        _accumulate4(X, i, i + 1, i + 2, i + 3, u4, Gc)
-        i += 4
+        if eight and i + 8 <= stop:
+            if not cached:
+                _logits8(X, i, Wt, b, p8)
+            _logits8(X, i, Vt, cv, u8)
+            nb = 8
+        else:
+            if not cached:
+                _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p8)
+            _logits4(X, i, i + 1, i + 2, i + 3, Vt, cv, u8)
+            nb = 4
+        for q in range(nb):
+            if cached:
+                p = P[i + q]
+            else:
+                p = p8[q]
+                _softmax_inplace(p)
+            _row_hvp(p, u8[q], _row_weight(i + q, sw, weighted, scale), gcc)
+        for h in range(0, nb, 4):
+            r0 = i + h
+            _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, u8[h:h + 4], Gc)
+        i += nb
     # The last (stop - start) mod 4 rows, one by one.
     while i < stop:
         x = X[i]
         if cached:
             p = P[i]
         else:
-            p = p4[0]
+            p = p8[0]
             _logits1(x, Wt, b, p)
             _softmax_inplace(p)
-        u = u4[0]
+        u = u8[0]
         _logits1(x, Vt, cv, u)
         _row_hvp(p, u, _row_weight(i, sw, weighted, scale), gcc)
         _accumulate1(x, u, Gc)
@@ -142,7 +168,7 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width)
     """Small-k Hessian-vector product, chunks of rows in parallel.
 
     IN X, P, sw, weighted, scale, Wt, b, Vt, cv; OUT G (n_chunks, k, n),
-    gc (n_chunks, k); SCRATCH scratch (n_chunks, 8, k). See
+    gc (n_chunks, k); SCRATCH scratch (n_chunks, 16, k). See
     :func:`_hessp_rows_chunk`, which is also the serial variant.
     """
     for c in prange(G.shape[0]):

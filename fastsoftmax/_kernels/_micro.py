@@ -21,6 +21,15 @@ from ._config import JIT, WIDE_REGISTERS
 _TILE5 = WIDE_REGISTERS
 # The same holds for the 8 x 2 block of _logits8 (26 vector registers).
 _TILE8 = WIDE_REGISTERS
+# Where the rows kernels take their logits eight rows at a time (float32,
+# _TILE8): n in EIGHT_ROWS_N, k up to EIGHT_ROWS_MAX_K. Whole gradient
+# passes on two threads against the four-row blocks (BENCHMARKS.md,
+# "Fourteenth session"): 0.71-0.95x at n = 64 ... 256 with k = 3 ... 20,
+# 0.98-1.01x at k = 2 and 5 (n = 128); 0.98x at n = 384, 1.03-1.05x at
+# n = 784 and 3000, 1.10-1.12x at n = 20 and 32, 1.03-1.04x at k = 32
+# and 48.
+EIGHT_ROWS_N = (48, 256)
+EIGHT_ROWS_MAX_K = 24
 
 
 @njit(inline="always", **JIT)
@@ -273,7 +282,7 @@ def _logits8(X, i, Wt, b, z8):
 
     The full gradient's forward product in float32 on AVX-512 hosts
     (:data:`_TILE8`), on the shapes where it pays
-    (``_fused.EIGHT_ROWS_N``, ``_fused.EIGHT_ROWS_MAX_K``): blocks of 8
+    (:data:`EIGHT_ROWS_N`, :data:`EIGHT_ROWS_MAX_K`): blocks of 8
     rows x 2 classes, 16 accumulators, 8
     x-vectors and 2 w-vectors (26 of the 32 vector registers); an odd k
     ends in an 8 x 1 block. Per step of the feature loop the weights are
