@@ -280,20 +280,20 @@ def _logits8(X, i, Wt, b, z8):
     IN: X (m, n), the first row i, Wt (k, n' >= n: only the first n entries
     of a row are read), b (k,). OUT: z8 (8, k).
 
-    The full gradient's forward product in float32 on AVX-512 hosts
-    (:data:`_TILE8`), on the shapes where it pays
-    (:data:`EIGHT_ROWS_N`, :data:`EIGHT_ROWS_MAX_K`): blocks of 8
-    rows x 2 classes, 16 accumulators, 8
-    x-vectors and 2 w-vectors (26 of the 32 vector registers); an odd k
-    ends in an 8 x 1 block. Per step of the feature loop the weights are
-    loaded once for 16 FMAs, where the 4 x 3 block of :func:`_logits4`
-    loads them for 12, and a row block needs fewer tiles (k = 5: three
-    against four per eight rows). Both sweeps timed alone on one thread
-    (ad hoc, the backward by :func:`_accumulate4` in both) it took
-    0.66-0.83x the 4-row forward's time at n = 48 ... 128 and k = 3 ... 10,
-    0.96-1.03x at n = 384 ... 3000 (BENCHMARKS.md, "Fourteenth session").
-    The backward stays at 4 rows: an 8 x 1 accumulation ran 1.06-1.35x
-    slower at n = 784, and with 8 x 2 LLVM left its loop scalar.
+    The forward product of the rows kernels (gradient and Hessian
+    products) in float32 on AVX-512 hosts (:data:`_TILE8`), on the shapes
+    where it pays (:data:`EIGHT_ROWS_N`, :data:`EIGHT_ROWS_MAX_K`): blocks
+    of 8 rows x 2 classes, 16 accumulators, 8 x-vectors and 2 w-vectors
+    (26 of the 32 vector registers); an odd k ends in an 8 x 1 block. Per
+    step of the feature loop the weights are loaded once for 16 FMAs, where
+    the 4 x 3 block of :func:`_logits4` loads them for 12, and a row block
+    needs fewer tiles (k = 5: three against four per eight rows). Both
+    sweeps timed alone on one thread (ad hoc, the backward by
+    :func:`_accumulate4` in both), it took 0.66-0.81x the 4-row forward's
+    time at n = 48 ... 128 and k = 3 ... 5, 0.96-1.05x at n = 384 ... 3000
+    (BENCHMARKS.md, "Fourteenth session"). The backward stays at 4 rows:
+    an 8 x 1 accumulation ran 1.06-1.23x slower at n = 784 and 3000, and
+    with 8 x 2 LLVM left its loop scalar.
     """
     n = X.shape[1]
     k = Wt.shape[0]
