@@ -31,6 +31,7 @@ from ._kernels._fused import (
     _loss_grad_rows,
     _rows_chunk,
     _sum_chunks,
+    rows_scratch_length,
 )
 from ._kernels._hessp import (
     _hessp_gemm,
@@ -348,6 +349,11 @@ class DenseEngine:
         pad = -(-_PAD_BYTES // (k * dt.itemsize))
         return np.empty((chunks, rows + pad, k), dtype=dt)
 
+    def _flat_scratch(self, chunks: int, length: int) -> np.ndarray:
+        """Return (chunks, length + pad) scratch, each row padded as by :meth:`_row_scratch`."""
+        pad = -(-_PAD_BYTES // self.dtype.itemsize)
+        return np.empty((chunks, length + pad), dtype=self.dtype)
+
     def proba_buffer(self) -> np.ndarray:
         """Where a gradient pass stores P for later products: (m, k), or (0, k) to recompute."""
         if self.mode == "cached":
@@ -386,7 +392,8 @@ class DenseEngine:
             def make(c):
                 g, gb = self._accumulators(c)
                 if variant == "rows":
-                    scratch: tuple[np.ndarray, ...] = (self._row_scratch(c, 8),)
+                    scratch: tuple[np.ndarray, ...] = (
+                        self._flat_scratch(c, rows_scratch_length(self.k)),)
                 elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
                     scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
                 else:

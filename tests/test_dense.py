@@ -146,20 +146,22 @@ def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-@pytest.mark.parametrize("row", [37, 49, 53])
+@pytest.mark.parametrize("row", [37, 100, 133, 145, 149])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, dt, monkeypatch):
     """loss_and_grad does not pre-scan X: every kernel must see a NaN/inf
-    of X in the logits, even with all-zero weights (x * 0 is NaN). In one
-    chunk of 54 rows, row 37 is in the second half of an eight-row block
-    (the float32 rows kernel on AVX-512), row 49 in a block of four after
-    them, row 53 in the last block of fewer than four rows."""
+    of X in the logits, even with all-zero weights (x * 0 is NaN). The rows
+    kernel's blocks in one chunk of 150 rows: rows 37 and 100 are in the
+    two blocks of 64 with their error on transposed logits, 133 in the
+    second half of an eight-row block (float32 on AVX-512), 145 in a block
+    of four, 149 in the last block of fewer than four rows; in two chunks
+    of 75, 133 is in a transposed block and 145 in an eight-row one."""
     strategy = _force(kernel, monkeypatch)
     monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
     rng = np.random.default_rng(1)
-    X = rng.standard_normal((54, 50)).astype(dt)
+    X = rng.standard_normal((150, 50)).astype(dt)
     X[row, 11] = bad
-    obj = _objective_for(X, rng.integers(0, 4, 54), None, 4, strategy, False)
+    obj = _objective_for(X, rng.integers(0, 4, 150), None, 4, strategy, False)
     with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
         obj(np.zeros((50, 4), dt), np.zeros(4, dt))
 

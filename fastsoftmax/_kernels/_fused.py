@@ -392,6 +392,22 @@ def _chunk_start(c, m, gW, gb, bad_row):
     return start, stop, G, gbc
 
 
+# The rows kernel's blocks with their error on transposed logits
+# (_block_error_t): ERROR_T_ROWS rows each, for up to ERROR_T_MAX_K
+# classes. On one thread against the error four rows at a time (ad hoc,
+# float32 unless said): 0.51-0.67x the time at n = 48 ... 128 and k = 2 ... 5,
+# 0.75-0.86x at k = 10 and 20, 0.84-0.85x at (256, 7) and (384, 10),
+# 0.96-1.02x at n = 784 and 3000; float64 0.71-0.97x; blocks of 64 rows a
+# little faster than 32 or 16 (BENCHMARKS.md, "Fourteenth session").
+ERROR_T_ROWS = 64
+ERROR_T_MAX_K = 24
+
+
+def rows_scratch_length(k: int) -> int:
+    """Entries of one chunk's scratch for the rows kernel: z8 (8, k), Zᵀ (k, R), two of R."""
+    return (8 + ERROR_T_ROWS) * k + 2 * ERROR_T_ROWS
+
+
 @njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 gWt, gb, loss, bad_row, scratch, P, width):
@@ -400,18 +416,30 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     Under the "workqueue" layer also called directly (c = 0 of one chunk)
     for problems too small for a parallel region (``_launch.run_one_chunk``).
 
-    Rows go four at a time through logits, softmax error and gradient, so
-    each block of X (4 x n) is read from memory once and is still in L1 for
-    the backward sweep; in float32 on AVX-512 hosts, where
-    ``_micro.EIGHT_ROWS_N`` and ``_micro.EIGHT_ROWS_MAX_K`` say, the logits of
-    eight rows come first (one 8 x n block), then two blocks of four.
-    ``width``: ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for
-    long rows) or ``_width.DEFAULT_WIDTH``; each is its own compiled
-    specialisation.
+    Rows of up to ERROR_T_MAX_K classes go ERROR_T_ROWS at a time: their
+    logits by the register tiles below, stored transposed (one column a
+    row), their softmax error by :func:`_block_error_t` (every loop along
+    the block's rows, where a row of a few classes alone is too short for a
+    vector loop), then the gradient from the block's rows, still in L1/L2.
+    The rest of the chunk (and every row of more classes) goes four rows at
+    a time through logits, softmax error and gradient, so each block of X
+    (4 x n) is read from memory once and is still in L1 for the backward
+    sweep. In float32 on AVX-512 hosts, where ``_micro.EIGHT_ROWS_N`` and
+    ``_micro.EIGHT_ROWS_MAX_K`` say, the logits come eight rows at a time
+    (``_micro._logits8``). ``width``: ``_width.FLOAT64_512`` (512-bit
+    vectors in float64 too, for long rows) or ``_width.DEFAULT_WIDTH``;
+    each is its own compiled specialisation. scratch[c]: see
+    :func:`_loss_grad_rows`.
     """
     _wide_vectors_marked(width, X)
     start, stop, G, gbc = _chunk_start(c, X.shape[0], gWt, gb, bad_row)
-    z8 = scratch[c, :8]
+    k = Wt.shape[0]
+    R = ERROR_T_ROWS
+    flat = scratch[c]
+    z8 = flat[:8 * k].reshape(8, k)
+    ZT = flat[8 * k:(8 + R) * k].reshape(k, R)
+    mx = flat[(8 + R) * k:(8 + R) * k + R]
+    s = flat[(8 + R) * k + R:(8 + R) * k + 2 * R]
     acc = 0.0
     store = P.shape[0] != 0
     # Float32 on AVX-512 (compile-time constants: other kernels compile
@@ -419,8 +447,36 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # logits eight rows at a time (_micro._logits8).
     n = X.shape[1]
     eight = (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
-             and Wt.shape[0] <= EIGHT_ROWS_MAX_K)
+             and k <= EIGHT_ROWS_MAX_K)
     i = start
+    while k <= ERROR_T_MAX_K and i + R <= stop:
+        h = 0
+        while h < R:
+            if eight:
+                _logits8(X, i + h, Wt, b, z8)
+                nb = 8
+            else:
+                r0 = i + h
+                _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
+                nb = 4
+            for q in range(nb):
+                for j in range(k):
+                    ZT[j, h + q] = z8[q, j]
+            h += nb
+        part, bad = _block_error_t(ZT, i, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
+        if bad >= 0:
+            bad_row[c] = i + bad
+            loss[c] = acc
+            return
+        acc += part
+        z4 = z8[:4]
+        for h in range(0, R, 4):
+            for q in range(4):
+                for j in range(k):
+                    z4[q, j] = ZT[j, h + q]
+            r0 = i + h
+            _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z4, G)
+        i += R
     while i + 4 <= stop:
         if eight and i + 8 <= stop:
             _logits8(X, i, Wt, b, z8)
@@ -470,8 +526,9 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     Wt is (k, n') and gWt (n_chunks, k, n') partial sums of Eᵀ X, n' >= n:
     their rows may be padded (so that each starts on a cache line; only the
     first n entries, n from X, are read or written); gb
-    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, 8, k): eight
-    rows of logits/errors. OUT P: (m, k) receives softmax(X W + b), or an
+    (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, L >=
+    :func:`rows_scratch_length`): eight rows of logits, a transposed block of
+    ERROR_T_ROWS rows and two rows of ERROR_T_ROWS. OUT P: (m, k) receives softmax(X W + b), or an
     empty (0, k) array: not stored. ``width``: see :func:`_rows_chunk`.
     """
     for c in prange(gWt.shape[0]):
