@@ -152,7 +152,7 @@ def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, dt, monkeyp
     """loss_and_grad does not pre-scan X: every kernel must see a NaN/inf
     of X in the logits, even with all-zero weights (x * 0 is NaN). The rows
     kernel's blocks in one chunk of 150 rows: rows 37 and 100 are in the
-    two blocks of 64 with their error on transposed logits, 133 in the
+    two blocks of 64 with their error on transposed logits (float32), 133 in the
     second half of an eight-row block (float32 on AVX-512), 145 in a block
     of four, 149 in the last block of fewer than four rows; in two chunks
     of 75, 133 is in a transposed block and 145 in an eight-row one."""

@@ -392,13 +392,18 @@ def _chunk_start(c, m, gW, gb, bad_row):
     return start, stop, G, gbc
 
 
-# The rows kernel's blocks with their error on transposed logits
+# The float32 rows kernel's blocks with their error on transposed logits
 # (_block_error_t): ERROR_T_ROWS rows each, for up to ERROR_T_MAX_K
-# classes. On one thread against the error four rows at a time (ad hoc,
-# float32 unless said): 0.51-0.67x the time at n = 48 ... 128 and k = 2 ... 5,
-# 0.75-0.86x at k = 10 and 20, 0.84-0.85x at (256, 7) and (384, 10),
-# 0.96-1.02x at n = 784 and 3000; float64 0.71-0.97x; blocks of 64 rows a
-# little faster than 32 or 16 (BENCHMARKS.md, "Fourteenth session").
+# classes. Against the error four rows at a time (BENCHMARKS.md,
+# "Fourteenth session"): on one thread (ad hoc) 0.51-0.67x the time at
+# n = 48 ... 128 and k = 2 ... 5, 0.75-0.86x at k = 10 and 20, 0.84-0.85x
+# at (256, 7) and (384, 10), 0.96-1.02x at n = 784 and 3000, blocks of 64
+# rows a little faster than 32 or 16; whole passes on two threads
+# (``versions.py``) 0.82-0.93x at n = 48 ... 256, 0.99-1.01x from
+# n = 384. In float64 the same passes took 0.98-1.12x the time (1.09-1.12x
+# at n = 128, k = 5 and 10): float64 keeps the error four rows at a time
+# (``X.itemsize`` is a compile-time constant: its kernels compile without
+# the blocks).
 ERROR_T_ROWS = 64
 ERROR_T_MAX_K = 24
 
@@ -416,13 +421,14 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     Under the "workqueue" layer also called directly (c = 0 of one chunk)
     for problems too small for a parallel region (``_launch.run_one_chunk``).
 
-    Rows of up to ERROR_T_MAX_K classes go ERROR_T_ROWS at a time: their
-    logits by the register tiles below, stored transposed (one column a
-    row), their softmax error by :func:`_block_error_t` (every loop along
-    the block's rows, where a row of a few classes alone is too short for a
-    vector loop), then the gradient from the block's rows, still in L1/L2.
-    The rest of the chunk (and every row of more classes) goes four rows at
-    a time through logits, softmax error and gradient, so each block of X
+    Float32 rows of up to ERROR_T_MAX_K classes go ERROR_T_ROWS at a
+    time: their logits by the register tiles below, stored transposed (one
+    column a row), their softmax error by :func:`_block_error_t` (every
+    loop along the block's rows, where a row of a few classes alone is too
+    short for a vector loop), then the gradient from the block's rows,
+    still in L1/L2. The rest of the chunk (and every row in float64 or of
+    more classes) goes four rows at a time through logits, softmax error
+    and gradient, so each block of X
     (4 x n) is read from memory once and is still in L1 for the backward
     sweep. In float32 on AVX-512 hosts, where ``_micro.EIGHT_ROWS_N`` and
     ``_micro.EIGHT_ROWS_MAX_K`` say, the logits come eight rows at a time
@@ -449,7 +455,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     eight = (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
              and k <= EIGHT_ROWS_MAX_K)
     i = start
-    while k <= ERROR_T_MAX_K and i + R <= stop:
+    while X.itemsize == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
         h = 0
         while h < R:
             if eight:
