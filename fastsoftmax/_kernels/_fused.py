@@ -428,12 +428,12 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     short for a vector loop), then the gradient from the block's rows,
     still in L1/L2. The rest of the chunk (and every row in float64 or of
     more classes) goes four rows at a time through logits, softmax error
-    and gradient, so each block of X
-    (4 x n) is read from memory once and is still in L1 for the backward
-    sweep. In float32 on AVX-512 hosts, where ``_micro.EIGHT_ROWS_N`` and
-    ``_micro.EIGHT_ROWS_MAX_K`` say, the logits come eight rows at a time
-    (``_micro._logits8``). ``width``: ``_width.FLOAT64_512`` (512-bit
-    vectors in float64 too, for long rows) or ``_width.DEFAULT_WIDTH``;
+    and gradient, so each block of X (4 x n) is read from memory once and
+    is still in L1 for the backward sweep. In float32 on AVX-512 hosts,
+    where ``_micro.EIGHT_ROWS_N`` and ``_micro.EIGHT_ROWS_MAX_K`` say, the
+    logits come eight rows at a time (``_micro._logits8``). ``width``:
+    ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for long rows)
+    or ``_width.DEFAULT_WIDTH``;
     each is its own compiled specialisation. scratch[c]: see
     :func:`_loss_grad_rows`.
     """
