@@ -64,16 +64,7 @@ from ._common import (
     _max_lanes,
 )
 from ._config import JIT, PJIT
-from ._micro import (
-    _TILE8,
-    EIGHT_ROWS_MAX_K,
-    EIGHT_ROWS_N,
-    _accumulate1,
-    _accumulate4,
-    _logits1,
-    _logits4,
-    _logits8,
-)
+from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4, _logits8
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -448,12 +439,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     s = flat[(8 + R) * k + R:(8 + R) * k + 2 * R]
     acc = 0.0
     store = P.shape[0] != 0
-    # Float32 on AVX-512 (compile-time constants: other kernels compile
-    # without it) on the shapes of EIGHT_ROWS_N and EIGHT_ROWS_MAX_K:
-    # logits eight rows at a time (_micro._logits8).
-    n = X.shape[1]
-    eight = (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
-             and k <= EIGHT_ROWS_MAX_K)
+    eight = _eight_rows(X, k)
     i = start
     while X.itemsize == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
         h = 0

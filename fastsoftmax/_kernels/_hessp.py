@@ -56,16 +56,7 @@ from numba import njit, prange
 from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _zero1, _zero2
 from ._config import JIT, PJIT
-from ._micro import (
-    _TILE8,
-    EIGHT_ROWS_MAX_K,
-    EIGHT_ROWS_N,
-    _accumulate1,
-    _accumulate4,
-    _logits1,
-    _logits4,
-    _logits8,
-)
+from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4, _logits8
 from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
 from ._width import _wide_vectors_marked
 
@@ -113,7 +104,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)
-    m, n = X.shape
+    m = X.shape[0]
     start, stop = _chunk(m, G.shape[0], c)
     Gc = G[c]
     gcc = gc[c]
@@ -122,8 +113,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     cached = P.shape[0] != 0
     p8 = scratch[c, :8]
     u8 = scratch[c, 8:16]
-    eight = (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
-             and Wt.shape[0] <= EIGHT_ROWS_MAX_K)
+    eight = _eight_rows(X, Wt.shape[0])
     i = start
     while i + 4 <= stop:
         if eight and i + 8 <= stop:

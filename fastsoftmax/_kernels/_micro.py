@@ -33,6 +33,19 @@ EIGHT_ROWS_MAX_K = 24
 
 
 @njit(inline="always", **JIT)
+def _eight_rows(X, k):
+    """Whether the rows kernels take X's logits eight rows at a time (:func:`_logits8`).
+
+    Float32 on AVX-512 hosts (compile-time constants: other kernels compile
+    without the eight-row path), n in EIGHT_ROWS_N and k up to
+    EIGHT_ROWS_MAX_K.
+    """
+    n = X.shape[1]
+    return (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
+            and k <= EIGHT_ROWS_MAX_K)
+
+
+@njit(inline="always", **JIT)
 def _logits4(X, i0, i1, i2, i3, Wt, b, z4):
     """z4[q, j] = X[iq] . Wt[j] + b[j] for the four rows i0..i3.
 
