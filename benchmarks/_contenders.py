@@ -19,6 +19,13 @@ gemms          not a peer: the two products X W and Xᵀ E alone, through
 stream         not a peer: one read of X alone (each row summed), a Numba
                parallel loop on ``n_threads``: the memory floor of any
                pass that reads X once (benchmarks/scaling_floor.py)
+fma            not a peer: a fixed amount of multiply-adds on data each
+               thread keeps in its own L1 cache (a Numba parallel loop on
+               ``n_threads``; X only gives the dtype): how the cores'
+               arithmetic alone scales from 1 to N threads
+square_gemm    not a peer: A @ B on (2048 x 2048) operands of X's dtype
+               through NumPy's OpenBLAS at ``n_threads``: how the BLAS's
+               most compute-bound call scales
 ============== =====================================================
 
 Each contender should run in its own process (``benchmarks/_worker.py``):
@@ -38,7 +45,7 @@ def available(name: str) -> bool:
     """Return True when the package behind contender ``name`` is installed."""
     module = {"sklearn": "sklearn", "onedal": "daal4py", "torch": "torch",
               "torch.compile": "torch", "jax": "jax",
-              "stream": "numba"}.get(name, "numpy")  # gemms: NumPy
+              "stream": "numba", "fma": "numba"}.get(name, "numpy")  # gemms: NumPy
     return importlib.util.find_spec(module) is not None
 
 
@@ -102,6 +109,41 @@ def _stream(X, y, W, b, alpha, n_threads):
 
     out = np.empty(X.shape[0], X.dtype)
     return lambda: row_sums(X, out)
+
+
+# fma: 64 independent rows of 128 entries (8 zmm registers of float32), each
+# updated REPS times; the prange splits the rows among the threads, so the
+# work is the same at every thread count and 1 -> N is the cores' own scaling
+# on arithmetic that never leaves L1 (clock under load, the pool's start).
+FMA_ROWS, FMA_WIDTH, FMA_REPS = 64, 128, 200_000
+
+
+def _fma(X, y, W, b, alpha, n_threads):
+    import numba
+
+    numba.set_num_threads(n_threads)
+
+    @numba.njit(parallel=True, fastmath=True)
+    def multiply_adds(acc, reps):
+        for r in numba.prange(acc.shape[0]):
+            a = acc[r]
+            for _ in range(reps):
+                for j in range(a.shape[0]):
+                    a[j] = a[j] * a.dtype.type(0.999) + a.dtype.type(0.001)
+
+    acc = np.ones((FMA_ROWS, FMA_WIDTH), X.dtype)
+    return lambda: multiply_adds(acc, FMA_REPS)
+
+
+def _square_gemm(X, y, W, b, alpha, n_threads):
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(n_threads, user_api="blas")
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((2048, 2048)).astype(X.dtype)
+    B = rng.standard_normal((2048, 2048)).astype(X.dtype)
+    C = np.empty_like(A)
+    return lambda: np.dot(A, B, C)
 
 
 def _sklearn(X, y, W, b, alpha, n_threads):

@@ -1,6 +1,7 @@
 """Why the gradient stops scaling: the pass against one read of X, at 1 thread and at all.
 
     python benchmarks/scaling_floor.py [--rounds 2] [--shapes 0,1,2,3] [--quick]
+                                       [--part floor|ceiling|all]
 
 A fused loss and gradient reads X once; no pass can be faster than one
 read of X at the machine's memory bandwidth, however many threads it has.
@@ -21,7 +22,16 @@ The last columns give fastsoftmax's own 1 -> N speed-up, the best it could
 reach if its N-thread pass ran at the floor (its 1-thread time over the
 stream's N-thread time), and its N-thread time over the floor. Default
 environment otherwise. ``--quick`` takes a hundredth of the rows (a smoke
-test, not a measurement). Prints a Markdown table; asserts nothing.
+test, not a measurement).
+
+A second table (part "ceiling") asks what the machine itself gives from 1
+to N threads, per dtype: contender ``fma`` (a fixed number of multiply-adds
+on data each thread keeps in its own L1: nothing shared, nothing read from
+memory, so its 1 -> N is the cores' arithmetic under load, clock included),
+contender ``square_gemm`` (OpenBLAS on 2048 x 2048 operands), and
+fastsoftmax on 16 rows per thread (784 features, 10 classes): a pass with
+almost no work, whose time is the per-call cost that does not shrink with
+threads. Prints Markdown tables; asserts nothing.
 """
 
 from __future__ import annotations
@@ -38,10 +48,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     add_shapes_arg(ap)
     ap.add_argument("--quick", action="store_true", help="a hundredth of the rows")
+    ap.add_argument("--part", choices=("floor", "ceiling", "all"), default="all")
     args = ap.parse_args(argv)
     shapes = shape_indices(ap, args.shapes)
     cpus = len(os.sched_getaffinity(0))
     env = default_env()
+    if args.part in ("floor", "all"):
+        floor_part(args, shapes, cpus, env)
+    if args.part in ("ceiling", "all"):
+        ceiling_part(args.rounds, cpus, env)
+
+
+def floor_part(args, shapes: list[int], cpus: int, env: dict[str, str]) -> None:
     print(f"loss_and_grad and its floors, ms (median of {args.rounds} interleaved processes, "
           f"each pinned to its thread count; {cpus} CPUs)")
     print(f"| (m, n, k) dtype | X MB | 1 thr | {cpus} thr | {cpus} thr rows | "
@@ -68,6 +86,26 @@ def main(argv: list[str] | None = None) -> None:
         cells = " | ".join(f"{v * 1e3:.1f}" for v in t)
         print(f"| ({m}, {n}, {k}) {dtype} | {mb:.0f} | {cells} | **{t[0] / t[1]:.1f}x** | "
               f"{t[0] / t[5]:.1f}x | {t[1] / t[5]:.2f} |", flush=True)
+
+
+def ceiling_part(rounds: int, cpus: int, env: dict[str, str]) -> None:
+    """What the machine scales by itself: L1 arithmetic, a square gemm, a near-empty pass."""
+    print(f"\nThe machine's own scaling, ms (median of {rounds} interleaved processes, each "
+          f"pinned to its thread count; {cpus} CPUs)")
+    print(f"| dtype | fma 1 thr | fma {cpus} thr | fma 1 -> {cpus} | square gemm 1 thr | "
+          f"square gemm {cpus} thr | gemm 1 -> {cpus} | pass ({16 * cpus}, 784, 10) 1 thr | "
+          f"{cpus} thr |")
+    print("|---|" + "---:|" * 8)
+    for dtype in ("float32", "float64"):
+        jobs = []
+        for contender, m in (("fma", 1), ("square_gemm", 1), ("fastsoftmax", 16 * cpus)):
+            shape = {"task": "grad", "m": m, "n": 784, "k": 10, "dtype": dtype,
+                     "rounds": 7 if contender != "fastsoftmax" else 51}
+            jobs += [(dict(shape, contender=contender, threads=t), env) for t in (1, cpus)]
+        t = [_median(r) for r in interleave(jobs, rounds)]
+        print(f"| {dtype} | {t[0] * 1e3:.1f} | {t[1] * 1e3:.1f} | **{t[0] / t[1]:.1f}x** | "
+              f"{t[2] * 1e3:.1f} | {t[3] * 1e3:.1f} | **{t[2] / t[3]:.1f}x** | "
+              f"{t[4] * 1e3:.3f} | {t[5] * 1e3:.3f} |", flush=True)
 
 
 if __name__ == "__main__":
