@@ -20,7 +20,7 @@ stream         not a peer: one read of X alone (each row summed), a Numba
                parallel loop on ``n_threads``: the memory floor of any
                pass that reads X once (benchmarks/scaling_floor.py)
 fma            not a peer: a fixed amount of multiply-adds on data each
-               thread keeps in its own L1 cache (a Numba parallel loop on
+               thread keeps in its own L1 cache, no line shared (a Numba parallel loop on
                ``n_threads``; X only gives the dtype): how the cores'
                arithmetic alone scales from 1 to N threads
 square_gemm    not a peer: A @ B on (2048 x 2048) operands of X's dtype
@@ -111,11 +111,15 @@ def _stream(X, y, W, b, alpha, n_threads):
     return lambda: row_sums(X, out)
 
 
-# fma: 64 independent rows of 128 entries (8 zmm registers of float32), each
-# updated REPS times; the prange splits the rows among the threads, so the
-# work is the same at every thread count and 1 -> N is the cores' own scaling
-# on arithmetic that never leaves L1 (clock under load, the pool's start).
-FMA_ROWS, FMA_WIDTH, FMA_REPS = 64, 128, 200_000
+# fma: 64 independent rows of 512 entries (32 zmm registers of float32),
+# each updated FMA_REPS times, one row at a time so that it stays in L1; the
+# prange splits the rows among the threads, so the work is the same at every
+# thread count and 1 -> N is the cores' own scaling on arithmetic that never
+# leaves L1 (clock under load, cores that share their execution units). Rows
+# start FMA_STRIDE entries apart, each on a cache line: no two threads ever
+# write one line, and no vector spans two (with a row split across lines
+# the loop ran at half speed, by the allocation's luck).
+FMA_ROWS, FMA_WIDTH, FMA_STRIDE, FMA_REPS = 64, 512, 1024, 100_000
 
 
 def _fma(X, y, W, b, alpha, n_threads):
@@ -124,15 +128,18 @@ def _fma(X, y, W, b, alpha, n_threads):
     numba.set_num_threads(n_threads)
 
     @numba.njit(parallel=True, fastmath=True)
-    def multiply_adds(acc, reps):
+    def multiply_adds(acc, width, reps):
         for r in numba.prange(acc.shape[0]):
-            a = acc[r]
+            a = acc[r, :width]
             for _ in range(reps):
-                for j in range(a.shape[0]):
+                for j in range(width):
                     a[j] = a[j] * a.dtype.type(0.999) + a.dtype.type(0.001)
 
-    acc = np.ones((FMA_ROWS, FMA_WIDTH), X.dtype)
-    return lambda: multiply_adds(acc, FMA_REPS)
+    from fastsoftmax._launch import aligned_empty
+
+    acc = aligned_empty((FMA_ROWS, FMA_STRIDE), X.dtype)
+    acc[:] = 1
+    return lambda: multiply_adds(acc, FMA_WIDTH, FMA_REPS)
 
 
 def _square_gemm(X, y, W, b, alpha, n_threads):
