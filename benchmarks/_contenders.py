@@ -58,10 +58,16 @@ def problem(m, n, k, dtype, seed=0):
     return X, y, W, np.zeros(k, dtype)
 
 
-def make(name, X, y, W, b, alpha, n_threads):
-    """A callable computing (loss, grad_W, grad_b) with contender ``name``, or None."""
+def make(name, X, y, W, b, alpha, n_threads, scale=1.0):
+    """A callable computing (loss, grad_W, grad_b) with contender ``name``, or None.
+
+    ``scale`` sizes the machine contenders ``fma`` and ``square_gemm``, whose
+    work does not come from X (1.0: the sizes below; 0.01 for a smoke test).
+    """
     if not available(name):
         return None
+    if name in ("fma", "square_gemm"):
+        return globals()["_" + name](X, n_threads, scale)
     return globals()["_" + name.replace(".", "_")](X, y, W, b, alpha, n_threads)
 
 
@@ -122,7 +128,7 @@ def _stream(X, y, W, b, alpha, n_threads):
 FMA_ROWS, FMA_WIDTH, FMA_STRIDE, FMA_REPS = 64, 512, 1024, 100_000
 
 
-def _fma(X, y, W, b, alpha, n_threads):
+def _fma(X, n_threads, scale):
     import numba
 
     numba.set_num_threads(n_threads)
@@ -139,16 +145,18 @@ def _fma(X, y, W, b, alpha, n_threads):
 
     acc = aligned_empty((FMA_ROWS, FMA_STRIDE), X.dtype)
     acc[:] = 1
-    return lambda: multiply_adds(acc, FMA_WIDTH, FMA_REPS)
+    reps = max(1, int(FMA_REPS * scale))
+    return lambda: multiply_adds(acc, FMA_WIDTH, reps)
 
 
-def _square_gemm(X, y, W, b, alpha, n_threads):
+def _square_gemm(X, n_threads, scale):
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(n_threads, user_api="blas")
     rng = np.random.default_rng(0)
-    A = rng.standard_normal((2048, 2048)).astype(X.dtype)
-    B = rng.standard_normal((2048, 2048)).astype(X.dtype)
+    side = max(64, int(2048 * scale ** (1 / 3)))  # the work goes as side³
+    A = rng.standard_normal((side, side)).astype(X.dtype)
+    B = rng.standard_normal((side, side)).astype(X.dtype)
     C = np.empty_like(A)
     return lambda: np.dot(A, B, C)
 

@@ -78,7 +78,7 @@ def main(job):
 
         X, y, W, b = problem(job["m"], job["n"], job["k"], job["dtype"])
         fn = make(job["contender"], X, y, W, b, job.get("alpha", 1e-4), threads or
-                  len(os.sched_getaffinity(0)))
+                  len(os.sched_getaffinity(0)), scale=job.get("scale", 1.0))
         if fn is None:
             print(json.dumps({"skipped": f"{job['contender']} is not installed"}))
             return

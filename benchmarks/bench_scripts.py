@@ -54,7 +54,13 @@ def test_gemm_floor_script():
 def test_scaling_floor_script():
     # One small shape: seven jobs, each in its own process.
     assert_table(run_script("benchmarks/scaling_floor.py", "--quick", "--rounds", "1",
-                            "--shapes", "2"), 1)
+                            "--shapes", "2", "--part", "floor"), 1)
+
+
+def test_scaling_ceiling_script():
+    # One dtype, every job a hundredth of its size: eight processes.
+    assert_table(run_script("benchmarks/scaling_floor.py", "--quick", "--rounds", "1",
+                            "--part", "ceiling", "--dtypes", "float32"), 1)
 
 
 def test_idle_pools_script():

@@ -2,6 +2,7 @@
 
     python benchmarks/scaling_floor.py [--rounds 2] [--shapes 0,1,2,3] [--quick]
                                        [--part floor|ceiling|all]
+                                       [--dtypes float32,float64]
 
 A fused loss and gradient reads X once; no pass can be faster than one
 read of X at the machine's memory bandwidth, however many threads it has.
@@ -28,10 +29,13 @@ A second table (part "ceiling") asks what the machine itself gives from 1
 to N threads, per dtype: contender ``fma`` (a fixed number of multiply-adds
 on data each thread keeps in its own L1: nothing shared, nothing read from
 memory, so its 1 -> N is the cores' arithmetic under load, clock included),
-contender ``square_gemm`` (OpenBLAS on 2048 x 2048 operands), and
+contender ``square_gemm`` (OpenBLAS on 2048 x 2048 operands),
 fastsoftmax on 16 rows per thread (784 features, 10 classes): a pass with
 almost no work, whose time is the per-call cost that does not shrink with
-threads. Prints Markdown tables; asserts nothing.
+threads, and fastsoftmax's pass at the MNIST shape (60000, 784, 10): the
+multicore issue's 1 -> N beside what the machine's arithmetic gives.
+``--dtypes`` picks the dtypes of that table; ``--quick`` shrinks every job
+of it too (a hundredth of the work). Prints Markdown tables; asserts nothing.
 """
 
 from __future__ import annotations
@@ -49,14 +53,18 @@ def main(argv: list[str] | None = None) -> None:
     add_shapes_arg(ap)
     ap.add_argument("--quick", action="store_true", help="a hundredth of the rows")
     ap.add_argument("--part", choices=("floor", "ceiling", "all"), default="all")
+    ap.add_argument("--dtypes", default="float32,float64", help="ceiling: the dtypes")
     args = ap.parse_args(argv)
     shapes = shape_indices(ap, args.shapes)
+    dtypes = args.dtypes.split(",")
+    if not set(dtypes) <= {"float32", "float64"}:
+        ap.error("--dtypes: float32, float64 or both, comma-separated")
     cpus = len(os.sched_getaffinity(0))
     env = default_env()
     if args.part in ("floor", "all"):
         floor_part(args, shapes, cpus, env)
     if args.part in ("ceiling", "all"):
-        ceiling_part(args.rounds, cpus, env)
+        ceiling_part(args.rounds, cpus, env, dtypes, args.quick)
 
 
 def floor_part(args, shapes: list[int], cpus: int, env: dict[str, str]) -> None:
@@ -88,24 +96,29 @@ def floor_part(args, shapes: list[int], cpus: int, env: dict[str, str]) -> None:
               f"{t[0] / t[5]:.1f}x | {t[1] / t[5]:.2f} |", flush=True)
 
 
-def ceiling_part(rounds: int, cpus: int, env: dict[str, str]) -> None:
+def ceiling_part(rounds: int, cpus: int, env: dict[str, str], dtypes: list[str],
+                 quick: bool = False) -> None:
     """What the machine scales by itself: L1 arithmetic, a square gemm, a near-empty pass."""
+    scale = 0.01 if quick else 1.0
+    mnist = int(60000 * scale)
     print(f"\nThe machine's own scaling, ms (median of {rounds} interleaved processes, each "
           f"pinned to its thread count; {cpus} CPUs)")
     print(f"| dtype | fma 1 thr | fma {cpus} thr | fma 1 -> {cpus} | square gemm 1 thr | "
           f"square gemm {cpus} thr | gemm 1 -> {cpus} | pass ({16 * cpus}, 784, 10) 1 thr | "
-          f"{cpus} thr |")
-    print("|---|" + "---:|" * 8)
-    for dtype in ("float32", "float64"):
+          f"{cpus} thr | pass ({mnist}, 784, 10) 1 thr | {cpus} thr | pass 1 -> {cpus} |")
+    print("|---|" + "---:|" * 11)
+    for dtype in dtypes:
         jobs = []
-        for contender, m in (("fma", 1), ("square_gemm", 1), ("fastsoftmax", 16 * cpus)):
+        for contender, m in (("fma", 1), ("square_gemm", 1), ("fastsoftmax", 16 * cpus),
+                             ("fastsoftmax", mnist)):
             shape = {"task": "grad", "m": m, "n": 784, "k": 10, "dtype": dtype,
-                     "rounds": 7 if contender != "fastsoftmax" else 51}
+                     "rounds": 51 if m == 16 * cpus else 7, "scale": scale}
             jobs += [(dict(shape, contender=contender, threads=t), env) for t in (1, cpus)]
         t = [_median(r) for r in interleave(jobs, rounds)]
         print(f"| {dtype} | {t[0] * 1e3:.1f} | {t[1] * 1e3:.1f} | **{t[0] / t[1]:.1f}x** | "
               f"{t[2] * 1e3:.1f} | {t[3] * 1e3:.1f} | **{t[2] / t[3]:.1f}x** | "
-              f"{t[4] * 1e3:.3f} | {t[5] * 1e3:.3f} |", flush=True)
+              f"{t[4] * 1e3:.3f} | {t[5] * 1e3:.3f} | {t[6] * 1e3:.1f} | {t[7] * 1e3:.1f} | "
+              f"**{t[6] / t[7]:.1f}x** |", flush=True)
 
 
 if __name__ == "__main__":
