@@ -149,12 +149,24 @@ def _fma(X, n_threads, scale):
     return lambda: multiply_adds(acc, FMA_WIDTH, reps)
 
 
+SQUARE_SIDE = 2048
+
+
+def square_gemm_flops(scale: float = 1.0) -> float:
+    """Floating-point operations of one call of contender ``square_gemm``."""
+    return 2.0 * _square_side(scale) ** 3
+
+
+def _square_side(scale: float) -> int:
+    return max(64, int(SQUARE_SIDE * scale ** (1 / 3)))  # the work goes as side³
+
+
 def _square_gemm(X, n_threads, scale):
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(n_threads, user_api="blas")
     rng = np.random.default_rng(0)
-    side = max(64, int(2048 * scale ** (1 / 3)))  # the work goes as side³
+    side = _square_side(scale)
     A = rng.standard_normal((side, side)).astype(X.dtype)
     B = rng.standard_normal((side, side)).astype(X.dtype)
     C = np.empty_like(A)

@@ -51,6 +51,14 @@ def test_gemm_floor_script():
     assert_table(rows, 1)
 
 
+def test_peers_script():
+    # One tiny cell: every installed peer, the square product at a hundredth.
+    rows = run_script("benchmarks/peers.py", "--quick", "--rounds", "1", "--ks", "10",
+                      "--ns", "20", "--dtypes", "float32", "--work", "2e5")
+    assert_table(rows, 1)
+    assert rows[2].split("|")[-2].strip().endswith("%"), rows
+
+
 def test_scaling_floor_script():
     # One small shape: seven jobs, each in its own process.
     assert_table(run_script("benchmarks/scaling_floor.py", "--quick", "--rounds", "1",

@@ -27,7 +27,8 @@ ROW = re.compile(r"^\| \((\d+), (\d+), (\d+)\) \| (float32|float64) \|(.*)$")
 def read_grid(text: str) -> tuple[list[str], list[dict]]:
     """Return (contenders, cells) from peers.py's table."""
     header = next(line for line in text.splitlines() if line.startswith("| (m, n, k)"))
-    names = [c.strip() for c in header.strip("|").split("|")][2:-2]
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    names = columns[2:columns.index("fastest peer")]
     cells = []
     for line in text.splitlines():
         match = ROW.match(line)
