@@ -78,9 +78,12 @@ def test_idle_pools_script():
 
 def test_strategy_margin_script():
     # Tiny cells, one calibration of one dtype: a truth table and a row per margin.
+    # Two truth passes add the oracle row.
     rows = run_script("benchmarks/strategy_margin.py", "--calibrations", "1", "--rounds", "1",
-                      "--work", "1e5", "--margins", "0.9,1.0", "--dtypes", "float32")
-    assert len(rows) == 2 + 7 + 2 + 2, rows
+                      "--work", "1e5", "--margins", "0.9,1.0", "--dtypes", "float32",
+                      "--truths", "2")
+    assert len(rows) == 2 + 7 + 2 + 2 + 1, rows
+    assert rows[-1].startswith("| oracle |") and " of 98" in rows[-1], rows
 
 
 def test_versions_script():
