@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.pause:
             shape["pause"] = args.pause
         jobs = [(dict(shape, contender=c), env) for c in ("fastsoftmax",) + PEERS]
-        jobs.append((dict(shape, contender="square_gemm", scale=scale), env))
+        # m = 1: the square product takes only the dtype from the job's X
+        jobs.append((dict(shape, contender="square_gemm", scale=scale, m=1), env))
         res, failed = interleave_tolerant(jobs, args.rounds)
         if failed[-1] is not None:
             raise RuntimeError(f"square_gemm: {failed[-1]}")
