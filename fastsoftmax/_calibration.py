@@ -102,6 +102,13 @@ NARROW_WORK = 1 << 26
 _lock = threading.RLock()
 _state = threading.local()
 _wisdom: dict[str, dict] | None = None
+# What strategy() and narrow_block_bytes() found in the wisdom, by their
+# arguments: every call of the function API asks, and finding the cell
+# again took about 15 microseconds. Valid while the wisdom object and the
+# override are the ones in _found_under (a calibration, forget() or another
+# override starts afresh).
+_found: dict[tuple, object] = {}
+_found_under: tuple | None = None
 
 
 def fixed_rule(n_features: int, n_classes: int) -> str:
@@ -220,6 +227,15 @@ def _entry(dtype: str, cell: tuple[int, int]) -> dict | None:
     return None
 
 
+def _found_memo(override: str) -> dict[tuple, object]:
+    """Return the memo of what the current wisdom gave under ``override`` (see :data:`_found`)."""
+    global _found, _found_under
+    wisdom = _load()
+    if _found_under is None or _found_under[0] is not wisdom or _found_under[1] != override:
+        _found, _found_under = {}, (wisdom, override)
+    return _found
+
+
 def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> str:
     """Return the kernel strategy for this host, shape and dtype.
 
@@ -227,16 +243,25 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     else, with ``work`` (m n k) of at least :data:`AUTO_WORK`, that cell is
     timed now (and remembered); else the fixed rule.
     """
-    forced = os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower()
+    override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
+    forced = override.strip().lower()
     if forced in ("rows", "gemm"):
         return forced
     if forced == "fixed" or n_classes > SMALL_K:  # above SMALL_K: GEMM, as _winner decides
         return fixed_rule(n_features, n_classes)
+    memo = _found_memo(override)
+    key = ("strategy", n_features, n_classes, dtype)
+    found = memo.get(key)
+    if found is not None:
+        return found  # type: ignore[return-value]
     name = np.dtype(dtype).name
     cell = grid_cell(n_features, n_classes)
     entry = _known_or_timed(lambda: _entry(name, cell),
                             lambda: calibrate((name,), cells=[cell], blocks=False), work)
-    return entry["winner"] if entry is not None else fixed_rule(n_features, n_classes)
+    if entry is None:
+        return fixed_rule(n_features, n_classes)
+    memo[key] = entry["winner"]
+    return entry["winner"]
 
 
 def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
@@ -247,12 +272,21 @@ def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
     remembered). The "fixed" override (``FASTSOFTMAX_STRATEGY``) always
     gives the default, as it does the fixed strategy rule.
     """
-    if os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower() == "fixed":
+    override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
+    if override.strip().lower() == "fixed":
         return NARROW_BLOCK_BYTES
+    memo = _found_memo(override)
+    key = ("narrow_block_bytes", dtype)
+    found = memo.get(key)
+    if found is not None:
+        return found  # type: ignore[return-value]
     name = np.dtype(dtype).name
     value = _known_or_timed(lambda: _block_bytes(name),
                             lambda: calibrate((name,), cells=[], blocks=True), work)
-    return value if value is not None else NARROW_BLOCK_BYTES
+    if value is None:
+        return NARROW_BLOCK_BYTES
+    memo[key] = value
+    return value
 
 
 def _block_bytes(dtype: str) -> int | None:

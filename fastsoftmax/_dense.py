@@ -47,6 +47,8 @@ from ._launch import (
     aligned_empty,
     aligned_row,
     aligned_rows,
+    call_ended,
+    calls_in_a_loop,
     first_bad,
     launch_work,
     n_chunks,
@@ -224,7 +226,9 @@ class DenseEngine:
     """The dense kernels on one data set, in one strategy ("rows" or "gemm").
 
     ``warm``: the calls come in a solver's loop, back to back, so the
-    parallel kernels pay off from a smaller size (``_launch.SERIAL_WORK_WARM``).
+    parallel kernels pay off from a smaller size (``_launch.SERIAL_WORK_WARM``);
+    so do those of an engine made where the previous calls came in a loop
+    (:func:`fastsoftmax._launch.calls_in_a_loop`).
     ``keep_scratch``: the engine serves one call; its scratch buffers come
     from (and stay in) the calling thread's kept set (:data:`_KEPT_SCRATCH_BYTES`).
     Nothing a method returns is a view of them. ``block_bytes``: the GEMM
@@ -249,7 +253,10 @@ class DenseEngine:
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
         self._scale = self.dtype.type(1.0 / data.total_weight)
         self._work = launch_work(m, n, self.k)
-        self._serial = self._work < (SERIAL_WORK_WARM if warm else SERIAL_WORK)
+        # A call of the function API in the caller's loop counts as warm
+        # (_launch.calls_in_a_loop).
+        self._serial = self._work < (SERIAL_WORK_WARM if warm or calls_in_a_loop()
+                                     else SERIAL_WORK)
         chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
         if block_bytes is None:
             from ._calibration import narrow_block_bytes
@@ -410,6 +417,7 @@ class DenseEngine:
             self._check_rows(bad_row)
             grad = self._to_coef(g)
         value = penalize(float(loss.sum()) / data.total_weight, grad, coef, alpha)
+        call_ended()
         return value, grad, gb.sum(axis=0)[:self.k]
 
     def _check_rows(self, bad_row: np.ndarray) -> None:
@@ -473,6 +481,7 @@ class DenseEngine:
         if out is not None:
             out[...] = HV
             HV = out
+        call_ended()
         return HV, gc.sum(axis=0)[:self.k]
 
     def _hessp_split(self, coef, bias, P, V, cv):

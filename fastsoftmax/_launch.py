@@ -9,6 +9,10 @@ and reduce that report; the thread count itself is set by
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+
 import numpy as np
 
 # Below this much work (:func:`launch_work`) a kernel call runs without a
@@ -21,6 +25,46 @@ SERIAL_WORK = 1 << 24
 # of a few hundred thousand multiply-adds already gains from a second thread
 # (BENCHMARKS.md, "small problems").
 SERIAL_WORK_WARM = 1 << 18
+
+
+# A caller's kernel calls that follow one another, each starting within
+# LOOP_GAP_S of the previous one's end, LOOP_CALLS in a row, come from a
+# loop (an optimiser of the caller's own driving loss_and_grad, say): from
+# then on they take SERIAL_WORK_WARM, as a solver's calls do. The OpenMP
+# workers sleep once they have waited a few milliseconds for work, and on
+# the 2-vCPU KVM guests measured the first region after the process idled
+# 20 ms or more cost 4-10 ms (their wake-up), where after 0.1-5 ms, idle
+# or busy, a 2-thread call of a few hundred microseconds stayed 1.2-2.2x
+# faster than one thread (after 20 ms busy: as fast; BENCHMARKS.md,
+# "Sixteenth session"). The count keeps a lone pair of calls after an idle
+# spell from paying that wake-up for one call's gain.
+LOOP_GAP_S = 0.005
+LOOP_CALLS = 3
+
+
+class _Calls(threading.local):
+    """The recent kernel calls of one Python thread (OpenMP keeps a team per calling thread)."""
+
+    last_end = -math.inf
+    streak = 0
+
+
+_calls = _Calls()
+
+
+def calls_in_a_loop() -> bool:
+    """Count a new kernel call on this thread; return whether it comes in a loop.
+
+    :data:`LOOP_CALLS` calls in a row, each within :data:`LOOP_GAP_S` of the last one's end.
+    """
+    calls = _calls
+    calls.streak = calls.streak + 1 if time.perf_counter() - calls.last_end < LOOP_GAP_S else 0
+    return calls.streak >= LOOP_CALLS - 1
+
+
+def call_ended() -> None:
+    """Note that a kernel call on this thread has just ended (:func:`calls_in_a_loop`)."""
+    _calls.last_end = time.perf_counter()
 
 
 def launch_work(m: int, n: int, k: int) -> int:

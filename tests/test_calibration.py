@@ -194,3 +194,35 @@ def test_a_large_problem_on_narrow_blocks_times_them_once(fresh, monkeypatch):
     assert eng._rows == min(gemm_block_rows(20, 4, 100, 600, chosen), 600)
     engine(20, 100, "gemm")
     assert timed == ["float32"]
+
+
+def test_what_the_wisdom_gave_is_remembered_until_it_changes(fresh, monkeypatch):
+    """Every call of the function API asks for its strategy and block budget:
+    an answer found in the wisdom is kept, and asked again once the wisdom
+    (a calibration, forget(), another object) or the override changes."""
+    cal.calibrate(("float64",), cells=[(16, 3)], blocks=True)
+    entries = []
+    entry = cal._entry
+    monkeypatch.setattr(cal, "_entry", lambda *a: entries.append(a) or entry(*a))
+    f64 = np.dtype(np.float64)
+    winner = cal._load()["float64"]["cells"]["16,3"]["winner"]
+    assert [cal.strategy(16, 3, f64) for _ in range(3)] == [winner] * 3
+    assert len(entries) == 1
+    budget = cal.narrow_block_bytes(f64)
+    other = "gemm" if winner == "rows" else "rows"
+    wisdom = {"float64": {"cells": {"16,3": {"winner": other}},
+                          "narrow_block_bytes": budget * 2}}
+    monkeypatch.setattr(cal, "_wisdom", wisdom)
+    assert cal.strategy(16, 3, f64) == other and len(entries) == 2
+    assert cal.narrow_block_bytes(f64) == budget * 2
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", winner)
+    assert cal.strategy(16, 3, f64) == winner
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
+    assert cal.narrow_block_bytes(f64) == cal.NARROW_BLOCK_BYTES
+    monkeypatch.delenv("FASTSOFTMAX_STRATEGY")
+    assert cal.strategy(16, 3, f64) == other and cal.narrow_block_bytes(f64) == budget * 2
+    cal.forget()  # the file again
+    assert cal.strategy(16, 3, f64) == winner and cal.narrow_block_bytes(f64) == budget
+    # A cell without wisdom is not remembered: a large problem still times it.
+    assert cal.strategy(784, 10, f64, work=0) == cal.fixed_rule(784, 10)
+    assert ("strategy", 784, 10, f64) not in cal._found

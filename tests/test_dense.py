@@ -47,6 +47,17 @@ MODES = ("cached", "recompute")
 KERNELS = ("rows", "gemm", "gemm_t")
 
 
+def _launch_mode(monkeypatch, mode):
+    """Force one chunk without a parallel region ("serial") or the prange kernels ("parallel").
+
+    Both thresholds: calls that come in a loop (as these tests' do) take
+    the solvers' (_launch.calls_in_a_loop).
+    """
+    big = 1 << 40 if mode == "serial" else 0
+    monkeypatch.setattr(_dense, "SERIAL_WORK", big)
+    monkeypatch.setattr(_dense, "SERIAL_WORK_WARM", big)
+
+
 def _force(kernel, monkeypatch):
     """Make the GEMM strategy take ``kernel``'s gradient kernel; return its strategy."""
     if kernel == "gemm":
@@ -73,7 +84,7 @@ def _objective_for(X, y, sw, k, strategy, soft):
 @pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
 def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, monkeypatch):
     strategy = _force(kernel, monkeypatch)
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    _launch_mode(monkeypatch, mode)
     soft = variant in ("soft", "all")
     weights = variant in ("weights", "all")
     alpha = 0.3 if variant in ("alpha", "all") else 0.0
@@ -112,7 +123,7 @@ def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch)
     from fastsoftmax._data import make_dataset
     from fastsoftmax._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    _launch_mode(monkeypatch, mode)
     soft = weights = variant == "all"
     X, y, W, b, sw = make_problem(rng, 203, n, k, np.float64, weights=weights, soft=soft)
     labels = None if soft else y
@@ -157,7 +168,7 @@ def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, dt, monkeyp
     of four, 149 in the last block of fewer than four rows; in two chunks
     of 75, 133 is in a transposed block and 145 in an eight-row one."""
     strategy = _force(kernel, monkeypatch)
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if mode == "serial" else 0)
+    _launch_mode(monkeypatch, mode)
     rng = np.random.default_rng(1)
     X = rng.standard_normal((150, 50)).astype(dt)
     X[row, 11] = bad
@@ -565,7 +576,7 @@ def assert_hessp_close(H, X, y, W, b, V, c, alpha, sw):
 @pytest.fixture(params=["serial", "parallel"])
 def launch(request, monkeypatch):
     """One chunk without a parallel region, or the prange kernels."""
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 1 << 40 if request.param == "serial" else 0)
+    _launch_mode(monkeypatch, request.param)
     return request.param
 
 
@@ -795,3 +806,31 @@ def test_nonfinite_logits_are_reported(strategy):
     W = np.full((2, 3), 1e200)
     with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite at row 0"):
         product(X, np.zeros(5, dtype=np.int64), W, None, None, 0.0, strategy=strategy)
+
+
+def test_function_api_calls_in_a_loop_take_the_solvers_threshold(rng, monkeypatch):
+    """Calls of loss_and_grad that follow one another (each within
+    _launch.LOOP_GAP_S of the last one's end) run as one chunk for the first
+    LOOP_CALLS - 1, then as the parallel kernel above SERIAL_WORK_WARM;
+    a longer gap ends the loop. The results do not depend on it."""
+    import math
+
+    from fastsoftmax import _launch
+
+    m, n, k = 2000, 100, 10
+    assert _dense.SERIAL_WORK_WARM <= _launch.launch_work(m, n, k) < _dense.SERIAL_WORK
+    X, y, W, b, _ = make_problem(rng, m, n, k, np.float64)
+    one_chunk = []
+    run = _dense.run_one_chunk
+    monkeypatch.setattr(_dense, "run_one_chunk",
+                        lambda *a, **kw: one_chunk.append(1) or run(*a, **kw))
+    monkeypatch.setattr(_launch._calls, "last_end", -math.inf)
+    monkeypatch.setattr(_launch, "LOOP_GAP_S", 1e9)  # every call follows "at once"
+    results = [fs.loss_and_grad(X, y, W, b, alpha=0.1, n_threads=2) for _ in range(5)]
+    assert len(one_chunk) == _launch.LOOP_CALLS - 1
+    for got in results[1:]:
+        for g, w in zip(got, results[0], strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    monkeypatch.setattr(_launch, "LOOP_GAP_S", -1.0)  # every call after a long gap
+    fs.loss_and_grad(X, y, W, b, alpha=0.1, n_threads=2)
+    assert len(one_chunk) == _launch.LOOP_CALLS
