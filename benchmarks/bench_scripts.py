@@ -34,6 +34,12 @@ def test_end_to_end_script():
     assert len(rows) - 2 >= 7
 
 
+def test_call_gaps_script():
+    # One shape: a row per gap and kind (none; 1 ms idle and busy) and the burst.
+    assert_table(run_script("benchmarks/call_gaps.py", "--quick", "--rounds", "1",
+                            "--gaps", "0,1"), 4)
+
+
 def test_hot_cold_script():
     assert_table(run_script("benchmarks/hot_cold.py", "--rounds", "1"), 4)
 

@@ -28,25 +28,30 @@ SERIAL_WORK_WARM = 1 << 18
 
 
 # A caller's kernel calls that follow one another, each starting within
-# LOOP_GAP_S of the previous one's end, LOOP_CALLS in a row, come from a
-# loop (an optimiser of the caller's own driving loss_and_grad, say): from
-# then on they take SERIAL_WORK_WARM, as a solver's calls do. The OpenMP
-# workers sleep once they have waited a few milliseconds for work, and on
-# the 2-vCPU KVM guests measured the first region after the process idled
-# 20 ms or more cost 4-10 ms (their wake-up), where after 0.1-5 ms, idle
-# or busy, a 2-thread call of a few hundred microseconds stayed 1.2-2.2x
-# faster than one thread (after 20 ms busy: as fast; BENCHMARKS.md,
-# "Sixteenth session"). The count keeps a lone pair of calls after an idle
-# spell from paying that wake-up for one call's gain.
+# LOOP_GAP_S of the previous one's end, come from a loop (an optimiser of
+# the caller's own driving loss_and_grad, say): once such a run of calls
+# has lasted LOOP_SPAN_S, its calls take SERIAL_WORK_WARM, as a solver's
+# do. The OpenMP workers sleep once they have waited a few milliseconds for
+# work, and waking them is what a first parallel call pays: on the 2-vCPU
+# KVM guests measured, 4-16 ms after 20 ms or more idle, where a call of a
+# few hundred microseconds gains 100-200 microseconds on two threads
+# (after gaps of up to 1 ms, idle or busy, 1.45-2x faster than one thread;
+# after 5 ms, 1.0-1.5x). Ten calls after an idle spell, taken in parallel
+# from their fourth, cost 2.3-4.3x the time of ten on one thread
+# (BENCHMARKS.md, "Sixteenth session"). So, as in renting before buying,
+# a loop first spends about what one wake-up costs on one thread; a loop
+# longer than that pays the wake-up once at most twice over, and a short
+# burst never pays it.
 LOOP_GAP_S = 0.005
-LOOP_CALLS = 3
+LOOP_SPAN_S = 0.01
+_clock = time.perf_counter
 
 
 class _Calls(threading.local):
     """The recent kernel calls of one Python thread (OpenMP keeps a team per calling thread)."""
 
     last_end = -math.inf
-    streak = 0
+    loop_start = 0.0
 
 
 _calls = _Calls()
@@ -55,16 +60,19 @@ _calls = _Calls()
 def calls_in_a_loop() -> bool:
     """Count a new kernel call on this thread; return whether it comes in a loop.
 
-    :data:`LOOP_CALLS` calls in a row, each within :data:`LOOP_GAP_S` of the last one's end.
+    A loop: calls each within :data:`LOOP_GAP_S` of the last one's end, for
+    :data:`LOOP_SPAN_S` so far.
     """
+    now = _clock()
     calls = _calls
-    calls.streak = calls.streak + 1 if time.perf_counter() - calls.last_end < LOOP_GAP_S else 0
-    return calls.streak >= LOOP_CALLS - 1
+    if now - calls.last_end >= LOOP_GAP_S:
+        calls.loop_start = now
+    return now - calls.loop_start >= LOOP_SPAN_S
 
 
 def call_ended() -> None:
     """Note that a kernel call on this thread has just ended (:func:`calls_in_a_loop`)."""
-    _calls.last_end = time.perf_counter()
+    _calls.last_end = _clock()
 
 
 def launch_work(m: int, n: int, k: int) -> int:

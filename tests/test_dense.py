@@ -810,9 +810,10 @@ def test_nonfinite_logits_are_reported(strategy):
 
 def test_function_api_calls_in_a_loop_take_the_solvers_threshold(rng, monkeypatch):
     """Calls of loss_and_grad that follow one another (each within
-    _launch.LOOP_GAP_S of the last one's end) run as one chunk for the first
-    LOOP_CALLS - 1, then as the parallel kernel above SERIAL_WORK_WARM;
-    a longer gap ends the loop. The results do not depend on it."""
+    _launch.LOOP_GAP_S of the last one's end) run as one chunk until the
+    run of calls has lasted LOOP_SPAN_S, then as the parallel kernel above
+    SERIAL_WORK_WARM; a longer gap starts a new run. The results do not
+    depend on it. The clock is the test's: no call takes any time on it."""
     import math
 
     from fastsoftmax import _launch
@@ -824,13 +825,24 @@ def test_function_api_calls_in_a_loop_take_the_solvers_threshold(rng, monkeypatc
     run = _dense.run_one_chunk
     monkeypatch.setattr(_dense, "run_one_chunk",
                         lambda *a, **kw: one_chunk.append(1) or run(*a, **kw))
+    now = [1000.0]
+    monkeypatch.setattr(_launch, "_clock", lambda: now[0])
     monkeypatch.setattr(_launch._calls, "last_end", -math.inf)
-    monkeypatch.setattr(_launch, "LOOP_GAP_S", 1e9)  # every call follows "at once"
-    results = [fs.loss_and_grad(X, y, W, b, alpha=0.1, n_threads=2) for _ in range(5)]
-    assert len(one_chunk) == _launch.LOOP_CALLS - 1
+    gap, span = _launch.LOOP_GAP_S, _launch.LOOP_SPAN_S
+    step = 0.8 * gap
+    results, chunked = [], []
+    calls = int(span / step) + 3
+    for _ in range(calls):
+        results.append(fs.loss_and_grad(X, y, W, b, alpha=0.1, n_threads=2))
+        chunked.append(len(one_chunk))
+        now[0] += step
+    # one chunk while the run is younger than LOOP_SPAN_S, then parallel
+    in_loop = [i * step >= span for i in range(calls)]
+    assert 0 < in_loop.count(False) < calls
+    assert list(np.diff([0, *chunked])) == [int(not x) for x in in_loop]
     for got in results[1:]:
         for g, w in zip(got, results[0], strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
-    monkeypatch.setattr(_launch, "LOOP_GAP_S", -1.0)  # every call after a long gap
+    now[0] += 1.5 * gap  # a longer gap: a new run, one chunk again
     fs.loss_and_grad(X, y, W, b, alpha=0.1, n_threads=2)
-    assert len(one_chunk) == _launch.LOOP_CALLS
+    assert len(one_chunk) == chunked[-1] + 1
