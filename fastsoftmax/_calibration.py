@@ -81,7 +81,7 @@ OUTLIER = 2.5
 # has no wisdom for it yet.
 AUTO_WORK = 1 << 30
 # The layout of the wisdom file, in its name: another layout is not read.
-WISDOM_FORMAT = 2
+WISDOM_FORMAT = 3
 
 # The GEMM strategy's blocks for narrow rows of many classes hold as many
 # rows as fit this many bytes of X and logits (``_dense.gemm_block_rows``).
@@ -90,10 +90,16 @@ WISDOM_FORMAT = 2
 # and at 64-128 KiB in float64, with up to 1.4x between block sizes a
 # power of two apart on one shape (BENCHMARKS.md, "Tenth session"). A calibration
 # times the candidates on NARROW_SHAPES (n, k) and keeps the one of least
-# total time relative to each shape's fastest.
+# total time relative to each shape's fastest. Candidates that give a
+# shape the same block rows share one timing: timed apart, the same
+# blocks differed by up to 19 % between two candidates (their noise), and
+# that decided a calibration. (20, 1000) was a shape here until then: at
+# 4 KB a row every candidate gives it the 32-row minimum, so it only ever
+# added noise; (100, 100), a cell of the peers grid, replaced it
+# (BENCHMARKS.md, "Sixteenth session").
 NARROW_BLOCK_BYTES = 1 << 16
 NARROW_CANDIDATES = (1 << 15, 1 << 16, 1 << 17)
-NARROW_SHAPES = ((20, 1000), (50, 200), (64, 64))
+NARROW_SHAPES = ((100, 100), (50, 200), (64, 64))
 # Multiply-adds per timed call there: these kernels are fast, and at
 # CELL_WORK a call took about a millisecond, mostly its fixed costs.
 NARROW_WORK = 1 << 26
@@ -318,17 +324,21 @@ def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]
         b = np.zeros(k, dtype)
         engines = {c: DenseEngine(data, "gemm", warm=True, block_bytes=c)
                    for c in NARROW_CANDIDATES}
+        # One engine per distinct block size (see NARROW_SHAPES).
+        distinct = {}
         for eng in engines.values():
+            distinct.setdefault(eng._rows, eng)
+        for eng in distinct.values():
             for _ in range(WARMUP_CALLS):
                 eng.gradient(coef, b)
-        best = {c: float("inf") for c in NARROW_CANDIDATES}
+        best = {rows: float("inf") for rows in distinct}
         for _ in range(ROUNDS):
-            for c, eng in engines.items():
+            for rows, eng in distinct.items():
                 t0 = time.perf_counter()
                 eng.gradient(coef, b)
-                best[c] = min(best[c], time.perf_counter() - t0)
-        for c in NARROW_CANDIDATES:
-            times[c].append(best[c])
+                best[rows] = min(best[rows], time.perf_counter() - t0)
+        for c, eng in engines.items():
+            times[c].append(best[eng._rows])
     return times
 
 

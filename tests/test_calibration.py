@@ -226,3 +226,18 @@ def test_what_the_wisdom_gave_is_remembered_until_it_changes(fresh, monkeypatch)
     # A cell without wisdom is not remembered: a large problem still times it.
     assert cal.strategy(784, 10, f64, work=0) == cal.fixed_rule(784, 10)
     assert ("strategy", 784, 10, f64) not in cal._found
+
+
+def test_candidates_of_the_same_blocks_share_one_timing(fresh, monkeypatch):
+    """At 4 KB a row every candidate budget gives (20, 1000) the 32-row
+    minimum: one timing serves them all, so that noise between identical
+    blocks cannot decide the calibration."""
+    from fastsoftmax._dense import gemm_block_rows
+
+    monkeypatch.setattr(cal, "NARROW_SHAPES", ((20, 1000), (20, 100)))
+    assert len({gemm_block_rows(20, 8, 1000, 1 << 20, c) for c in cal.NARROW_CANDIDATES}) == 1
+    assert len({gemm_block_rows(20, 8, 100, 1 << 20, c) for c in cal.NARROW_CANDIDATES}) == 3
+    table = cal.calibrate(("float64",), cells=[], blocks=True)["float64"]
+    first = {c: t[0] for c, t in table["narrow_s"].items()}
+    assert len(set(first.values())) == 1 and all(t > 0 for t in first.values())
+    assert table["narrow_block_bytes"] in cal.NARROW_CANDIDATES
