@@ -40,6 +40,10 @@ def test_call_gaps_script():
                             "--gaps", "0,1"), 4)
 
 
+def test_narrow_blocks_script():
+    assert_table(run_script("benchmarks/narrow_blocks.py", "--quick", "--rounds", "1"), 2)
+
+
 def test_hot_cold_script():
     assert_table(run_script("benchmarks/hot_cold.py", "--rounds", "1"), 4)
 
