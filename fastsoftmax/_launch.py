@@ -33,15 +33,16 @@ SERIAL_WORK_WARM = 1 << 18
 # has lasted LOOP_SPAN_S, its calls take SERIAL_WORK_WARM, as a solver's
 # do. The OpenMP workers sleep once they have waited a few milliseconds for
 # work, and waking them is what a first parallel call pays: on the 2-vCPU
-# KVM guests measured, 4-16 ms after 20 ms or more idle, where a call of a
-# few hundred microseconds gains 100-200 microseconds on two threads
-# (after gaps of up to 1 ms, idle or busy, 1.45-2x faster than one thread;
-# after 5 ms, 1.0-1.5x). Ten calls after an idle spell, taken in parallel
-# from their fourth, cost 2.3-4.3x the time of ten on one thread
-# (BENCHMARKS.md, "Sixteenth session"). So, as in renting before buying,
-# a loop first spends about what one wake-up costs on one thread; a loop
-# longer than that pays the wake-up once at most twice over, and a short
-# burst never pays it.
+# KVM guest measured, calls after 20 ms idle took 8-16 ms on two threads
+# against 0.7-1.3 ms on one, where calls of a few hundred microseconds
+# after gaps of up to 1 ms, idle or busy, took 1.3-1.8x as long on one
+# thread as on two (after 5 ms gaps, 1.1-1.5x). Ten calls after an idle
+# spell, taken in parallel from their third, cost 2.3-4.4x the time of ten
+# on one thread (BENCHMARKS.md, "Sixteenth session"). So, as in renting
+# before buying, a run of calls first spends on one thread about what a
+# wake-up costs: a long loop then pays at most about twice what the better
+# choice in hindsight would have, and a short burst never wakes the
+# workers.
 LOOP_GAP_S = 0.005
 LOOP_SPAN_S = 0.01
 _clock = time.perf_counter
