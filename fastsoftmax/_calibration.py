@@ -233,13 +233,22 @@ def _entry(dtype: str, cell: tuple[int, int]) -> dict | None:
     return None
 
 
-def _found_memo(override: str) -> dict[tuple, object]:
-    """Return the memo of what the current wisdom gave under ``override`` (see :data:`_found`)."""
+def _remembered(override: str, key: tuple, find):
+    """Return what ``find()`` gave for ``key`` under the current wisdom and ``override``.
+
+    A value found (not None) is kept in :data:`_found` until the wisdom
+    object or the override changes.
+    """
     global _found, _found_under
     wisdom = _load()
     if _found_under is None or _found_under[0] is not wisdom or _found_under[1] != override:
         _found, _found_under = {}, (wisdom, override)
-    return _found
+    value = _found.get(key)
+    if value is None:
+        value = find()
+        if value is not None:
+            _found[key] = value
+    return value
 
 
 def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> str:
@@ -255,19 +264,16 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
         return forced
     if forced == "fixed" or n_classes > SMALL_K:  # above SMALL_K: GEMM, as _winner decides
         return fixed_rule(n_features, n_classes)
-    memo = _found_memo(override)
-    key = ("strategy", n_features, n_classes, dtype)
-    found = memo.get(key)
-    if found is not None:
-        return found  # type: ignore[return-value]
-    name = np.dtype(dtype).name
-    cell = grid_cell(n_features, n_classes)
-    entry = _known_or_timed(lambda: _entry(name, cell),
-                            lambda: calibrate((name,), cells=[cell], blocks=False), work)
-    if entry is None:
-        return fixed_rule(n_features, n_classes)
-    memo[key] = entry["winner"]
-    return entry["winner"]
+
+    def find() -> str | None:
+        name = np.dtype(dtype).name
+        cell = grid_cell(n_features, n_classes)
+        entry = _known_or_timed(lambda: _entry(name, cell),
+                                lambda: calibrate((name,), cells=[cell], blocks=False), work)
+        return None if entry is None else entry["winner"]
+
+    winner = _remembered(override, ("strategy", n_features, n_classes, dtype), find)
+    return winner if winner is not None else fixed_rule(n_features, n_classes)
 
 
 def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
@@ -281,18 +287,14 @@ def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
     override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
     if override.strip().lower() == "fixed":
         return NARROW_BLOCK_BYTES
-    memo = _found_memo(override)
-    key = ("narrow_block_bytes", dtype)
-    found = memo.get(key)
-    if found is not None:
-        return found  # type: ignore[return-value]
-    name = np.dtype(dtype).name
-    value = _known_or_timed(lambda: _block_bytes(name),
-                            lambda: calibrate((name,), cells=[], blocks=True), work)
-    if value is None:
-        return NARROW_BLOCK_BYTES
-    memo[key] = value
-    return value
+
+    def find() -> int | None:
+        name = np.dtype(dtype).name
+        return _known_or_timed(lambda: _block_bytes(name),
+                               lambda: calibrate((name,), cells=[], blocks=True), work)
+
+    value = _remembered(override, ("narrow_block_bytes", dtype), find)
+    return value if value is not None else NARROW_BLOCK_BYTES
 
 
 def _block_bytes(dtype: str) -> int | None:
@@ -325,7 +327,7 @@ def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]
         engines = {c: DenseEngine(data, "gemm", warm=True, block_bytes=c)
                    for c in NARROW_CANDIDATES}
         # One engine per distinct block size (see NARROW_SHAPES).
-        distinct = {}
+        distinct: dict[int, DenseEngine] = {}
         for eng in engines.values():
             distinct.setdefault(eng._rows, eng)
         for eng in distinct.values():
