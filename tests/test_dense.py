@@ -146,6 +146,32 @@ def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch)
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n,k", [(210, 3), (300, 30)])
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+def test_rows_kernels_reading_ahead(dt, n, k, mode, rng, monkeypatch):
+    """X of long rows beyond _common.TOUCH_X_BYTES: the rows kernels read
+    each block of rows in order before their tiles do (_common._touch), in
+    the float32 blocks of transposed logits (k <= 24; n = 210 takes the
+    eight-row logits) and in the four-row loop; an odd number of rows
+    leaves a partial block at each chunk's end. Gradient and Hessian
+    products (P cached and recomputed) against the reference."""
+    from fastsoftmax._kernels._common import TOUCH_ROW_BYTES, TOUCH_X_BYTES, _touches
+
+    _launch_mode(monkeypatch, mode)
+    itemsize = np.dtype(dt).itemsize
+    m = TOUCH_X_BYTES // (n * itemsize) + 37
+    X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=True)
+    assert n * itemsize >= TOUCH_ROW_BYTES and _touches(X)
+    got = _objective_for(X, y, sw, k, "rows", False)(W, b, 0.1)
+    assert_close(got, truth(X, y, W, b, alpha=0.1, sample_weight=sw), dt)
+    V = rng.standard_normal(W.shape).astype(dt)
+    c = rng.standard_normal(k).astype(dt)
+    for hmode in MODES:
+        H = product(X, y, W, b, sw, 0.1, n_threads=2, strategy="rows", mode=hmode)
+        assert_hessp_close(H, X, y, W, b, V, c, 0.1, sw)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", [(2000, 160, 10), (2000, 20, 10), (3000, 50, 60)])
 def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
     m, n, k = shape

@@ -62,6 +62,9 @@ from ._common import (
     _max_finite,
     _max_finite_lanes,
     _max_lanes,
+    _touch,
+    _touch_rows,
+    _touches,
 )
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4, _logits8
@@ -400,8 +403,8 @@ ERROR_T_MAX_K = 24
 
 
 def rows_scratch_length(k: int) -> int:
-    """Entries of one chunk's scratch for the rows kernel: z8 (8, k), Zᵀ (k, R), two of R."""
-    return (8 + ERROR_T_ROWS) * k + 2 * ERROR_T_ROWS
+    """Entries of one chunk's scratch for the rows kernel: z8 (8, k), Zᵀ (k, R), two of R, one."""
+    return (8 + ERROR_T_ROWS) * k + 2 * ERROR_T_ROWS + 1
 
 
 @njit(**JIT)
@@ -440,8 +443,13 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     acc = 0.0
     store = P.shape[0] != 0
     eight = _eight_rows(X, k)
+    touch = _touches(X)
+    touched = X.dtype.type(0)
+    ahead_rows = _touch_rows(X)
     i = start
     while X.itemsize == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
+        if touch:
+            touched += _touch(X, i, i + R)
         h = 0
         while h < R:
             if eight:
@@ -469,7 +477,11 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             r0 = i + h
             _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z4, G)
         i += R
+    ahead = i
     while i + 4 <= stop:
+        if touch and i >= ahead:
+            ahead = min(stop, i + ahead_rows)
+            touched += _touch(X, i, ahead)
         if eight and i + 8 <= stop:
             _logits8(X, i, Wt, b, z8)
             nb = 8
@@ -508,6 +520,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             for q in range(r):
                 _accumulate1(X[i + q], z4[q], G)
     loss[c] = acc
+    flat[(8 + R) * k + 2 * R] = touched  # keeps the reads ahead (_common._touch)
 
 
 @njit(**PJIT)

@@ -54,7 +54,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._blas import _gemm_into
-from ._common import _chunk, _softmax_inplace, _zero1, _zero2
+from ._common import _chunk, _softmax_inplace, _touch, _touch_rows, _touches, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4, _logits8
 from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
@@ -114,8 +114,15 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     p8 = scratch[c, :8]
     u8 = scratch[c, 8:16]
     eight = _eight_rows(X, Wt.shape[0])
+    touch = _touches(X)
+    touched = X.dtype.type(0)
+    ahead_rows = _touch_rows(X)
     i = start
+    ahead = i
     while i + 4 <= stop:
+        if touch and i >= ahead:
+            ahead = min(stop, i + ahead_rows)
+            touched += _touch(X, i, ahead)
         if eight and i + 8 <= stop:
             if not cached:
                 _logits8(X, i, Wt, b, p8)
@@ -151,6 +158,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         _row_hvp(p, u, _row_weight(i, sw, weighted, scale), gcc)
         _accumulate1(x, u, Gc)
         i += 1
+    scratch[c, 15, 0] = touched  # keeps the reads ahead (_common._touch)
 
 
 @njit(**PJIT)
