@@ -336,17 +336,23 @@ def _softmax_inplace(z):
     _softmax_row(z, mx, z)
 
 
-# Reading X ahead of the register tiles. The tiles read four or eight rows
-# side by side: short interleaved streams, which the hardware prefetcher
-# follows badly, so a tile that reads its rows from memory waits for each
-# line (on Zen 4, one thread, n = 300 float32, k = 3: 130 ns a row against
-# 31 ns from cache). The same rows read first in order, one sequential
-# stream, arrive at the memory's rate, and the tiles then read them from
-# L1/L2. Only rows long enough for the streams to matter (TOUCH_ROW_BYTES),
-# and only where X does not stay in the caches between calls
-# (TOUCH_X_BYTES): there the extra pass over cached rows costs more than it
-# saves. BENCHMARKS.md, "Seventeenth session".
-TOUCH_ROW_BYTES = 800
+# Reading X ahead of the register tiles (the rows kernels of the gradient
+# and of the Hessian products). The tiles read four or eight consecutive
+# rows side by side: short interleaved streams, which the hardware
+# prefetcher follows badly, so tiles that read their rows from memory wait
+# for line after line. Read first in order, one sequential stream per
+# block, the same rows arrive at the memory's rate, and the tiles then find
+# them in L1/L2: the pass costs the stream plus the in-cache arithmetic,
+# less than the two interleaved. Only for rows of TOUCH_ROW_BYTES or more
+# (shorter rows gained nothing) and X of TOUCH_X_BYTES or more (a smaller X
+# stays in the caches between calls, and the extra pass over cached rows
+# costs more than it saves); a block read ahead stays within TOUCH_BYTES,
+# so that it is still in L2 when the tiles come. Not for the GEMM
+# strategy (BLAS packs its blocks itself; reading them ahead gained
+# nothing) nor for SGD's batches of random rows (there one row at a time
+# in order keeps fewer lines in flight than the tiles' four, and the epoch
+# ran slower). BENCHMARKS.md, "Seventeenth session".
+TOUCH_ROW_BYTES = 400
 TOUCH_X_BYTES = 1 << 24
 TOUCH_BYTES = 1 << 18
 TOUCH_MAX_ROWS = 64
