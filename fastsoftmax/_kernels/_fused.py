@@ -444,12 +444,15 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     store = P.shape[0] != 0
     eight = _eight_rows(X, k)
     touch = _touches(X)
-    touched = X.dtype.type(0)
     ahead_rows = _touch_rows(X)
+    # What the reads ahead (_common._touch) sum up, kept in memory (their
+    # loads stay), not in a register through the whole chunk.
+    touched = flat[(8 + R) * k + 2 * R:(8 + R) * k + 2 * R + 1]
+    touched[0] = 0
     i = start
     while X.itemsize == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
         if touch:
-            touched += _touch(X, i, i + R)
+            touched[0] += _touch(X, i, i + R)
         h = 0
         while h < R:
             if eight:
@@ -481,7 +484,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     while i + 4 <= stop:
         if touch and i >= ahead:
             ahead = min(stop, i + ahead_rows)
-            touched += _touch(X, i, ahead)
+            touched[0] += _touch(X, i, ahead)
         if eight and i + 8 <= stop:
             _logits8(X, i, Wt, b, z8)
             nb = 8
@@ -520,7 +523,6 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             for q in range(r):
                 _accumulate1(X[i + q], z4[q], G)
     loss[c] = acc
-    flat[(8 + R) * k + 2 * R] = touched  # keeps the reads ahead (_common._touch)
 
 
 @njit(**PJIT)
