@@ -344,7 +344,7 @@ def _softmax_inplace(z):
 # block, the same rows arrive at the memory's rate, and the tiles then find
 # them in L1/L2: the pass costs the stream plus the in-cache arithmetic,
 # less than the two interleaved. Only for rows of TOUCH_ROW_BYTES or more
-# (shorter rows gained nothing) and X of TOUCH_X_BYTES or more (a smaller X
+# (at 400 bytes the gain did not hold from run to run) and X of TOUCH_X_BYTES or more (a smaller X
 # stays in the caches between calls, and the extra pass over cached rows
 # costs more than it saves); a block read ahead stays within TOUCH_BYTES,
 # so that it is still in L2 when the tiles come. Not for the GEMM
@@ -352,7 +352,7 @@ def _softmax_inplace(z):
 # nothing) nor for SGD's batches of random rows (there one row at a time
 # in order keeps fewer lines in flight than the tiles' four, and the epoch
 # ran slower). BENCHMARKS.md, "Seventeenth session".
-TOUCH_ROW_BYTES = 400
+TOUCH_ROW_BYTES = 800
 TOUCH_X_BYTES = 1 << 24
 TOUCH_BYTES = 1 << 18
 TOUCH_MAX_ROWS = 64
