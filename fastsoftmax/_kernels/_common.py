@@ -344,14 +344,16 @@ def _softmax_inplace(z):
 # block, the same rows arrive at the memory's rate, and the tiles then find
 # them in L1/L2: the pass costs the stream plus the in-cache arithmetic,
 # less than the two interleaved. Only for rows of TOUCH_ROW_BYTES or more
-# (at 400 bytes the gain did not hold from run to run) and X of TOUCH_X_BYTES or more (a smaller X
-# stays in the caches between calls, and the extra pass over cached rows
-# costs more than it saves); a block read ahead stays within TOUCH_BYTES,
-# so that it is still in L2 when the tiles come. Not for the GEMM
-# strategy (BLAS packs its blocks itself; reading them ahead gained
-# nothing) nor for SGD's batches of random rows (there one row at a time
-# in order keeps fewer lines in flight than the tiles' four, and the epoch
-# ran slower). BENCHMARKS.md, "Seventeenth session".
+# (at 400 bytes the gain did not hold from run to run) and X of
+# TOUCH_X_BYTES or more (a smaller X stays in the caches between calls,
+# where the extra pass costs more than it saves); a block read ahead stays
+# within TOUCH_BYTES, so that it is still in L2 when the tiles come. Not
+# for the GEMM strategy (BLAS packs its blocks itself; reading them ahead
+# gained nothing) nor for SGD's batches of random rows (read in order one
+# row at a time, fewer lines are in flight than under the tiles' four, and
+# the epoch ran slower). A software prefetch (llvm.prefetch) of the next
+# rows instead of the reads was slower still. BENCHMARKS.md, "Seventeenth
+# session".
 TOUCH_ROW_BYTES = 800
 TOUCH_X_BYTES = 1 << 24
 TOUCH_BYTES = 1 << 18
