@@ -147,12 +147,12 @@ def _kernels_digest() -> str:
 
     The wisdom, which records which strategy was faster, is only as good
     as the kernels it timed (block sizes, padding), so it is keyed by their
-    source: every kernel file, since a kernel inlines helpers from the
-    others.
+    source: every kernel file (the digest that also keys their compiled
+    code, :mod:`._kernels._cache`), and the launches' block sizes.
     """
-    digest = hashlib.sha256()
-    for path in sorted((Path(__file__).parent / "_kernels").glob("*.py")):
-        digest.update(path.read_bytes())
+    from ._kernels._cache import kernels_digest
+
+    digest = hashlib.sha256(kernels_digest().encode())
     digest.update((Path(__file__).parent / "_dense.py").read_bytes())
     return digest.hexdigest()[:16]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,11 +72,12 @@ print(json.dumps([before, after_import, after_calls]))
 """
 
 
-def run(code: str, cache_dir: Path, timeout: float = 240) -> str:
+def run(code: str, cache_dir: Path, timeout: float = 240, root: Path = REPO) -> str:
+    """Run ``code`` in a fresh process importing fastsoftmax from ``root``; its last line."""
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = str(cache_dir)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.pop("NUMBA_DISABLE_JIT", None)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=cache_dir)
@@ -91,8 +93,8 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 def kernel_sources_stamp() -> list[tuple[str, int, int]]:
-    """Numba invalidates a cache entry when its source file's mtime or size
-    changes; this is that stamp for every kernel module."""
+    """A cache entry is stale once any kernel file changes (``_kernels._cache``);
+    this stamps every kernel module by mtime and size."""
     files = sorted((REPO / "fastsoftmax" / "_kernels").glob("*.py"))
     return [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files]
 
@@ -135,3 +137,53 @@ def test_import_and_calls_have_no_global_side_effects(cache_dir):
     before, after_import, after_calls = json.loads(run(NO_SIDE_EFFECTS, warm))
     assert after_import == before
     assert after_calls == before
+
+
+# One small kernel (_vector._dot_scaled, which inlines _common._chunk), and
+# whether this process compiled it or loaded it from the cache.
+DOT_SCALED = r"""
+import numpy as np
+from fastsoftmax._kernels._vector import _dot_scaled
+parts = np.zeros((2, 2))
+_dot_scaled(np.ones(10), np.ones(10), 2.0, parts)
+assert parts[:, 0].sum() == 20.0
+stats = _dot_scaled.stats
+print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+"""
+
+
+def test_every_kernel_is_cached_under_the_digest_of_all_kernel_files():
+    from numba.core.registry import CPUDispatcher
+
+    from fastsoftmax import _kernels
+    from fastsoftmax._kernels import _cache
+
+    modules = [m for m in vars(_kernels).values()
+               if getattr(m, "__name__", "").startswith("fastsoftmax._kernels._")]
+    seen = 0
+    for module in modules:
+        for obj in vars(module).values():
+            if isinstance(obj, CPUDispatcher) and obj._cache is not None \
+                    and type(obj._cache).__name__ != "NullCache":
+                locator = obj._cache._impl.locator
+                assert isinstance(locator, _cache.KernelsLocator), (module.__name__, obj)
+                assert locator.get_source_stamp().endswith(_cache.kernels_digest())
+                seen += 1
+    assert seen > 20, seen
+
+
+@pytest.mark.slow
+def test_an_edit_to_another_kernel_file_recompiles_a_kernel(tmp_path):
+    # Numba alone keys a function's cache by its own file: an edit to a
+    # helper it inlines from another file (_common.py here) went unseen.
+    root = tmp_path / "src"
+    shutil.copytree(REPO / "fastsoftmax", root / "fastsoftmax",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    assert run(DOT_SCALED, cache, root=root) == "0 1"  # compiled
+    assert run(DOT_SCALED, cache, root=root) == "1 0"  # loaded
+    common = root / "fastsoftmax" / "_kernels" / "_common.py"
+    common.write_text(common.read_text() + "\n# an edit\n")
+    assert run(DOT_SCALED, cache, root=root) == "0 1"  # compiled again
+    assert run(DOT_SCALED, cache, root=root) == "1 0"

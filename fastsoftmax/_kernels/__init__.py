@@ -6,6 +6,8 @@ docstrings. Inputs are checked and coerced once, at the edge
 (:mod:`fastsoftmax._validation`), before a kernel runs.
 
 * :mod:`._config` -- the compilation options (fast-math, caching) shared by every kernel.
+* :mod:`._cache` -- Numba's on-disk cache of the kernels, made stale by a change to any
+  kernel file (installed here, before any kernel is defined).
 * :mod:`._common` -- row chunks, the vector exp, row softmax, row status codes, serial
   zeroing.
 * :mod:`._checks` -- parallel NaN/inf and probability-row validation scans.
@@ -18,3 +20,7 @@ docstrings. Inputs are checked and coerced once, at the edge
 * :mod:`._sparse` -- the same for CSR data: loss/gradient, SGD epoch, logits and
   prediction, validation scan, and the CSR row helpers the CSR Hessian product uses.
 """
+
+from ._cache import install_locator
+
+install_locator()
