@@ -54,7 +54,11 @@ import numpy as np
 SMALL_K = 48
 SMALL_N = 128
 
-GRID_N = (16, 48, 128, 384, 784, 1536, 3072)
+# n = 96 sits where the two strategies cross in float32 at few classes on
+# the AVX-512 hosts: rows of 100 features went by the n = 128 cell's "rows"
+# and ran 1.17-1.22x slower than GEMM at k = 3 (float64: 1.17x at k = 14),
+# where n = 128 itself is a tie (BENCHMARKS.md, "Eighteenth session").
+GRID_N = (16, 48, 96, 128, 384, 784, 1536, 3072)
 # k = 7 sits where the two strategies cross in float64 on a 32 KB-L1 host
 # (four rows of a wide X and three weight rows stop fitting L1 together):
 # with only 5 and 10 to go by, k = 7 took the k = 5 column's "rows" and ran

@@ -343,8 +343,10 @@ def _softmax_inplace(z):
 # for line after line. Read first in order, one sequential stream per
 # block, the same rows arrive at the memory's rate, and the tiles then find
 # them in L1/L2: the pass costs the stream plus the in-cache arithmetic,
-# less than the two interleaved. Only for rows of TOUCH_ROW_BYTES or more
-# (at 400 bytes the gain did not hold from run to run) and X of
+# less than the two interleaved. Only for rows of TOUCH_ROW_BYTES (eight
+# cache lines) or more -- at 200-400 bytes the gain did not hold from run
+# to run, from 512 it did: 0.77-0.89x the time at three classes, 0.95-0.98x
+# at ten (BENCHMARKS.md, "Eighteenth session") -- and X of
 # TOUCH_X_BYTES or more (a smaller X stays in the caches between calls,
 # where the extra pass costs more than it saves); a block read ahead stays
 # within TOUCH_BYTES, so that it is still in L2 when the tiles come. Not
@@ -354,7 +356,7 @@ def _softmax_inplace(z):
 # the epoch ran slower). A software prefetch (llvm.prefetch) of the next
 # rows instead of the reads was slower still. BENCHMARKS.md, "Seventeenth
 # session".
-TOUCH_ROW_BYTES = 800
+TOUCH_ROW_BYTES = 512
 TOUCH_X_BYTES = 1 << 24
 TOUCH_BYTES = 1 << 18
 TOUCH_MAX_ROWS = 64
