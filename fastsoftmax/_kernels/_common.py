@@ -344,9 +344,12 @@ def _softmax_inplace(z):
 # block, the same rows arrive at the memory's rate, and the tiles then find
 # them in L1/L2: the pass costs the stream plus the in-cache arithmetic,
 # less than the two interleaved. Only for rows of TOUCH_ROW_BYTES (eight
-# cache lines) or more -- at 200-400 bytes the gain did not hold from run
-# to run, from 512 it did: 0.77-0.89x the time at three classes, 0.95-0.98x
-# at ten (BENCHMARKS.md, "Eighteenth session") -- and X of
+# cache lines) or more in float32, TOUCH_ROW_BYTES_64 in float64 -- at
+# 200-400 bytes the gain did not hold from run to run, from 512 it did
+# (gradient and Hessian products 0.76-0.89x the time at two and three
+# classes), but float64 rows of 64 features (512 bytes) took 1.15-1.45x
+# as long in the Hessian products, and from 72 features 0.77-0.83x
+# (BENCHMARKS.md, "Eighteenth session") -- and X of
 # TOUCH_X_BYTES or more (a smaller X stays in the caches between calls,
 # where the extra pass costs more than it saves); a block read ahead stays
 # within TOUCH_BYTES, so that it is still in L2 when the tiles come. Not
@@ -357,6 +360,7 @@ def _softmax_inplace(z):
 # rows instead of the reads was slower still. BENCHMARKS.md, "Seventeenth
 # session".
 TOUCH_ROW_BYTES = 512
+TOUCH_ROW_BYTES_64 = 576
 TOUCH_X_BYTES = 1 << 24
 TOUCH_BYTES = 1 << 18
 TOUCH_MAX_ROWS = 64
@@ -366,7 +370,8 @@ TOUCH_MAX_ROWS = 64
 def _touches(X):
     """Whether the rows kernels read X's rows ahead of their tiles (:func:`_touch`)."""
     row = X.shape[1] * X.itemsize
-    return row >= TOUCH_ROW_BYTES and X.shape[0] * row >= TOUCH_X_BYTES
+    least = TOUCH_ROW_BYTES if X.itemsize == 4 else TOUCH_ROW_BYTES_64
+    return row >= least and X.shape[0] * row >= TOUCH_X_BYTES
 
 
 @njit(inline="always", **JIT)
