@@ -3,10 +3,15 @@
     python benchmarks/versions.py REV [--what grad|hessp|softmax|sgd1|sgd64]
                                       [--dtypes float32,float64]
                                       [--shapes 60000x784x10,300000x20x2,...] [--rounds 11]
+                                      [--reuse-cache]
 
 ``REV``'s ``fastsoftmax/`` is extracted with ``git archive`` into a
 temporary folder and imported as a second package (the package imports
-itself relatively), with its own Numba cache there; then, per shape, the
+itself relatively), with its own Numba cache there, and so is a copy of the working tree's
+(``--reuse-cache``: the working tree itself, with whatever its cache
+holds): two compiles of the same kernel can run more than 10 % apart
+(BENCHMARKS.md, "Eighteenth session"), and a working tree compiled once
+would carry one compile's luck into every run. Then, per shape, the
 public function of each version is timed interleaved after a warm-up:
 median over ``--rounds`` rounds of the best of 5 calls. Both versions
 choose their strategy the same way (``FASTSOFTMAX_STRATEGY``, if set, holds
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -48,6 +54,14 @@ def import_revision(rev: str, where: Path):
     (where / "fastsoftmax").rename(where / "fastsoftmax_old")
     sys.path.insert(0, str(where))
     return importlib.import_module("fastsoftmax_old")
+
+
+def import_working_tree(where: Path):
+    """Import a copy of the working tree's package (no compiled kernels) as fastsoftmax_new."""
+    shutil.copytree(ROOT / "fastsoftmax", where / "fastsoftmax_new",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    sys.path.insert(0, str(where))
+    return importlib.import_module("fastsoftmax_new")
 
 
 def calls(module, what: str, m: int, n: int, k: int, dtype: str):
@@ -113,9 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--reuse-cache", action="store_true",
+                    help="time the working tree with its own Numba cache, not a fresh copy")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fastsoftmax-versions-") as tmp:
         old = import_revision(args.rev, Path(tmp))
+        current = new if args.reuse_cache else import_working_tree(Path(tmp))
         print(f"{args.what}: {args.rev} (old) against the working tree (new), medians of "
               f"{args.rounds} interleaved rounds of the best of 5 calls")
         print("| (m, n, k) | dtype | old ms | new ms | new / old | difference |\n"
@@ -124,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
             for shape in args.shapes.split(","):
                 m, n, k = map(int, shape.split("x"))
                 fo = calls(old, args.what, m, n, k, dtype)
-                fn = calls(new, args.what, m, n, k, dtype)
+                fn = calls(current, args.what, m, n, k, dtype)
                 a, b = fo(), fn()  # the SGD epochs return nothing to compare
                 diff = "-" if a is None else f"{_difference(a, b):.0e}"
                 times = np.array([[best_of(fo, 5), best_of(fn, 5)] for _ in range(args.rounds)])
