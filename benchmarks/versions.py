@@ -7,11 +7,12 @@
 
 ``REV``'s ``fastsoftmax/`` is extracted with ``git archive`` into a
 temporary folder and imported as a second package (the package imports
-itself relatively), with its own Numba cache there, and so is a copy of the working tree's
-(``--reuse-cache``: the working tree itself, with whatever its cache
-holds): two compiles of the same kernel can run more than 10 % apart
-(BENCHMARKS.md, "Eighteenth session"), and a working tree compiled once
-would carry one compile's luck into every run. Then, per shape, the
+itself relatively), with its own Numba cache there, and so is a copy of
+the working tree's (``--reuse-cache``: the working tree itself, with
+whatever its cache holds): two compiles of the same kernel can run more
+than 10 % apart (BENCHMARKS.md, "Eighteenth session"), and a working tree
+compiled once would carry one compile's luck into every run. Then, per
+shape, the
 public function of each version is timed interleaved after a warm-up:
 median over ``--rounds`` rounds of the best of 5 calls. Both versions
 choose their strategy the same way (``FASTSOFTMAX_STRATEGY``, if set, holds
@@ -52,16 +53,20 @@ def import_revision(rev: str, where: Path):
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(where, filter="data")
     (where / "fastsoftmax").rename(where / "fastsoftmax_old")
-    sys.path.insert(0, str(where))
-    return importlib.import_module("fastsoftmax_old")
+    return _import_from(where, "fastsoftmax_old")
 
 
 def import_working_tree(where: Path):
     """Import a copy of the working tree's package (no compiled kernels) as fastsoftmax_new."""
     shutil.copytree(ROOT / "fastsoftmax", where / "fastsoftmax_new",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    sys.path.insert(0, str(where))
-    return importlib.import_module("fastsoftmax_new")
+    return _import_from(where, "fastsoftmax_new")
+
+
+def _import_from(where: Path, name: str):
+    if str(where) not in sys.path:
+        sys.path.insert(0, str(where))
+    return importlib.import_module(name)
 
 
 def calls(module, what: str, m: int, n: int, k: int, dtype: str):

@@ -73,10 +73,7 @@ class KernelsLocator(caching._CacheLocator):
     @classmethod
     def from_function(cls, py_func, py_file):
         """Return the locator for a function of a kernel file; None for any other function."""
-        try:
-            if Path(py_file).resolve().parent != _DIR:
-                return None
-        except (OSError, ValueError):
+        if Path(py_file).resolve().parent != _DIR:
             return None
         for other in _cache_impl()._locator_classes:
             if other is not cls:

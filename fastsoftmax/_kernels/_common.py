@@ -343,21 +343,21 @@ def _softmax_inplace(z):
 # for line after line. Read first in order, one sequential stream per
 # block, the same rows arrive at the memory's rate, and the tiles then find
 # them in L1/L2: the pass costs the stream plus the in-cache arithmetic,
-# less than the two interleaved. Only for rows of TOUCH_ROW_BYTES (eight
-# cache lines) or more in float32, TOUCH_ROW_BYTES_64 in float64 -- at
-# 200-400 bytes the gain did not hold from run to run, from 512 it did
-# (gradient and Hessian products 0.76-0.89x the time at two and three
-# classes), but float64 rows of 64 features (512 bytes) took 1.15-1.45x
-# as long in the Hessian products, and from 72 features 0.77-0.83x
-# (BENCHMARKS.md, "Eighteenth session") -- and X of
-# TOUCH_X_BYTES or more (a smaller X stays in the caches between calls,
-# where the extra pass costs more than it saves); a block read ahead stays
-# within TOUCH_BYTES, so that it is still in L2 when the tiles come. Not
-# for the GEMM strategy (BLAS packs its blocks itself; reading them ahead
-# gained nothing) nor for SGD's batches of random rows (read in order one
-# row at a time, fewer lines are in flight than under the tiles' four, and
-# the epoch ran slower). A software prefetch (llvm.prefetch) of the next
-# rows instead of the reads was slower still. BENCHMARKS.md, "Seventeenth
+# less than the two interleaved.
+#
+# Only for rows of TOUCH_ROW_BYTES (eight cache lines) or more in float32
+# and TOUCH_ROW_BYTES_64 in float64: at 200-400 bytes the gain did not
+# hold from run to run, and float64 rows of 64 features (512 bytes) made
+# the Hessian products slower, where 72 features and more made them faster
+# (BENCHMARKS.md, "Eighteenth session"). Only for X of TOUCH_X_BYTES or
+# more: a smaller X stays in the caches between calls, where the extra
+# pass costs more than it saves. A block read ahead stays within
+# TOUCH_BYTES, so that it is still in L2 when the tiles come. Not for the
+# GEMM strategy (BLAS packs its blocks itself; reading them ahead gained
+# nothing) nor for SGD's batches of random rows (read in order one row at
+# a time, fewer lines are in flight than under the tiles' four, and the
+# epoch ran slower). A software prefetch (llvm.prefetch) of the next rows
+# instead of the reads was slower still. BENCHMARKS.md, "Seventeenth
 # session".
 TOUCH_ROW_BYTES = 512
 TOUCH_ROW_BYTES_64 = 576
