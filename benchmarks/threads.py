@@ -1,6 +1,7 @@
 """Threads: what users get at default settings, and scaling to every core.
 
-    python benchmarks/threads.py [--rounds R] [--part default|scaling|all] [--peers]
+    python benchmarks/threads.py [--rounds R] [--part default|scaling|all]
+                                 [--peers [numpy,torch,...]] [--threads 16,1]
                                  [--solvers newton,lbfgs,bgd,sgd] [--shapes 0,1,2,3]
 
 Part "default": every solver's fit on the 4,000 MNIST digits of the lecture
@@ -13,11 +14,15 @@ interleaved, R rounds each; the target is default within 10% of tuned.
 
 Part "scaling": ``loss_and_grad`` at the multicore issue's shapes on 1, 2,
 4, ... threads up to every CPU the process may use (each job pinned to that
-many CPUs), and with ``--peers`` every installed peer at the full thread
-count (benchmarks/_contenders.py lists their pools), one process per job,
-interleaved; ``--shapes`` picks some of them (indices into SHAPES), so that
-a long run can be split. A peer that fails is reported as failed, with its
-reason, and the run goes on. Prints Markdown tables.
+many CPUs), and with ``--peers`` every installed peer (or those named) at
+the full thread count (benchmarks/_contenders.py lists their pools), one
+process per job, interleaved; ``--shapes`` picks some of the shapes (indices
+into SHAPES) and ``--threads`` some of the counts, in the order given, so
+that a long run can be split or shortened. The first job of a shape is the
+one that calibrates a shape large enough to be timed on first use (see
+fastsoftmax/_calibration.py), so ``--threads 16,1`` calibrates at 16. A
+peer that fails is reported as failed, with its reason, and the run goes
+on. Prints Markdown tables.
 """
 
 from __future__ import annotations
@@ -148,37 +153,48 @@ def default_part(rounds: int, solvers: list[str]) -> None:
         print(f"| {label} | {td:.3f} | {tt:.3f} | **{td / tt:.2f}** | {its} |", flush=True)
 
 
-def scaling_part(rounds: int, peers: bool, shapes: list[int]) -> None:
+def default_counts() -> list[int]:
+    """1, 2, 4, ... threads up to every CPU the process may use, that count last."""
     cpus = len(os.sched_getaffinity(0))
     counts = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= cpus]
     if counts[-1] != cpus:
         counts.append(cpus)
+    return counts
+
+
+def scaling_part(rounds: int, peers: tuple[str, ...], shapes: list[int],
+                 counts: list[int]) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    lo, hi = counts.index(min(counts)), counts.index(max(counts))
     print(f"loss_and_grad milliseconds (median of {rounds} interleaved processes, each "
-          f"pinned to its thread count; {cpus} CPUs)")
+          f"pinned to its thread count; {cpus} CPUs" + (f", peers at {cpus} threads)" if peers
+                                                         else ")"))
     head = " | ".join(f"{t} thr" for t in counts)
-    peer_cols = " | ".join(PEERS) if peers else ""
-    print(f"| (m, n, k) dtype | {head} | 1 -> {cpus} |"
-          + (f" {peer_cols} | best peer / fastsoftmax |" if peers else ""))
-    print("|---|" + "---:|" * (len(counts) + 1) + ("---:|" * (len(PEERS) + 1) if peers else ""))
+    peer_cols = " | ".join(peers)
+    print(f"| (m, n, k) dtype | {head} | {counts[lo]} -> {counts[hi]} |"
+          + (f" {peer_cols} | best peer / fastsoftmax at {cpus} |" if peers else ""))
+    print("|---|" + "---:|" * (len(counts) + 1) + ("---:|" * (len(peers) + 1) if peers else ""))
     env = default_env()
     for m, n, k, dtype in (SHAPES[i] for i in shapes):
         shape = {"task": "grad", "m": m, "n": n, "k": k, "dtype": dtype, "rounds": 7}
         jobs = [(dict(shape, contender="fastsoftmax", threads=t), env) for t in counts]
         if peers:
-            jobs += [(dict(shape, contender=p, threads=cpus), env) for p in PEERS]
+            jobs += [(dict(shape, contender=p, threads=cpus), env) for p in peers]
         res, failed = interleave_tolerant(jobs, rounds)
         if any(f is not None for f in failed[:len(counts)]):
             print(f"| ({m}, {n}, {k}) {dtype} | failed: {failed[:len(counts)]} |", flush=True)
             continue
         ours = [_median(r) for r in res[:len(counts)]]
         cells = " | ".join(f"{v * 1e3:.1f}" for v in ours)
-        line = f"| ({m}, {n}, {k}) {dtype} | {cells} | **{ours[0] / ours[-1]:.1f}x** |"
+        line = f"| ({m}, {n}, {k}) {dtype} | {cells} | **{ours[lo] / ours[hi]:.1f}x** |"
+        at_cpus = ours[counts.index(cpus)] if cpus in counts else None
         if peers:
             peer = [peer_cell(r, f) for r, f in zip(res[len(counts):], failed[len(counts):],
                                                    strict=True)]
             line += " " + " | ".join(cell for _, cell in peer)
             present = [t for t, _ in peer if t is not None]
-            line += f" | **{min(present) / ours[-1]:.2f}** |" if present else " | none |"
+            line += (f" | **{min(present) / at_cpus:.2f}** |" if present and at_cpus
+                     else " | none |")
         print(line, flush=True)
 
 
@@ -186,17 +202,31 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--part", choices=("default", "scaling", "all"), default="all")
-    ap.add_argument("--peers", action="store_true", help="scaling: add the peers")
+    ap.add_argument("--peers", nargs="?", const=",".join(PEERS), default="",
+                    help="scaling: add the peers (all, or those named, comma-separated)")
+    ap.add_argument("--threads", default="",
+                    help="scaling: comma-separated thread counts, in the order run "
+                         "(default 1, 2, 4, ... every CPU)")
     ap.add_argument("--solvers", default="newton,lbfgs,bgd,sgd",
                     help="default part: comma-separated solvers")
     add_shapes_arg(ap)
     args = ap.parse_args(argv)
     shapes = shape_indices(ap, args.shapes)
+    peers = tuple(p for p in args.peers.split(",") if p)
+    if any(p not in PEERS for p in peers):
+        ap.error(f"--peers: names from {', '.join(PEERS)}")
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        counts = [int(t) for t in args.threads.split(",")] if args.threads else default_counts()
+    except ValueError:
+        counts = []
+    if not counts or not all(1 <= t <= cpus for t in counts):
+        ap.error(f"--threads: comma-separated counts from 1 to {cpus}")
     if args.part in ("default", "all"):
         default_part(args.rounds, args.solvers.split(","))
         print()
     if args.part in ("scaling", "all"):
-        scaling_part(args.rounds, args.peers, shapes)
+        scaling_part(args.rounds, peers, shapes, counts)
 
 
 if __name__ == "__main__":
