@@ -116,9 +116,12 @@ _wisdom: dict[str, dict] | None = None
 # arguments: every call of the function API asks, and finding the cell
 # again took about 15 microseconds. Valid while the wisdom object and the
 # override are the ones in _found_under (a calibration, forget() or another
-# override starts afresh).
+# override starts afresh). _ABSENT marks a cell the wisdom lacks: the
+# common case without a full calibration, whose lookups cost each call
+# 15 + 4 microseconds until they were remembered too.
 _found: dict[tuple, object] = {}
 _found_under: tuple | None = None
+_ABSENT = object()
 
 
 def fixed_rule(n_features: int, n_classes: int) -> str:
@@ -240,8 +243,11 @@ def _entry(dtype: str, cell: tuple[int, int]) -> dict | None:
 def _remembered(override: str, key: tuple, find):
     """Return what ``find()`` gave for ``key`` under the current wisdom and ``override``.
 
-    A value found (not None) is kept in :data:`_found` until the wisdom
-    object or the override changes.
+    Kept in :data:`_found` until the wisdom object or the override changes,
+    None too (as :data:`_ABSENT`), except inside a calibration, whose own
+    kernels never time a cell. A key says whether its call was large
+    enough to time a missing cell, so a small problem's None never stops
+    a large one from timing it.
     """
     global _found, _found_under
     wisdom = _load()
@@ -250,9 +256,9 @@ def _remembered(override: str, key: tuple, find):
     value = _found.get(key)
     if value is None:
         value = find()
-        if value is not None:
-            _found[key] = value
-    return value
+        if value is not None or not _busy():
+            _found[key] = _ABSENT if value is None else value
+    return None if value is _ABSENT else value
 
 
 def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> str:
@@ -276,7 +282,8 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
                                 lambda: calibrate((name,), cells=[cell], blocks=False), work)
         return None if entry is None else entry["winner"]
 
-    winner = _remembered(override, ("strategy", n_features, n_classes, dtype), find)
+    winner = _remembered(override, ("strategy", n_features, n_classes, dtype,
+                                    work >= AUTO_WORK), find)
     return winner if winner is not None else fixed_rule(n_features, n_classes)
 
 
@@ -297,7 +304,7 @@ def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
         return _known_or_timed(lambda: _block_bytes(name),
                                lambda: calibrate((name,), cells=[], blocks=True), work)
 
-    value = _remembered(override, ("narrow_block_bytes", dtype), find)
+    value = _remembered(override, ("narrow_block_bytes", dtype, work >= AUTO_WORK), find)
     return value if value is not None else NARROW_BLOCK_BYTES
 
 

@@ -223,9 +223,18 @@ def test_what_the_wisdom_gave_is_remembered_until_it_changes(fresh, monkeypatch)
     assert cal.strategy(16, 3, f64) == other and cal.narrow_block_bytes(f64) == budget * 2
     cal.forget()  # the file again
     assert cal.strategy(16, 3, f64) == winner and cal.narrow_block_bytes(f64) == budget
-    # A cell without wisdom is not remembered: a large problem still times it.
-    assert cal.strategy(784, 10, f64, work=0) == cal.fixed_rule(784, 10)
-    assert ("strategy", 784, 10, f64) not in cal._found
+    # A cell without wisdom is remembered as such for small problems (the
+    # wisdom is not searched again), and a large problem still times it.
+    assert [cal.strategy(784, 10, f64, work=0) for _ in range(3)] == [cal.fixed_rule(784, 10)] * 3
+    assert len(entries) == 4
+    timed = []
+    monkeypatch.setattr(cal, "AUTO_WORK", 10)
+    calibrate = cal.calibrate
+    monkeypatch.setattr(cal, "calibrate", lambda *a, **kw: timed.append(kw) or calibrate(*a, **kw))
+    winner = cal.strategy(784, 10, f64, work=10)
+    assert winner in ("rows", "gemm") and timed == [{"cells": [(784, 10)], "blocks": False}]
+    assert cal._load()["float64"]["cells"]["784,10"]["winner"] == winner
+    assert cal.strategy(784, 10, f64, work=0) == winner  # the new wisdom, not the old None
 
 
 def test_candidates_of_the_same_blocks_share_one_timing(fresh, monkeypatch):
