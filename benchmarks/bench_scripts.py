@@ -111,3 +111,20 @@ def test_first_calls_script():
     rows = run_script("benchmarks/first_calls.py", "HEAD", "--shapes", "400x30x3", "--calls",
                       "11", "--rounds", "1")
     assert_table(rows, 2)
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--threads", "0"], "--threads"),
+    (["--threads", "1,x"], "--threads"),
+    (["--threads", str(len(os.sched_getaffinity(0)) + 1)], "--threads"),
+    (["--peers", "numpy,nope"], "--peers"),
+    (["--shapes", "9"], "--shapes"),
+])
+def test_threads_script_refuses_bad_options_before_any_job(args, option):
+    # The full runs take minutes in fresh processes (BENCHMARKS.md); a bad
+    # option must end the run at once, naming the option.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "benchmarks/threads.py", *args], cwd=HERE.parent,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and option in out.stderr, out.stderr
+    assert out.stdout == ""
