@@ -145,40 +145,48 @@ def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch)
             assert_hessp_close(H, X, y, W, b, V, c, 0.2, sw)
 
 
-@pytest.mark.parametrize("dt,n,reads", [("float32", 120, False), ("float32", 128, True),
-                                         ("float64", 64, False), ("float64", 72, True)])
-def test_which_rows_are_read_ahead(dt, n, reads):
+@pytest.mark.parametrize("dt,n,least", [
+    ("float32", 95, None), ("float32", 96, "short"), ("float32", 127, "short"),
+    ("float32", 128, "long"), ("float64", 64, None), ("float64", 72, "long")])
+def test_which_rows_are_read_ahead(dt, n, least):
     """Rows of 512 bytes or more in float32, 576 in float64 (64 features
-    there made the Hessian products slower), X of TOUCH_X_BYTES or more."""
-    from fastsoftmax._kernels._common import TOUCH_X_BYTES, _touches
+    there made the Hessian products slower), X of TOUCH_X_BYTES or more;
+    float32 rows of 384 to 511 bytes from X of TOUCH_SHORT_X_BYTES."""
+    from fastsoftmax._kernels._common import TOUCH_SHORT_X_BYTES, TOUCH_X_BYTES, _touches
 
     row = n * np.dtype(dt).itemsize
-    assert _touches(np.empty((TOUCH_X_BYTES // row + 1, n), dt)) == reads
-    assert not _touches(np.empty((TOUCH_X_BYTES // row - 1, n), dt))
+    big = 2 * max(TOUCH_X_BYTES, TOUCH_SHORT_X_BYTES) // row  # np.empty: nothing is written
+    assert _touches(np.empty((big, n), dt)) == (least is not None)
+    if least is not None:
+        floor = TOUCH_X_BYTES if least == "long" else TOUCH_SHORT_X_BYTES
+        assert _touches(np.empty((floor // row + 1, n), dt))
+        assert not _touches(np.empty((floor // row - 1, n), dt))
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("n,k", [(210, 3), (300, 30)])
+@pytest.mark.parametrize("n,k", [(210, 3), (300, 30), (100, 3)])
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 def test_rows_kernels_reading_ahead(dt, n, k, mode, rng, monkeypatch):
-    """X of long rows beyond _common.TOUCH_X_BYTES: the rows kernels read
-    each block of rows in order before their tiles do (_common._touch), in
-    the float32 blocks of transposed logits (k <= 24; n = 210 takes the
-    eight-row logits) and in the four-row loop; an odd number of rows
-    leaves a partial block at each chunk's end. Gradient and Hessian
+    """X just beyond the size from which the rows kernels read each block
+    of rows in order before their tiles do (_common._touch: TOUCH_X_BYTES
+    for long rows; TOUCH_SHORT_X_BYTES for float32 rows of 100 features),
+    in the float32 blocks of transposed logits (k <= 24; n = 100 and 210
+    take the eight-row logits) and in the four-row loop; an odd number of
+    rows leaves a partial block at each chunk's end. Gradient and Hessian
     products (P cached and recomputed) against the reference."""
     from fastsoftmax._kernels._common import (
         TOUCH_ROW_BYTES,
         TOUCH_ROW_BYTES_64,
+        TOUCH_SHORT_X_BYTES,
         TOUCH_X_BYTES,
         _touches,
     )
 
     _launch_mode(monkeypatch, mode)
     itemsize = np.dtype(dt).itemsize
-    m = TOUCH_X_BYTES // (n * itemsize) + 37
+    long_rows = n * itemsize >= (TOUCH_ROW_BYTES if itemsize == 4 else TOUCH_ROW_BYTES_64)
+    m = (TOUCH_X_BYTES if long_rows else TOUCH_SHORT_X_BYTES) // (n * itemsize) + 37
     X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=True)
-    assert n * itemsize >= (TOUCH_ROW_BYTES if itemsize == 4 else TOUCH_ROW_BYTES_64)
     assert _touches(X)
     got = _objective_for(X, y, sw, k, "rows", False)(W, b, 0.1)
     assert_close(got, truth(X, y, W, b, alpha=0.1, sample_weight=sw), dt)

@@ -351,7 +351,12 @@ def _softmax_inplace(z):
 # the Hessian products slower, where 72 features and more made them faster
 # (BENCHMARKS.md, "Eighteenth session"). Only for X of TOUCH_X_BYTES or
 # more: a smaller X stays in the caches between calls, where the extra
-# pass costs more than it saves. A block read ahead stays within
+# pass costs more than it saves. Float32 rows of TOUCH_SHORT_ROW_BYTES to
+# TOUCH_ROW_BYTES (96-127 features) are read ahead from a larger X,
+# TOUCH_SHORT_X_BYTES: on 2 cores the gradient then took 0.76-1.00x the
+# time at 80-134 MB of X (2-20 classes) and the Hessian products
+# 0.80-1.00x, but 1.09-1.25x at 18-24 MB, where the long rows gain
+# (BENCHMARKS.md, "Nineteenth session"). A block read ahead stays within
 # TOUCH_BYTES, so that it is still in L2 when the tiles come. Not for the
 # GEMM strategy (BLAS packs its blocks itself; reading them ahead gained
 # nothing) nor for SGD's batches of random rows (read in order one row at
@@ -362,6 +367,8 @@ def _softmax_inplace(z):
 TOUCH_ROW_BYTES = 512
 TOUCH_ROW_BYTES_64 = 576
 TOUCH_X_BYTES = 1 << 24
+TOUCH_SHORT_ROW_BYTES = 384
+TOUCH_SHORT_X_BYTES = 1 << 26
 TOUCH_BYTES = 1 << 18
 TOUCH_MAX_ROWS = 64
 
@@ -370,8 +377,12 @@ TOUCH_MAX_ROWS = 64
 def _touches(X):
     """Whether the rows kernels read X's rows ahead of their tiles (:func:`_touch`)."""
     row = X.shape[1] * X.itemsize
-    least = TOUCH_ROW_BYTES if X.itemsize == 4 else TOUCH_ROW_BYTES_64
-    return row >= least and X.shape[0] * row >= TOUCH_X_BYTES
+    size = X.shape[0] * row
+    if X.itemsize != 4:
+        return row >= TOUCH_ROW_BYTES_64 and size >= TOUCH_X_BYTES
+    if row >= TOUCH_ROW_BYTES:
+        return size >= TOUCH_X_BYTES
+    return row >= TOUCH_SHORT_ROW_BYTES and size >= TOUCH_SHORT_X_BYTES
 
 
 @njit(inline="always", **JIT)
