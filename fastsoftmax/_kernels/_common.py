@@ -353,17 +353,17 @@ def _softmax_inplace(z):
 # more: a smaller X stays in the caches between calls, where the extra
 # pass costs more than it saves. Float32 rows of TOUCH_SHORT_ROW_BYTES to
 # TOUCH_ROW_BYTES (96-127 features) are read ahead from a larger X,
-# TOUCH_SHORT_X_BYTES: on 2 cores the gradient then took 0.76-1.00x the
-# time at 80-134 MB of X (2-20 classes) and the Hessian products
-# 0.80-1.00x, but 1.09-1.25x at 18-24 MB, where the long rows gain
-# (BENCHMARKS.md, "Nineteenth session"). A block read ahead stays within
-# TOUCH_BYTES, so that it is still in L2 when the tiles come. Not for the
-# GEMM strategy (BLAS packs its blocks itself; reading them ahead gained
-# nothing) nor for SGD's batches of random rows (read in order one row at
-# a time, fewer lines are in flight than under the tiles' four, and the
-# epoch ran slower). A software prefetch (llvm.prefetch) of the next rows
-# instead of the reads was slower still. BENCHMARKS.md, "Seventeenth
-# session".
+# TOUCH_SHORT_X_BYTES: on 2 cores their gradient then took 0.73-1.02x the
+# time at 80-134 MB of X (2-48 classes, four runs) and their Hessian
+# products 0.80-1.00x, but 1.09-1.25x at 18-24 MB, where the long rows
+# gain (BENCHMARKS.md, "Nineteenth session"). A block read ahead stays
+# within TOUCH_BYTES, so that it is still in L2 when the tiles come. Not
+# for the GEMM strategy (BLAS packs its blocks itself; reading them ahead
+# gained nothing) nor for SGD's batches of random rows (read in order one
+# row at a time, fewer lines are in flight than under the tiles' four,
+# and the epoch ran slower). A software prefetch (llvm.prefetch) of the
+# next rows instead of the reads was slower still. BENCHMARKS.md,
+# "Seventeenth session".
 TOUCH_ROW_BYTES = 512
 TOUCH_ROW_BYTES_64 = 576
 TOUCH_X_BYTES = 1 << 24
