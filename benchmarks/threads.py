@@ -123,6 +123,26 @@ def shape_indices(ap: argparse.ArgumentParser, text: str) -> list[int]:
     return shapes
 
 
+def peer_names(ap: argparse.ArgumentParser, text: str) -> tuple[str, ...]:
+    """The peers of ``--peers`` (none for ""); an unknown one ends the run with the usage."""
+    peers = tuple(p for p in text.split(",") if p)
+    if any(p not in PEERS for p in peers):
+        ap.error(f"--peers: names from {', '.join(PEERS)}")
+    return peers
+
+
+def thread_counts(ap: argparse.ArgumentParser, text: str) -> list[int]:
+    """The counts of ``--threads`` (:func:`default_counts` for ""); a bad one ends the run."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        counts = [int(t) for t in text.split(",")] if text else default_counts()
+    except ValueError:
+        counts = []
+    if not counts or not all(1 <= t <= cpus for t in counts):
+        ap.error(f"--threads: comma-separated counts from 1 to {cpus}")
+    return counts
+
+
 def peer_cell(results: list[dict], failure: str | None) -> tuple[float | None, str]:
     """A peer's median seconds (None when absent or failed) and its table cell."""
     if failure is not None:
@@ -212,16 +232,8 @@ def main(argv: list[str] | None = None) -> None:
     add_shapes_arg(ap)
     args = ap.parse_args(argv)
     shapes = shape_indices(ap, args.shapes)
-    peers = tuple(p for p in args.peers.split(",") if p)
-    if any(p not in PEERS for p in peers):
-        ap.error(f"--peers: names from {', '.join(PEERS)}")
-    cpus = len(os.sched_getaffinity(0))
-    try:
-        counts = [int(t) for t in args.threads.split(",")] if args.threads else default_counts()
-    except ValueError:
-        counts = []
-    if not counts or not all(1 <= t <= cpus for t in counts):
-        ap.error(f"--threads: comma-separated counts from 1 to {cpus}")
+    peers = peer_names(ap, args.peers)
+    counts = thread_counts(ap, args.threads)
     if args.part in ("default", "all"):
         default_part(args.rounds, args.solvers.split(","))
         print()
