@@ -12,11 +12,10 @@ the working tree's (``--reuse-cache``: the working tree itself, with
 whatever its cache holds): two compiles of the same kernel can run more
 than 10 % apart (BENCHMARKS.md, "Eighteenth session"), and a working tree
 compiled once would carry one compile's luck into every run. Then, per
-shape, the
-public function of each version is timed interleaved after a warm-up:
-median over ``--rounds`` rounds of the best of 5 calls. Both versions
-choose their strategy the same way (``FASTSOFTMAX_STRATEGY``, if set, holds
-for both). Prints a Markdown table with the two times, new / old, and the
+shape, the public function of each version is timed interleaved after a
+warm-up: median over ``--rounds`` rounds of the best of 5 calls. Both
+versions choose their strategy the same way (``FASTSOFTMAX_STRATEGY``, if
+set, holds for both). Prints a Markdown table with the two times, new / old, and the
 largest difference of the results relative to their largest entry; asserts
 nothing. ``--what softmax`` reads a shape m x k (the middle number ignored);
 ``sgd1`` and ``sgd64`` time one SGD epoch in batches of 1 or 64 (the
