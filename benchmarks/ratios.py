@@ -105,7 +105,8 @@ def strategy_table(rng, rounds):
             objs = [objective(X, y, k, strategy=s) for s in ("rows", "gemm")]
             tr, tg = interleaved([lambda o=o: o(W, b) for o in objs], rounds)  # noqa: B023
             print(f"| {m}, {n}, {k} | {dtype} | {tr * 1e3:.1f} | {tg * 1e3:.1f} | "
-                  f"{'rows' if tr < tg else 'gemm'} | {strategy(n, k, dtype)} |", flush=True)
+                  f"{'rows' if tr < tg else 'gemm'} | {strategy(n, k, dtype, work=m * n * k)} |",
+                  flush=True)
 
 
 def main():

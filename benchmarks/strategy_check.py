@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         chosen, rows, gemm = (_median(r) for r in res)
         ratio = chosen / min(rows, gemm)
         worst = max(worst, ratio)
-        print(f"| ({m}, {n}, {k}) | {dtype} | {strategy(n, k, dtype)} | "
+        print(f"| ({m}, {n}, {k}) | {dtype} | {strategy(n, k, dtype, work=m * n * k)} | "
               f"{chosen * 1e3:.1f} | {rows * 1e3:.1f} | {gemm * 1e3:.1f} | "
               f"**{ratio:.2f}** |", flush=True)
     print(f"\nworst chosen / best: {worst:.2f}")

@@ -197,11 +197,45 @@ def _load() -> dict[str, dict]:
     return _wisdom
 
 
-def grid_cell(n_features: int, n_classes: int) -> tuple[int, int]:
-    """Return the grid cell (n, k) that decides a shape: the nearest in log n, log k."""
-    n = min(GRID_N, key=lambda g: abs(math.log(g / max(n_features, 1))))
+def cell_rows(n: int, k: int) -> int:
+    """Rows of the X on which the cell (n, k) is timed."""
+    return max(MIN_ROWS, CELL_WORK // (n * k))
+
+
+def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
+              ahead: bool = True) -> tuple[int, int]:
+    """Return the grid cell (n, k) that decides a shape: the nearest in log n, log k.
+
+    Given the itemsize, a shape between two columns of the grid whose rows
+    are not read ahead (``ahead``; see ``_kernels._common.reads_ahead``)
+    goes by the farther column when the nearer one's cell reads its rows
+    ahead and the farther one's does not: reading ahead is what made the
+    rows kernels win that cell. At 112 and 120 float32 features and 10
+    classes on X of 22-36 MB, the n = 128 cell's "rows" took 1.12-1.26x
+    the GEMM strategy's time, the n = 96 cell's GEMM 0.98-0.99x. Not the other way
+    round: rows of 100 features on 120 MB, read ahead, took 1.10-1.14x the
+    GEMM time by the n = 128 cell's "rows" at 5 and 10 classes, and the
+    n = 96 cell's GEMM was the faster (BENCHMARKS.md, "Twentieth session").
+    """
     k = min(GRID_K, key=lambda g: abs(math.log(g / max(n_classes, 2))))
-    return n, k
+    near, far = sorted(GRID_N, key=lambda g: abs(math.log(g / max(n_features, 1))))[:2]
+    if itemsize and not ahead and min(near, far) < n_features < max(near, far):
+        if (rows_read_ahead(cell_rows(near, k), near, itemsize)
+                and not rows_read_ahead(cell_rows(far, k), far, itemsize)):
+            return far, k
+    return near, k
+
+
+_reads_ahead = None
+
+
+def rows_read_ahead(n_rows: int, n_features: int, itemsize: int) -> bool:
+    """Whether the rows kernels read ahead the rows of such an X (the kernels' own rule)."""
+    global _reads_ahead
+    if _reads_ahead is None:  # imported on first use: it imports Numba
+        from ._kernels._common import reads_ahead
+        _reads_ahead = reads_ahead.py_func
+    return bool(_reads_ahead(n_rows, n_features, itemsize))
 
 
 def _cell_key(n: int, k: int) -> str:
@@ -275,15 +309,19 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     if forced == "fixed" or n_classes > SMALL_K:  # above SMALL_K: GEMM, as _winner decides
         return fixed_rule(n_features, n_classes)
 
+    itemsize = np.dtype(dtype).itemsize
+    ahead = rows_read_ahead(work // max(n_features * n_classes, 1), n_features, itemsize)
+
     def find() -> str | None:
         name = np.dtype(dtype).name
-        cell = grid_cell(n_features, n_classes)
+        cell = grid_cell(n_features, n_classes, itemsize, ahead)
         entry = _known_or_timed(lambda: _entry(name, cell),
                                 lambda: calibrate((name,), cells=[cell], blocks=False), work)
         return None if entry is None else entry["winner"]
 
+    # The cell depends on the rows only through whether they are read ahead.
     winner = _remembered(override, ("strategy", n_features, n_classes, dtype,
-                                    work >= AUTO_WORK), find)
+                                    work >= AUTO_WORK, ahead), find)
     return winner if winner is not None else fixed_rule(n_features, n_classes)
 
 
@@ -371,7 +409,7 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
     from ._data import make_dataset
     from ._objective import Objective
 
-    m = max(MIN_ROWS, CELL_WORK // (n * k))
+    m = cell_rows(n, k)
     X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
     data = make_dataset(X, rng.integers(0, k, m), None, None, k)
     coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)

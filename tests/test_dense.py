@@ -152,15 +152,22 @@ def test_which_rows_are_read_ahead(dt, n, least):
     """Rows of 512 bytes or more in float32, 576 in float64 (64 features
     there made the Hessian products slower), X of TOUCH_X_BYTES or more;
     float32 rows of 384 to 511 bytes from X of TOUCH_SHORT_X_BYTES."""
+    from fastsoftmax._calibration import rows_read_ahead
     from fastsoftmax._kernels._common import TOUCH_SHORT_X_BYTES, TOUCH_X_BYTES, _touches
 
-    row = n * np.dtype(dt).itemsize
+    itemsize = np.dtype(dt).itemsize
+    row = n * itemsize
     big = 2 * max(TOUCH_X_BYTES, TOUCH_SHORT_X_BYTES) // row  # np.empty: nothing is written
     assert _touches(np.empty((big, n), dt)) == (least is not None)
+    sizes = [0, big]
     if least is not None:
         floor = TOUCH_X_BYTES if least == "long" else TOUCH_SHORT_X_BYTES
         assert _touches(np.empty((floor // row + 1, n), dt))
         assert not _touches(np.empty((floor // row - 1, n), dt))
+        sizes += [floor // row - 1, floor // row + 1]
+    # the rule as the calibration reads it in Python (grid_cell) agrees
+    for m in sizes:
+        assert rows_read_ahead(m, n, itemsize) == _touches(np.empty((m, n), dt))
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

@@ -374,15 +374,25 @@ TOUCH_MAX_ROWS = 64
 
 
 @njit(inline="always", **JIT)
-def _touches(X):
-    """Whether the rows kernels read X's rows ahead of their tiles (:func:`_touch`)."""
-    row = X.shape[1] * X.itemsize
-    size = X.shape[0] * row
-    if X.itemsize != 4:
+def reads_ahead(m, n, itemsize):
+    """Whether the rows kernels read the rows of an (m, n) X ahead of their tiles.
+
+    Also called from Python (``reads_ahead.py_func``): the calibration
+    times a shape's strategy on a grid cell that reads ahead as it does.
+    """
+    row = n * itemsize
+    size = m * row
+    if itemsize != 4:
         return row >= TOUCH_ROW_BYTES_64 and size >= TOUCH_X_BYTES
     if row >= TOUCH_ROW_BYTES:
         return size >= TOUCH_X_BYTES
     return row >= TOUCH_SHORT_ROW_BYTES and size >= TOUCH_SHORT_X_BYTES
+
+
+@njit(inline="always", **JIT)
+def _touches(X):
+    """Whether the rows kernels read X's rows ahead of their tiles (:func:`_touch`)."""
+    return reads_ahead(X.shape[0], X.shape[1], X.itemsize)
 
 
 @njit(inline="always", **JIT)
