@@ -58,7 +58,13 @@ SMALL_N = 128
 # the AVX-512 hosts: rows of 100 features went by the n = 128 cell's "rows"
 # and ran 1.17-1.22x slower than GEMM at k = 3 (float64: 1.17x at k = 14),
 # where n = 128 itself is a tie (BENCHMARKS.md, "Eighteenth session").
-GRID_N = (16, 48, 96, 128, 384, 784, 1536, 3072)
+# n = 112 too: the float32 rows kernels take about the same time a row from
+# 96 to 128 features while GEMM's grows with n, so the two cross in between
+# at 5-10 classes; going by the n = 128 cell, (161000, 112, 5) took
+# 1.11-1.16x the faster strategy's time, by its own 1.04x, and 18 shapes
+# of 100-120 features within 1.05x but one at 1.15x (BENCHMARKS.md,
+# "Twentieth session").
+GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 # k = 7 sits where the two strategies cross in float64 on a 32 KB-L1 host
 # (four rows of a wide X and three weight rows stop fitting L1 together):
 # with only 5 and 10 to go by, k = 7 took the k = 5 column's "rows" and ran
@@ -212,10 +218,11 @@ def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
     ahead and the farther one's does not: reading ahead is what made the
     rows kernels win that cell. At 112 and 120 float32 features and 10
     classes on X of 22-36 MB, the n = 128 cell's "rows" took 1.12-1.26x
-    the GEMM strategy's time, the n = 96 cell's GEMM 0.98-0.99x. Not the other way
-    round: rows of 100 features on 120 MB, read ahead, took 1.10-1.14x the
-    GEMM time by the n = 128 cell's "rows" at 5 and 10 classes, and the
-    n = 96 cell's GEMM was the faster (BENCHMARKS.md, "Twentieth session").
+    the GEMM strategy's time, the n = 96 cell's GEMM 0.98-0.99x. Not the
+    other way round: rows of 100 features on 120 MB, read ahead, took
+    1.10-1.14x the GEMM time by the n = 128 cell's "rows" at 5 and 10
+    classes, and the n = 96 cell's GEMM was the faster (BENCHMARKS.md,
+    "Twentieth session", measured before the n = 112 column).
     """
     k = min(GRID_K, key=lambda g: abs(math.log(g / max(n_classes, 2))))
     near, far = sorted(GRID_N, key=lambda g: abs(math.log(g / max(n_features, 1))))[:2]

@@ -88,37 +88,38 @@ def test_cells_another_process_wrote_are_kept(fresh):
     assert cal.strategy(784, 10, np.float64) == "gemm"
 
 
-def test_a_shape_goes_by_a_column_read_ahead_as_it_is(tmp_path, monkeypatch):
-    """Between two columns, a shape whose rows are read ahead (or not) as
-    only the farther column's cell's are goes by that column: 112 float32
-    features, 10 classes, on the real grid (96 and 128 around it)."""
+def test_a_shape_not_read_ahead_avoids_a_column_read_ahead(tmp_path, monkeypatch):
+    """Between two columns, a shape whose rows are not read ahead goes by the
+    farther column when only the nearer one's cell reads ahead: 120 float32
+    features, 10 classes, on the real grid (112 and 128 around it)."""
     monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
-    assert 96 in cal.GRID_N and 128 in cal.GRID_N and 10 in cal.GRID_K
+    assert 112 in cal.GRID_N and 128 in cal.GRID_N and 10 in cal.GRID_K
+    assert not any(112 < n < 128 for n in cal.GRID_N)
     ahead = cal.rows_read_ahead
 
     def cell_ahead(n, k, itemsize):
         return ahead(cal.cell_rows(n, k), n, itemsize)
 
-    assert cell_ahead(128, 10, 4) and not cell_ahead(96, 10, 4)
-    assert cal.grid_cell(112, 10) == (128, 10) == cal.grid_cell(112, 10, 4, True)
-    assert cal.grid_cell(112, 10, 4, False) == (96, 10)
+    assert cell_ahead(128, 10, 4) and not cell_ahead(112, 10, 4)
+    assert cal.grid_cell(120, 10) == (128, 10) == cal.grid_cell(120, 10, 4, True)
+    assert cal.grid_cell(120, 10, 4, False) == (112, 10)
     # both columns read ahead (k = 2): the nearer; on a column itself, that one
-    assert cell_ahead(96, 2, 4) and cell_ahead(128, 2, 4)
-    assert cal.grid_cell(112, 2, 4, False) == (128, 2)
+    assert cell_ahead(112, 2, 4) and cell_ahead(128, 2, 4)
+    assert cal.grid_cell(120, 2, 4, False) == (128, 2)
     assert cal.grid_cell(128, 10, 4, False) == (128, 10)
     # a shape read ahead keeps the nearer column, read ahead or not
-    assert cal.grid_cell(100, 10, 4, True) == (96, 10) == cal.grid_cell(100, 10, 4, False)
-    cells = {"96,10": {"winner": "gemm"}, "128,10": {"winner": "rows"}}
+    assert cal.grid_cell(116, 10, 4, True) == (112, 10) == cal.grid_cell(116, 10, 4, False)
+    cells = {"112,10": {"winner": "gemm"}, "128,10": {"winner": "rows"}}
     cal.wisdom_path().write_text(json.dumps({"float32": {"cells": cells}}))
     cal.forget()
     try:
         f32 = np.dtype(np.float32)
-        small, large = 80000, 300000  # X of 36 MB, not read ahead, and 134 MB, read ahead
-        assert not ahead(small, 112, 4) and ahead(large, 112, 4)
+        small, large = 80000, 300000  # X of 38 MB, not read ahead, and 144 MB, read ahead
+        assert not ahead(small, 120, 4) and ahead(large, 120, 4)
         for _ in range(2):  # looked up, then remembered
-            assert cal.strategy(112, 10, f32, work=small * 112 * 10) == "gemm"
-            assert cal.strategy(112, 10, f32, work=large * 112 * 10) == "rows"
+            assert cal.strategy(120, 10, f32, work=small * 120 * 10) == "gemm"
+            assert cal.strategy(120, 10, f32, work=large * 120 * 10) == "rows"
     finally:
         cal.forget()
 
