@@ -61,9 +61,9 @@ SMALL_N = 128
 # n = 112 too: the float32 rows kernels take about the same time a row from
 # 96 to 128 features while GEMM's grows with n, so the two cross in between
 # at 5-10 classes; going by the n = 128 cell, (161000, 112, 5) took
-# 1.11-1.16x the faster strategy's time, by its own 1.04x, and 18 shapes
-# of 100-120 features within 1.05x but one at 1.15x (BENCHMARKS.md,
-# "Twentieth session").
+# 1.11-1.16x the faster strategy's time, by its own 1.04x; 17 of 18
+# float32 shapes of 100-120 features within 1.06x, one at 1.15x
+# (BENCHMARKS.md, "Twentieth session").
 GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 # k = 7 sits where the two strategies cross in float64 on a 32 KB-L1 host
 # (four rows of a wide X and three weight rows stop fitting L1 together):
