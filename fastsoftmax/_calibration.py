@@ -233,6 +233,7 @@ def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
     return near, k
 
 
+# _kernels._common.reads_ahead as plain Python, once imported.
 _reads_ahead = None
 
 

@@ -377,8 +377,9 @@ TOUCH_MAX_ROWS = 64
 def reads_ahead(m, n, itemsize):
     """Whether the rows kernels read the rows of an (m, n) X ahead of their tiles.
 
-    Also called from Python (``reads_ahead.py_func``): the calibration
-    times a shape's strategy on a grid cell that reads ahead as it does.
+    Also called from Python (``reads_ahead.py_func``): for a shape whose
+    rows are not read ahead, the strategy's lookup avoids a grid cell whose
+    rows were (``_calibration.grid_cell``).
     """
     row = n * itemsize
     size = m * row
