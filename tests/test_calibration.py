@@ -110,6 +110,12 @@ def test_a_shape_not_read_ahead_avoids_a_column_read_ahead(tmp_path, monkeypatch
     assert cal.grid_cell(128, 10, 4, False) == (128, 10)
     # a shape read ahead keeps the nearer column, read ahead or not
     assert cal.grid_cell(116, 10, 4, True) == (112, 10) == cal.grid_cell(116, 10, 4, False)
+    # the farther column is the nearest on the other side: 76 float64
+    # features go by 48 (never read ahead), not by 112 (nearer than 48)
+    assert 48 in cal.GRID_N and not any(48 < n < 96 for n in cal.GRID_N)
+    assert cell_ahead(96, 2, 8) and cell_ahead(112, 2, 8) and not cell_ahead(48, 2, 8)
+    assert cal.grid_cell(76, 2, 8, False) == (48, 2)
+    assert cal.grid_cell(76, 2, 8, True) == (96, 2) == cal.grid_cell(76, 2)
     cells = {"112,10": {"winner": "gemm"}, "128,10": {"winner": "rows"}}
     cal.wisdom_path().write_text(json.dumps({"float32": {"cells": cells}}))
     cal.forget()
