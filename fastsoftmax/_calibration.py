@@ -249,6 +249,57 @@ def rows_read_ahead(n_rows: int, n_features: int, itemsize: int) -> bool:
     return bool(_reads_ahead(n_rows, n_features, itemsize))
 
 
+def _bracket(grid: tuple[int, ...], x: int) -> list[tuple[int, float]]:
+    """Return the values of an ascending grid around ``x``, weighted linearly in log x.
+
+    One value, of weight 1, where ``x`` is on the grid or beyond its ends.
+    """
+    below = [g for g in grid if g <= x]
+    above = [g for g in grid if g >= x]
+    if not below or not above or below[-1] == above[0]:
+        return [(below[-1] if below else above[0], 1.0)]
+    lo, hi = below[-1], above[0]
+    t = math.log(x / lo) / math.log(hi / lo)
+    return [(lo, 1.0 - t), (hi, t)]
+
+
+def _interpolated(dtype: str, n_features: int, n_classes: int, itemsize: int,
+                  ahead: bool) -> str | None:
+    """Return the strategy by the rows / GEMM time ratio of the cells around the shape.
+
+    The ratio's logarithm is interpolated linearly in log n and log k
+    between the (up to four) timed cells around the shape, and decided as
+    a cell is (:func:`_winner`, the shape's own fixed rule and margin).
+    Between a column whose cell reads its rows ahead and one whose cell
+    does not, a shape not read ahead goes by the latter alone (as in
+    :func:`grid_cell`). None unless every cell it needs holds both times
+    (a lazy calibration times only the nearest cell). The ratio changes
+    smoothly between cells that disagree: at (67000, 100, 30) float32 the
+    k = 20 cell's "rows" took 1.35x the GEMM time and the k = 48 cell
+    chose GEMM; interpolated, GEMM (BENCHMARKS.md, "Twentieth session").
+    """
+    columns = _bracket(GRID_N, n_features)
+    ks = _bracket(GRID_K, max(n_classes, 2))
+    if not ahead and len(columns) == 2:
+        k0 = max(ks, key=lambda kw: kw[1])[0]
+        read = [rows_read_ahead(cell_rows(n, k0), n, itemsize) for n, _ in columns]
+        if read[0] != read[1]:
+            columns = [(n, 1.0) for (n, _), r in zip(columns, read, strict=True) if not r]
+    cells = _table(_load().get(dtype))["cells"]
+    log_ratio = 0.0
+    for n, wn in columns:
+        for k, wk in ks:
+            entry = cells.get(_cell_key(n, k))
+            rows_s, gemm_s = (entry.get("rows_s"), entry.get("gemm_s")) if isinstance(
+                entry, dict) else (None, None)
+            # A cell without both times (hand-edited, damaged) decides nothing.
+            if not (isinstance(rows_s, (int, float)) and isinstance(gemm_s, (int, float))
+                    and 0 < rows_s < math.inf and 0 < gemm_s < math.inf):
+                return None
+            log_ratio += wn * wk * math.log(rows_s / gemm_s)
+    return _winner(n_features, n_classes, math.exp(log_ratio), 1.0)
+
+
 def _cell_key(n: int, k: int) -> str:
     return f"{n},{k}"
 
@@ -309,9 +360,11 @@ def _remembered(override: str, key: tuple, find):
 def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> str:
     """Return the kernel strategy for this host, shape and dtype.
 
-    The wisdom's cell for the shape (:func:`grid_cell`) when it was timed;
-    else, with ``work`` (m n k) of at least :data:`AUTO_WORK`, that cell is
-    timed now (and remembered); else the fixed rule.
+    The wisdom's cell for the shape (:func:`grid_cell`) when it was timed,
+    interpolated between the cells around the shape where those were
+    timed too (:func:`_interpolated`); else, with ``work`` (m n k) of at
+    least :data:`AUTO_WORK`, that cell is timed now (and remembered); else
+    the fixed rule.
     """
     override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
     forced = override.strip().lower()
@@ -328,7 +381,9 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
         cell = grid_cell(n_features, n_classes, itemsize, ahead)
         entry = _known_or_timed(lambda: _entry(name, cell),
                                 lambda: calibrate((name,), cells=[cell], blocks=False), work)
-        return None if entry is None else entry["winner"]
+        if entry is None:
+            return None
+        return _interpolated(name, n_features, n_classes, itemsize, ahead) or entry["winner"]
 
     # The cell depends on the rows only through whether they are read ahead.
     winner = _remembered(override, ("strategy", n_features, n_classes, dtype,

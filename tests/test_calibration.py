@@ -44,9 +44,11 @@ def test_calibration_is_written_and_looked_up(fresh):
         for j, k in enumerate((3, 10)):
             winner = table["cells"][f"{n},{k}"]["winner"]
             assert cal.strategy(n, k, np.float64) == grid[i][j] == winner
-    # off the grid: the nearest cell in log n, log k; above SMALL_K, GEMM
+    # off the grid: the nearest cell in log n, log k, its times interpolated
+    # with those of the cells around (test_between_cells_the_ratio_is_interpolated);
+    # above SMALL_K, GEMM
     assert cal.grid_cell(700, 4) == (784, 3)
-    assert cal.strategy(700, 4, np.float64) == grid[1][0]
+    assert cal.strategy(700, 4, np.float64) in ("rows", "gemm")
     assert cal.strategy(784, 1000, np.float64) == "gemm"
     # another dtype has no wisdom yet: the fixed rule
     assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3)
@@ -126,6 +128,54 @@ def test_a_shape_not_read_ahead_avoids_a_column_read_ahead(tmp_path, monkeypatch
         for _ in range(2):  # looked up, then remembered
             assert cal.strategy(120, 10, f32, work=small * 120 * 10) == "gemm"
             assert cal.strategy(120, 10, f32, work=large * 120 * 10) == "rows"
+    finally:
+        cal.forget()
+
+
+def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
+    """The rows / GEMM time ratio of the cells around a shape, interpolated
+    in log n and log k, decides it as a cell's is decided; without both
+    times in every such cell, the nearest cell's winner."""
+    monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
+    monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cal, "GRID_N", (96, 112))
+    monkeypatch.setattr(cal, "GRID_K", (20, 48))
+
+    def cell(ratio, winner):
+        return {"winner": winner, "rows_s": ratio * 0.01, "gemm_s": 0.01}
+
+    # the k = 20 cells chose rows (rows / GEMM 0.9), the k = 48 cells GEMM (1.5)
+    cells = {"96,20": cell(0.9, "rows"), "112,20": cell(0.9, "rows"),
+             "96,48": cell(1.5, "gemm"), "112,48": cell(1.5, "gemm")}
+
+    def with_wisdom(cells):
+        cal.wisdom_path().write_text(json.dumps({"float32": {"cells": cells}}))
+        cal.forget()
+
+    f32 = np.dtype(np.float32)
+    try:
+        with_wisdom(cells)
+        assert cal.grid_cell(100, 30) == (96, 20)
+        # at k = 30 the interpolated ratio is 0.9 ** 0.54 * 1.5 ** 0.46 = 1.15: GEMM
+        assert cal._bracket(cal.GRID_K, 30)[1][1] == pytest.approx(0.463, abs=1e-3)
+        assert cal.strategy(100, 30, f32, work=1) == "gemm"
+        # at k = 25, 1.03: GEMM (the fixed rule below 128 features; rows below 0.95)
+        assert cal.strategy(100, 25, f32, work=1) == "gemm"
+        cells["96,48"] = cells["112,48"] = cell(0.5, "rows")
+        with_wisdom(cells)
+        assert cal.strategy(100, 25, f32, work=1) == "rows"  # 0.9 ** 0.75 * 0.5 ** 0.25 = 0.78
+        # on a cell: that cell alone
+        assert cal._bracket(cal.GRID_N, 96) == [(96, 1.0)] and cal._bracket(cal.GRID_K, 60) == [
+            (48, 1.0)]
+        assert cal.strategy(96, 20, f32, work=1) == "rows"
+        # a cell around it without its times: the nearest cell's winner
+        cells["96,48"] = {"winner": "gemm"}
+        cells["112,48"] = cell(1.5, "gemm")
+        with_wisdom(cells)
+        assert cal.strategy(100, 30, f32, work=1) == "rows"
+        cells["96,48"] = cell(1.5, "gemm") | {"rows_s": "0.015"}
+        with_wisdom(cells)
+        assert cal.strategy(100, 30, f32, work=1) == "rows"
     finally:
         cal.forget()
 
