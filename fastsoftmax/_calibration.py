@@ -5,8 +5,10 @@ tiles, weights (k, n)) and "gemm" (BLAS on row blocks). Which is faster
 depends on the shape and on the machine: the vector width, the cache sizes
 and the BLAS library. :func:`calibrate` times both on cells of a grid of
 shapes and writes the winners to a small JSON file, as FFTW keeps its
-wisdom; :func:`strategy` looks a shape up there (the nearest grid cell in
-log n, log k), and falls back to a fixed rule for a cell not timed yet.
+wisdom; :func:`strategy` looks a shape up there (the ratio of the two
+times interpolated in log n, log k between the cells around it, or the
+nearest cell's winner while those are not all timed), and falls back to
+a fixed rule for a cell not timed yet.
 The same calibration times the GEMM strategy's block size for narrow rows
 of many classes (:func:`narrow_block_bytes`).
 
