@@ -21,10 +21,11 @@ the file's layout, so a new machine, library or kernel calibrates afresh.
 shape, "fixed" for the fixed rule (no wisdom read, no calibration: the
 choice, and so the rounding of results, is the same on every machine).
 
-Calibration runs by itself, lazily, one cell at a time: the first time a
-problem of at least :data:`AUTO_WORK` multiply-adds meets a cell (dtype,
-n, k) of no wisdom, that cell alone is timed, up to a second or so once
-both strategies' kernels are compiled. On an empty Numba cache the
+Calibration runs by itself, lazily, a few cells at a time: the first time
+a problem of at least :data:`AUTO_WORK` multiply-adds meets a cell (dtype,
+n, k) of no wisdom, that cell and the others around the shape that it is
+interpolated between (up to four) are timed, up to a second or so each
+once both strategies' kernels are compiled. On an empty Numba cache the
 kernels of the strategy the fit would not have used are compiled for it
 (seconds); timing the whole grid at once compiles every variant of both,
 most of a minute per dtype (BENCHMARKS.md, "Thirteenth session"), which
@@ -265,20 +266,13 @@ def _bracket(grid: tuple[int, ...], x: int) -> list[tuple[int, float]]:
     return [(lo, 1.0 - t), (hi, t)]
 
 
-def _interpolated(dtype: str, n_features: int, n_classes: int, itemsize: int,
-                  ahead: bool) -> str | None:
-    """Return the strategy by the rows / GEMM time ratio of the cells around the shape.
+def _around(n_features: int, n_classes: int, itemsize: int,
+            ahead: bool) -> list[tuple[int, int, float]]:
+    """Return the (up to four) grid cells around a shape, (n, k, weight), weights summing to 1.
 
-    The ratio's logarithm is interpolated linearly in log n and log k
-    between the (up to four) timed cells around the shape, and decided as
-    a cell is (:func:`_winner`, the shape's own fixed rule and margin).
-    Between a column whose cell reads its rows ahead and one whose cell
-    does not, a shape not read ahead goes by the latter alone (as in
-    :func:`grid_cell`). None unless every cell it needs holds both times
-    (a lazy calibration times only the nearest cell). The ratio changes
-    smoothly between cells that disagree: at (67000, 100, 30) float32 the
-    k = 20 cell's "rows" took 1.35x the GEMM time and the k = 48 cell
-    chose GEMM; interpolated, GEMM (BENCHMARKS.md, "Twentieth session").
+    Linear in log n and log k. Between a column whose cell reads its rows
+    ahead and one whose cell does not, a shape not read ahead goes by the
+    latter alone (as in :func:`grid_cell`).
     """
     columns = _bracket(GRID_N, n_features)
     ks = _bracket(GRID_K, max(n_classes, 2))
@@ -287,18 +281,40 @@ def _interpolated(dtype: str, n_features: int, n_classes: int, itemsize: int,
         read = [rows_read_ahead(cell_rows(n, k0), n, itemsize) for n, _ in columns]
         if read[0] != read[1]:
             columns = [(n, 1.0) for (n, _), r in zip(columns, read, strict=True) if not r]
-    cells = _table(_load().get(dtype))["cells"]
+    return [(n, k, wn * wk) for n, wn in columns for k, wk in ks]
+
+
+def _ratio(dtype: str, n: int, k: int) -> float | None:
+    """Return a timed cell's rows / GEMM time ratio; None without both times."""
+    entry = _table(_load().get(dtype))["cells"].get(_cell_key(n, k))
+    rows_s, gemm_s = (entry.get("rows_s"), entry.get("gemm_s")) if isinstance(
+        entry, dict) else (None, None)
+    # A cell without both times (hand-edited, damaged) decides nothing.
+    if not (isinstance(rows_s, (int, float)) and isinstance(gemm_s, (int, float))
+            and 0 < rows_s < math.inf and 0 < gemm_s < math.inf):
+        return None
+    return rows_s / gemm_s
+
+
+def _interpolated(dtype: str, n_features: int, n_classes: int,
+                  around: list[tuple[int, int, float]]) -> str | None:
+    """Return the strategy by the rows / GEMM time ratio of the cells around the shape.
+
+    The ratio's logarithm is interpolated between the cells :func:`_around`
+    gives and decided as a cell's is (:func:`_winner`: the shape's own
+    fixed rule and margin); None unless every one holds both times. The
+    ratio changes smoothly between cells that disagree: at (67000, 100,
+    30) float32 the k = 20 cell's "rows" took 1.35x the GEMM time and the
+    k = 48 cell chose GEMM; interpolated, GEMM. Off the grid, 24 shapes
+    took 1.009x the faster strategy's time on average (worst 1.17x), 1.027x
+    (worst 1.30x) by the nearest cell (BENCHMARKS.md, "Twentieth session").
+    """
     log_ratio = 0.0
-    for n, wn in columns:
-        for k, wk in ks:
-            entry = cells.get(_cell_key(n, k))
-            rows_s, gemm_s = (entry.get("rows_s"), entry.get("gemm_s")) if isinstance(
-                entry, dict) else (None, None)
-            # A cell without both times (hand-edited, damaged) decides nothing.
-            if not (isinstance(rows_s, (int, float)) and isinstance(gemm_s, (int, float))
-                    and 0 < rows_s < math.inf and 0 < gemm_s < math.inf):
-                return None
-            log_ratio += wn * wk * math.log(rows_s / gemm_s)
+    for n, k, weight in around:
+        ratio = _ratio(dtype, n, k)
+        if ratio is None:
+            return None
+        log_ratio += weight * math.log(ratio)
     return _winner(n_features, n_classes, math.exp(log_ratio), 1.0)
 
 
@@ -364,9 +380,9 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
 
     The wisdom's cell for the shape (:func:`grid_cell`) when it was timed,
     interpolated between the cells around the shape where those were
-    timed too (:func:`_interpolated`); else, with ``work`` (m n k) of at
-    least :data:`AUTO_WORK`, that cell is timed now (and remembered); else
-    the fixed rule.
+    timed too (:func:`_interpolated`). With ``work`` (m n k) of at least
+    :data:`AUTO_WORK`, those of the cells not timed yet are timed now (and
+    remembered). Else, without the shape's own cell, the fixed rule.
     """
     override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
     forced = override.strip().lower()
@@ -381,11 +397,25 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     def find() -> str | None:
         name = np.dtype(dtype).name
         cell = grid_cell(n_features, n_classes, itemsize, ahead)
-        entry = _known_or_timed(lambda: _entry(name, cell),
-                                lambda: calibrate((name,), cells=[cell], blocks=False), work)
+        around = _around(n_features, n_classes, itemsize, ahead)
+        needed = list(dict.fromkeys([cell] + [(n, k) for n, k, _ in around]))
+        found: dict[str, dict | None] = {}
+
+        def lookup() -> dict | None:
+            """Return the shape's cell once it and the cells around it are timed."""
+            found["entry"] = entry = _entry(name, cell)
+            timed = entry is not None and all(_ratio(name, *c) is not None for c in needed)
+            return entry if timed else None
+
+        def time_them() -> None:
+            calibrate((name,), cells=[c for c in needed if _ratio(name, *c) is None],
+                      blocks=False)
+
+        _known_or_timed(lookup, time_them, work)
+        entry = found["entry"]  # the cell alone decides while the others are not timed
         if entry is None:
             return None
-        return _interpolated(name, n_features, n_classes, itemsize, ahead) or entry["winner"]
+        return _interpolated(name, n_features, n_classes, around) or entry["winner"]
 
     # The cell depends on the rows only through whether they are read ahead.
     winner = _remembered(override, ("strategy", n_features, n_classes, dtype,

@@ -54,28 +54,36 @@ def test_calibration_is_written_and_looked_up(fresh):
     assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3)
 
 
-def test_a_large_problem_times_its_own_cell_once(fresh, monkeypatch):
-    """Lazily: the first large problem of a cell times that cell alone (no
-    other cell, no narrow blocks); a second problem of the cell, large or
-    not, reads it; a small problem of another cell times nothing."""
+def test_a_large_problem_times_the_cells_around_it_once(fresh, monkeypatch):
+    """Lazily: the first large problem of a cell times that cell and the
+    others around it that are not timed yet (no narrow blocks); a second
+    problem there, large or not, reads them; a small problem of another
+    cell times nothing."""
     timed = []
     time_cell = cal._time_cell
     monkeypatch.setattr(cal, "_time_cell",
                         lambda n, k, *a: timed.append((n, k)) or time_cell(n, k, *a))
     monkeypatch.setattr(cal, "AUTO_WORK", 10)
-    choice = cal.strategy(700, 3, np.float32, work=10)
+    f32 = np.dtype(np.float32)
+    choice = cal.strategy(900, 3, f32, work=10)  # beyond the last column: its cell alone
     on_disk = json.loads(cal.wisdom_path().read_text())
     assert list(on_disk) == ["float32"] and list(on_disk["float32"]["cells"]) == ["784,3"]
     assert "narrow_block_bytes" not in on_disk["float32"]
     assert choice == on_disk["float32"]["cells"]["784,3"]["winner"]
-    assert cal.strategy(900, 3, np.float32, work=10) == choice
-    assert cal.strategy(16, 3, np.float32, work=1) == cal.fixed_rule(16, 3)
-    assert cal.strategy(16, 1000, np.float32, work=10) == "gemm"  # above SMALL_K: never timed
+    assert cal.strategy(784, 3, f32, work=10) == choice
+    assert cal.strategy(16, 3, f32, work=1) == cal.fixed_rule(16, 3)
+    assert cal.strategy(16, 1000, f32, work=10) == "gemm"  # above SMALL_K: never timed
     assert timed == [(784, 3)]
-    cal.strategy(20, 10, np.float32, work=10)
-    assert timed == [(784, 3), (16, 10)]
+    # between the columns and the rows of the grid: the four cells, the one
+    # timed already not again
+    cal.strategy(700, 4, f32, work=10)
+    assert sorted(timed) == [(16, 3), (16, 10), (784, 3), (784, 10)]
+    assert timed.count((784, 3)) == 1
+    cal.strategy(20, 5, f32, work=10)
+    cal.strategy(300, 10, f32, work=1000)
+    assert len(timed) == 4
     cells = json.loads(cal.wisdom_path().read_text())["float32"]["cells"]
-    assert sorted(cells) == ["16,10", "784,3"]
+    assert sorted(cells) == ["16,10", "16,3", "784,10", "784,3"]
 
 
 def test_cells_another_process_wrote_are_kept(fresh):
