@@ -227,16 +227,10 @@ def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
     classes, and the n = 96 cell's GEMM was the faster (BENCHMARKS.md,
     "Twentieth session", measured before the n = 112 column).
     """
-    k = min(GRID_K, key=lambda g: abs(math.log(g / max(n_classes, 2))))
-    near = min(GRID_N, key=lambda g: abs(math.log(g / max(n_features, 1))))
-    # the nearest column on the other side of the shape, if any
-    other = [g for g in GRID_N if (g < n_features) != (near < n_features) and g != n_features]
-    if itemsize and not ahead and near != n_features and other:
-        far = min(other, key=lambda g: abs(math.log(g / n_features)))
-        if (rows_read_ahead(cell_rows(near, k), near, itemsize)
-                and not rows_read_ahead(cell_rows(far, k), far, itemsize)):
-            return far, k
-    return near, k
+    # The cell of most weight among those the shape is interpolated between.
+    n, k, _ = max(_around(max(n_features, 1), n_classes, itemsize, ahead or not itemsize),
+                  key=lambda cell: cell[2])
+    return n, k
 
 
 # _kernels._common.reads_ahead as plain Python, once imported.
