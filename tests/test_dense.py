@@ -205,6 +205,27 @@ def test_rows_kernels_reading_ahead(dt, n, k, mode, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n,k", [(210, 3), (300, 30)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_rows_kernels_reading_ahead_catch_nonfinite_x(dt, n, k, bad, rng):
+    """X read ahead (on AVX-512 hosts by the prefetching tiles of
+    _kernels._ahead): a NaN or inf of X, in a row deep in the second chunk
+    and in the features of the tiles' masked last step, is reported with
+    its row."""
+    from fastsoftmax._kernels._common import TOUCH_X_BYTES, _touches
+
+    itemsize = np.dtype(dt).itemsize
+    m = TOUCH_X_BYTES // (n * itemsize) + 37
+    X, y, W, b, _ = make_problem(rng, m, n, k, dt)
+    assert _touches(X)
+    row = m // 2 + 1001
+    X[row, n - 1] = bad
+    obj = _objective_for(X, y, None, k, "rows", False)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
+        obj(np.zeros_like(W), b)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", [(2000, 160, 10), (2000, 20, 10), (3000, 50, 60)])
 def test_public_function_on_shapes_of_each_rule_branch(shape, dt, rng):
     m, n, k = shape

@@ -53,6 +53,7 @@ branch per block of rows, not a second compiled specialisation.
 import numpy as np
 from numba import njit, prange
 
+from ._ahead import _ahead_tiles, _logits_ahead
 from ._blas import _gemm_into
 from ._common import (
     _chunk,
@@ -449,22 +450,31 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # loads stay), not in a register through the whole chunk.
     touched = flat[(8 + R) * k + 2 * R:(8 + R) * k + 2 * R + 1]
     touched[0] = 0
+    # The forward tiles of _ahead where they run (_ahead.ahead_tiles); when
+    # X is read ahead, the reads are theirs (prefetches ahead_rows rows
+    # ahead): only the chunk's first rows are read ahead as before.
+    tiles = _ahead_tiles(X, touch)
+    if tiles and touch:
+        touched[0] += _touch(X, start, min(stop, start + ahead_rows))
+    pf_rows = ahead_rows if touch else 0
     i = start
     while X.itemsize == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
-        if touch:
+        if touch and not tiles:
             touched[0] += _touch(X, i, i + R)
         h = 0
         while h < R:
-            if eight:
-                _logits8(X, i + h, Wt, b, z8)
-                nb = 8
+            nb = 8 if eight else 4
+            if tiles:
+                _logits_ahead(X, i + h, nb, Wt, b, ZT.T, h, pf_rows, stop)
             else:
-                r0 = i + h
-                _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
-                nb = 4
-            for q in range(nb):
-                for j in range(k):
-                    ZT[j, h + q] = z8[q, j]
+                if eight:
+                    _logits8(X, i + h, Wt, b, z8)
+                else:
+                    r0 = i + h
+                    _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
+                for q in range(nb):
+                    for j in range(k):
+                        ZT[j, h + q] = z8[q, j]
             h += nb
         part, bad = _block_error_t(ZT, i, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
         if bad >= 0:
@@ -482,15 +492,16 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         i += R
     ahead = i
     while i + 4 <= stop:
-        if touch and i >= ahead:
+        if touch and not tiles and i >= ahead:
             ahead = min(stop, i + ahead_rows)
             touched[0] += _touch(X, i, ahead)
-        if eight and i + 8 <= stop:
+        nb = 8 if eight and i + 8 <= stop else 4
+        if tiles:
+            _logits_ahead(X, i, nb, Wt, b, z8, 0, pf_rows, stop)
+        elif nb == 8:
             _logits8(X, i, Wt, b, z8)
-            nb = 8
         else:
             _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z8)
-            nb = 4
         if store:
             _store_proba(z8, nb, i, P, _max_chain)
         for h in range(0, nb, 4):

@@ -53,6 +53,7 @@ the error against the float64 reference).
 import numpy as np
 from numba import njit, prange
 
+from ._ahead import _ahead_tiles, _logits_ahead
 from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _touch, _touch_rows, _touches, _zero1, _zero2
 from ._config import JIT, PJIT
@@ -117,22 +118,31 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     touch = _touches(X)
     touched = X.dtype.type(0)
     ahead_rows = _touch_rows(X)
+    # The forward tiles of _ahead where they run, as in _fused._rows_chunk;
+    # the direction's product (which always runs) prefetches.
+    tiles = _ahead_tiles(X, touch)
+    if tiles and touch:
+        touched += _touch(X, start, min(stop, start + ahead_rows))
+    pf_rows = ahead_rows if touch else 0
     i = start
     ahead = i
     while i + 4 <= stop:
-        if touch and i >= ahead:
+        if touch and not tiles and i >= ahead:
             ahead = min(stop, i + ahead_rows)
             touched += _touch(X, i, ahead)
-        if eight and i + 8 <= stop:
+        nb = 8 if eight and i + 8 <= stop else 4
+        if tiles:
+            if not cached:
+                _logits_ahead(X, i, nb, Wt, b, p8, 0, 0, stop)
+            _logits_ahead(X, i, nb, Vt, cv, u8, 0, pf_rows, stop)
+        elif nb == 8:
             if not cached:
                 _logits8(X, i, Wt, b, p8)
             _logits8(X, i, Vt, cv, u8)
-            nb = 8
         else:
             if not cached:
                 _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p8)
             _logits4(X, i, i + 1, i + 2, i + 3, Vt, cv, u8)
-            nb = 4
         for q in range(nb):
             if cached:
                 p = P[i + q]

@@ -41,11 +41,14 @@ from numba.extending import intrinsic
 
 from ._config import WIDE_REGISTERS
 
-_WIDE = ('"min-legal-vector-width"="512"', '"prefer-vector-width"="512"')
+_LEGAL = '"min-legal-vector-width"="512"'
+_PREFER = '"prefer-vector-width"="512"'
 
 
 class _WideAttributes(ir.values.FunctionAttributes):
-    """llvmlite's function attributes plus the two string attributes of :data:`_WIDE`."""
+    """llvmlite's function attributes plus :data:`_LEGAL` and, where ``prefer``, :data:`_PREFER`."""
+
+    prefer = True
 
     def __bool__(self) -> bool:
         # The IR printer writes the attribute list only when the set is
@@ -53,12 +56,17 @@ class _WideAttributes(ir.values.FunctionAttributes):
         return True
 
     def _to_list(self, ret_type):
-        return [*super()._to_list(ret_type), *_WIDE]
+        return [*super()._to_list(ret_type), _LEGAL, *((_PREFER,) if self.prefer else ())]
 
 
-def _widen(function) -> None:
-    """Give an llvmlite ``Function`` the 512-bit attributes (once)."""
+def _widen(function, prefer: bool = True) -> None:
+    """Give an llvmlite ``Function`` the 512-bit attributes.
+
+    ``prefer`` False: only make 512-bit vectors legal (the explicit vectors
+    of :mod:`._ahead`), leaving the loop vectoriser's width as it was.
+    """
     if isinstance(function.attributes, _WideAttributes):
+        function.attributes.prefer = function.attributes.prefer or prefer
         return
     try:
         wide = _WideAttributes()
@@ -68,6 +76,7 @@ def _widen(function) -> None:
         wide.personality = function.attributes.personality
     except Exception:  # pragma: no cover - an llvmlite without this interface
         return
+    wide.prefer = prefer
     function.attributes = wide
 
 

@@ -1,0 +1,308 @@
+"""Forward register tiles that prefetch the rows ahead, written in LLVM IR.
+
+The rows kernels' forward product z = x . Wt[j] + b[j] streams X from
+memory. Read by the tiles of :mod:`._micro` (four or eight rows side by
+side), X arrives line after line as the tiles wait for it; read ahead in
+order first (``_common._touch``), it arrives at the memory's rate, but
+the arithmetic waits for that pass. Here the forward tiles themselves ask
+for the rows a block ahead: each step of a tile's feature loop issues a
+software prefetch (``prefetcht1``, into L2) of the next lines of those
+rows, spread over the tiles of a block of rows so that the lines asked for
+match the lines the tiles read, and the stream then overlaps the
+arithmetic instead of preceding it. BENCHMARKS.md, "Twenty-first session".
+
+Why IR: Numba code cannot issue a prefetch inside a loop that LLVM is to
+vectorise (the vectoriser gives up on the call and leaves the loop scalar),
+and a prefetch between two tiles (a burst of a row's lines) gained nothing:
+the lines have to be spread over the loop. So each tile is one loop written
+here with explicit vectors: one 64-byte vector (16 float32 or 8 float64
+lanes) per row and class per step, FMAs into R x C vector accumulators, a
+masked last step for the features beyond the last whole vector (no scalar
+remainder), and one horizontal sum per accumulator at the end. The same
+blocking as :mod:`._micro`: 4 rows x 3 classes (4 x 5 in float64), 8 x 2 in
+float32 where ``_micro.EIGHT_ROWS_N`` says.
+
+Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``): the tiles need
+its 32 vector registers. The caller's function is marked so that 512-bit
+vectors are legal in it (``_width._widen`` without the preference: the
+loops Numba vectorises itself keep their width).
+"""
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ._config import JIT, WIDE_REGISTERS
+from ._width import _widen
+
+# The tiles run on hosts with AVX-512 only (a compile-time constant: other
+# hosts compile the rows kernels without them).
+AHEAD_TILES = WIDE_REGISTERS
+# prefetcht1 (locality 2): into L2. prefetcht0 (into L1) ran the forward
+# sweep over X from memory 1.25x slower than prefetcht1 (ad hoc, one
+# thread, MNIST shape).
+_LOCALITY = 2
+_LINE = 64
+
+_I1 = ir.IntType(1)
+_I8P = ir.IntType(8).as_pointer()
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+
+
+def _const(v):
+    return ir.Constant(_I64, v)
+
+
+def _intrinsic_fn(module, name, ret, args):
+    return cgutils.get_or_insert_function(module, ir.FunctionType(ret, args), name)
+
+
+class _TileCode:
+    """The IR of one R x C tile: see :func:`_make_tile`."""
+
+    def __init__(self, context, builder, sig, args, R, C):
+        self.builder = builder
+        X, i, Wt, j, b, z, zr, p, lines = args
+        xty, _, wty, _, bty, zty = sig.args[:6]
+        self.R, self.C = R, C
+        self.fty = context.get_value_type(xty.dtype)
+        itemsize = context.get_abi_sizeof(self.fty)
+        self.L = _LINE // itemsize
+        self.align = itemsize
+        self.vec = ir.VectorType(self.fty, self.L)
+        self.mask_t = ir.VectorType(_I1, self.L)
+        mod = builder.module
+        sfx = f"v{self.L}f{itemsize * 8}"
+        self.fma = _intrinsic_fn(mod, f"llvm.fma.{sfx}", self.vec, [self.vec] * 3)
+        self.mload = _intrinsic_fn(mod, f"llvm.masked.load.{sfx}.p0", self.vec,
+                                   [self.vec.as_pointer(), _I32, self.mask_t, self.vec])
+        self.reduce = _intrinsic_fn(mod, f"llvm.vector.reduce.fadd.{sfx}", self.fty,
+                                    [self.fty, self.vec])
+        self.prefetch = _intrinsic_fn(mod, "llvm.prefetch.p0", ir.VoidType(),
+                                      [_I8P, _I32, _I32, _I32])
+        xa = context.make_array(xty)(context, builder, X)
+        wa = context.make_array(wty)(context, builder, Wt)
+        self.n = builder.extract_value(xa.shape, 1)
+        wn = builder.extract_value(wa.shape, 1)
+        self.xs = [builder.gep(xa.data, [builder.mul(builder.add(i, _const(q)), self.n)])
+                   for q in range(R)]
+        self.ws = [builder.gep(wa.data, [builder.mul(builder.add(j, _const(c)), wn)])
+                   for c in range(C)]
+        self.pf = builder.bitcast(builder.gep(xa.data, [p]), _I8P)
+        self.lines = lines
+        self.zero = ir.Constant(self.vec, [0.0] * self.L)
+        self.context = context
+        self.b = (bty, b)
+        self.z = (zty, z)
+        self.j, self.zr = j, zr
+
+    def _loads(self, at, mask):
+        b = self.builder
+        out = []
+        for ptr in (*self.xs, *self.ws):
+            vp = b.bitcast(b.gep(ptr, [at]), self.vec.as_pointer())
+            if mask is None:
+                out.append(b.load(vp, align=self.align))
+            else:
+                out.append(b.call(self.mload, [vp, ir.Constant(_I32, self.align), mask, self.zero]))
+        return out[:self.R], out[self.R:]
+
+    def _fmas(self, xv, wv, accs):
+        return [self.builder.call(self.fma, [xv[q], wv[c], accs[q * self.C + c]])
+                for q in range(self.R) for c in range(self.C)]
+
+    def _prefetch_lines(self, pos):
+        """Prefetch ``lines`` lines from byte ``pos`` of the rows ahead; return the next pos."""
+        b = self.builder
+        lines = self.lines
+        start = b.block
+        loop = b.append_basic_block("ahead.pf")
+        done = b.append_basic_block("ahead.pf.done")
+        b.cbranch(b.icmp_signed(">", lines, _const(0)), loop, done)
+        b.position_at_end(loop)
+        t = b.phi(_I64)
+        t.add_incoming(_const(0), start)
+        at = b.add(pos, b.mul(t, _const(_LINE)))
+        b.call(self.prefetch, [b.gep(self.pf, [at]), ir.Constant(_I32, 0),
+                               ir.Constant(_I32, _LOCALITY), ir.Constant(_I32, 1)])
+        t1 = b.add(t, _const(1))
+        t.add_incoming(t1, loop)
+        b.cbranch(b.icmp_signed("<", t1, lines), loop, done)
+        b.position_at_end(done)
+        return b.add(pos, b.mul(lines, _const(_LINE)))
+
+    def emit(self):
+        b = self.builder
+        n, L = self.n, self.L
+        whole = b.and_(n, _const(-L))
+        pre = b.block
+        loop = b.append_basic_block("ahead.loop")
+        tail = b.append_basic_block("ahead.tail")
+        b.cbranch(b.icmp_signed(">", whole, _const(0)), loop, tail)
+        # The whole vectors: loads, one prefetch step, R x C FMAs.
+        b.position_at_end(loop)
+        f = b.phi(_I64)
+        pos = b.phi(_I64)
+        accs = [b.phi(self.vec) for _ in range(self.R * self.C)]
+        f.add_incoming(_const(0), pre)
+        pos.add_incoming(_const(0), pre)
+        for a in accs:
+            a.add_incoming(self.zero, pre)
+        xv, wv = self._loads(f, None)
+        new_pos = self._prefetch_lines(pos)
+        new = self._fmas(xv, wv, accs)
+        f1 = b.add(f, _const(L))
+        end = b.block
+        f.add_incoming(f1, end)
+        pos.add_incoming(new_pos, end)
+        for a, v in zip(accs, new, strict=True):
+            a.add_incoming(v, end)
+        b.cbranch(b.icmp_signed("<", f1, whole), loop, tail)
+        # The rest (fewer than L features): masked loads, zeros beyond n.
+        b.position_at_end(tail)
+        sums = []
+        for k_ in range(self.R * self.C):
+            s = b.phi(self.vec)
+            s.add_incoming(self.zero, pre)
+            s.add_incoming(new[k_], end)
+            sums.append(s)
+        last = b.phi(_I64)
+        last.add_incoming(_const(0), pre)
+        last.add_incoming(new_pos, end)
+        rest = b.sub(n, whole)
+        lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
+        restv = b.insert_element(ir.Constant(ir.VectorType(_I64, L), [0] * L), rest,
+                                 ir.Constant(_I32, 0))
+        restv = b.shuffle_vector(restv, restv, ir.Constant(ir.VectorType(_I32, L), [0] * L))
+        mask = b.icmp_signed("<", lanes, restv)
+        self._prefetch_lines(last)
+        xv, wv = self._loads(whole, mask)
+        sums = self._fmas(xv, wv, sums)
+        self._store(sums)
+
+    def _store(self, sums):
+        b, context = self.builder, self.context
+        bty, bval = self.b
+        zty, zval = self.z
+        ba = context.make_array(bty)(context, builder=b, value=bval)
+        za = context.make_array(zty)(context, builder=b, value=zval)
+        for q in range(self.R):
+            for c in range(self.C):
+                jc = b.add(self.j, _const(c))
+                s = b.call(self.reduce, [ir.Constant(self.fty, -0.0), sums[q * self.C + c]],
+                           fastmath=("reassoc", "nsz"))
+                bias = b.load(cgutils.get_item_pointer(context, b, bty, ba, [jc]))
+                ptr = cgutils.get_item_pointer(context, b, zty, za,
+                                               [b.add(self.zr, _const(q)), jc])
+                b.store(b.fadd(s, bias), ptr)
+
+
+def _make_tile(R: int, C: int):
+    """Return an R x C forward tile, ``tile(X, i, Wt, j, b, z, zr, p, lines)``.
+
+    z[zr + q, j + c] = X[i + q] . Wt[j + c, :n] + b[j + c] for q < R,
+    c < C (X (m, n) C-contiguous, rows i ... i + R - 1; Wt (k, n' >= n)
+    C-contiguous; z any 2-D array of X's dtype: a transposed view writes
+    the logits transposed). ``lines`` > 0: each step of the feature loop
+    (a vector, 64 bytes, of each row) prefetches ``lines`` consecutive
+    64-byte lines of X, the first at element offset p of X's data (p within
+    X), the next step the ``lines`` after them, and so on: over its n / L
+    steps a tile asks for about ``lines`` rows starting at element p.
+    """
+
+    @intrinsic
+    def tile(typingctx, X, i, Wt, j, b, z, zr, p, lines):
+        sig = types.void(X, i, Wt, j, b, z, zr, p, lines)
+
+        def codegen(context, builder, sig, args):
+            _widen(builder.function, prefer=False)
+            args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
+                    for a, t in zip(args, sig.args, strict=True)]
+            _TileCode(context, builder, sig, args, R, C).emit()
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_tile_4x5 = _make_tile(4, 5)
+_tile_4x3 = _make_tile(4, 3)
+_tile_4x2 = _make_tile(4, 2)
+_tile_4x1 = _make_tile(4, 1)
+_tile_8x2 = _make_tile(8, 2)
+_tile_8x1 = _make_tile(8, 1)
+
+
+@njit(inline="always", **JIT)
+def _ahead_tiles(X, touch):
+    """Whether the rows kernels take X's logits from these tiles rather than :mod:`._micro`'s.
+
+    On AVX-512 hosts (:data:`AHEAD_TILES`): where X is read ahead
+    (``touch``), and for float32 everywhere. Against the tiles of
+    :mod:`._micro` (BENCHMARKS.md, "Twenty-first session"), the gradient
+    took 0.62-0.92x the time with X read ahead (0.97-1.00x at 30-48
+    classes), and in float32 0.72-0.97x on X in the caches (1.01-1.03x at
+    48 classes of 64-100 features); float64 rows not read ahead keep the
+    tiles of :mod:`._micro`, which were 1.31-1.46x faster at 30-50 features
+    and 5 classes.
+    """
+    return AHEAD_TILES and (touch or X.itemsize == 4)
+
+
+@njit(inline="always", **JIT)
+def _next_tile(k, j, nb, wide5):
+    """Classes of the tile from class j in a block of nb rows (as :mod:`._micro` blocks them)."""
+    left = k - j
+    if nb == 8:
+        return 2 if left >= 2 else 1
+    if wide5 and left >= 5 and left != 6:
+        return 5
+    if left >= 3 and left != 4:
+        return 3
+    return 2 if left >= 2 else 1
+
+
+@njit(inline="always", **JIT)
+def _logits_ahead(X, i, nb, Wt, b, z, zr, ahead, stop):
+    """z[zr + q, j] = X[i + q] . Wt[j] + b[j] for nb (4 or 8) rows from i, prefetching rows ahead.
+
+    IN: X (m, n), Wt (k, n' >= n), b (k,); the rows [i + ahead, i + ahead
+    + nb) ∩ [0, stop) are prefetched, their lines spread over the block's
+    tiles. OUT: z (any 2-D array; rows zr ... zr + nb - 1, all k columns).
+    """
+    k = Wt.shape[0]
+    n = X.shape[1]
+    wide5 = X.itemsize == 8
+    tiles = 0
+    j = 0
+    while j < k:
+        j += _next_tile(k, j, nb, wide5)
+        tiles += 1
+    first = i + ahead
+    rows = max(0, min(nb, stop - first)) if ahead > 0 else 0
+    j = 0
+    t = 0
+    done = 0
+    while j < k:
+        c = _next_tile(k, j, nb, wide5)
+        take = (rows - done + tiles - t - 1) // (tiles - t)
+        p = min(first + done, X.shape[0] - 1) * n
+        if nb == 8:
+            if c == 2:
+                _tile_8x2(X, i, Wt, j, b, z, zr, p, take)
+            else:
+                _tile_8x1(X, i, Wt, j, b, z, zr, p, take)
+        elif c == 5:
+            _tile_4x5(X, i, Wt, j, b, z, zr, p, take)
+        elif c == 3:
+            _tile_4x3(X, i, Wt, j, b, z, zr, p, take)
+        elif c == 2:
+            _tile_4x2(X, i, Wt, j, b, z, zr, p, take)
+        else:
+            _tile_4x1(X, i, Wt, j, b, z, zr, p, take)
+        done += take
+        j += c
+        t += 1

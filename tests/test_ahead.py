@@ -1,0 +1,133 @@
+"""_kernels._ahead: the forward tiles written in LLVM IR, with prefetches.
+
+Each tile against the NumPy product on every feature count around the
+vector width (the masked last step), every class count (the blocking into
+5-, 3-, 2- and 1-class tiles), both row blocks, into a C-ordered and a
+transposed output, with and without prefetching (rows at X's end, rows
+beyond it); a NaN or inf of X must reach the logits (masked lanes must not
+hide it, lanes beyond n must not add one); the prefetch instructions and
+the 512-bit legality must be in the compiled code. The kernels that use the
+tiles are tested against the reference in test_dense.py
+(``test_rows_kernels_reading_ahead`` and the rest).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from numba import njit
+
+from fastsoftmax._kernels._ahead import AHEAD_TILES, _ahead_tiles, _logits_ahead
+
+DTYPES = [np.float32, np.float64]
+IDS = ["float32", "float64"]
+
+
+@njit(error_model="numpy")
+def _logits(X, i, nb, Wt, b, z, zr, ahead, stop):
+    _logits_ahead(X, i, nb, Wt, b, z, zr, ahead, stop)
+
+
+def _problem(rng, dt, m, n, k):
+    X = rng.standard_normal((m, n)).astype(dt)
+    # Padded weight rows, as the kernels get them; NaN in the padding: a
+    # lane beyond n that read it would poison the sum.
+    Wt = np.full((k, -(-n // 16) * 16), np.nan, dt)
+    Wt[:, :n] = rng.standard_normal((k, n))
+    b = rng.standard_normal(k).astype(dt)
+    return X, Wt, b
+
+
+def _close(got, want, dt, n):
+    tol = (2e-5 if dt == np.float32 else 1e-13) * max(1.0, np.sqrt(n))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 33, 100, 784])
+@pytest.mark.parametrize("nb", [4, 8])
+def test_tiles_match_numpy(dt, n, nb):
+    rng = np.random.default_rng(n)
+    m = 40
+    for k in (1, 2, 3, 4, 5, 6, 7, 10, 11, 16):
+        X, Wt, b = _problem(rng, dt, m, n, k)
+        want = X[3:3 + nb] @ Wt[:, :n].T + b
+        z = np.full((12, k), -7.0, dt)
+        _logits(X, 3, nb, Wt, b, z, 2, 16, m)
+        _close(z[2:2 + nb], want, dt, n)
+        assert np.all(z[:2] == -7.0) and np.all(z[2 + nb:] == -7.0)
+        ZT = np.full((k, 12), -7.0, dt)
+        _logits(X, 3, nb, Wt, b, ZT.T, 1, 0, m)
+        _close(ZT.T[1:1 + nb], want, dt, n)
+        assert np.all(ZT[:, 0] == -7.0) and np.all(ZT[:, 1 + nb:] == -7.0)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("ahead", [0, 4, 30, 1000])
+def test_prefetching_at_x_end_changes_nothing(dt, ahead):
+    """Rows ahead partly or wholly beyond X (prefetch is a hint: no fault,
+    no effect on the values)."""
+    rng = np.random.default_rng(5)
+    m, n, k = 37, 50, 7
+    X, Wt, b = _problem(rng, dt, m, n, k)
+    for i, nb in ((29, 8), (33, 4), (0, 8)):
+        z = np.zeros((8, k), dt)
+        _logits(X, i, nb, Wt, b, z, 0, ahead, m)
+        _close(z[:nb], X[i:i + nb] @ Wt[:, :n].T + b, dt, n)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("col", [0, 15, 16, 48, 49])
+def test_a_nonfinite_x_reaches_its_logits(dt, bad, col):
+    """In a whole step or in the masked last one (n = 50: 48 features in
+    whole 64-byte steps in float32, 48 in float64 too), with weights of
+    zero (x * 0 is NaN for x = inf): the row's logits are not finite, the
+    other rows' are."""
+    rng = np.random.default_rng(2)
+    m, n, k = 16, 50, 5
+    X, Wt, b = _problem(rng, dt, m, n, k)
+    Wt[:, :n] = 0
+    X[6, col] = bad
+    z = np.zeros((8, k), dt)
+    _logits(X, 4, 8, Wt, b, z, 0, 8, m)
+    assert not np.isfinite(z[2]).any()
+    assert np.isfinite(np.delete(z, 2, axis=0)).all()
+
+
+def test_which_kernels_use_the_tiles():
+    @njit
+    def uses(X, touch):
+        return _ahead_tiles(X, touch)
+
+    for dt in DTYPES:
+        X = np.zeros((4, 3), dt)
+        assert uses(X, True) == AHEAD_TILES
+        assert uses(X, False) == (AHEAD_TILES and dt == np.float32)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+def test_compiled_code_prefetches_and_takes_512_bits(dt):
+    """A function using the tiles: llvm.prefetch with locality 2 (into L2)
+    in its IR, prefetcht1 and 512-bit registers in its code, and not the
+    vectoriser's 512-bit preference (the caller's own loops keep their
+    width). The legality attribute the tiles add need not survive: LLVM
+    drops it from a function into which it inlines one without it (Numba's
+    integer min and max are such functions)."""
+
+    @njit(error_model="numpy", cache=False)
+    def f(X, Wt, b, z):
+        _logits_ahead(X, 0, 4, Wt, b, z, 0, 4, X.shape[0])
+
+    rng = np.random.default_rng(0)
+    X, Wt, b = _problem(rng, dt, 8, 40, 3)
+    f(X, Wt, b, np.zeros((4, 3), dt))
+    ir = f.inspect_llvm(f.signatures[0])
+    assert re.search(r"call void @llvm\.prefetch\.p0\([^)]*i32 0, i32 2, i32 1\)", ir)
+    asm = f.inspect_asm(f.signatures[0])
+    if AHEAD_TILES:
+        assert "prefetcht1" in asm
+        assert '"prefer-vector-width"="512"' not in ir
+        assert re.search(r"vfmadd\w*\s+[^\n]*%zmm", asm)
