@@ -1,12 +1,14 @@
 """The working tree's kernels against an earlier commit's, side by side in one process.
 
-    python benchmarks/versions.py REV [--what grad|hessp|softmax|sgd1|sgd64]
+    python benchmarks/versions.py REV|FOLDER [--what grad|hessp|softmax|sgd1|sgd64]
                                       [--dtypes float32,float64]
                                       [--shapes 60000x784x10,300000x20x2,...] [--rounds 11]
-                                      [--reuse-cache]
+                                      [--reuse-cache] [--threads 16,1]
 
 ``REV``'s ``fastsoftmax/`` is extracted with ``git archive`` into a
-temporary folder and imported as a second package (the package imports
+temporary folder (or copied, where ``REV`` is a folder holding a
+``fastsoftmax/`` package: on a machine the tree was copied to without its
+history) and imported as a second package (the package imports
 itself relatively), with its own Numba cache there, and so is a copy of
 the working tree's (``--reuse-cache``: the working tree itself, with
 whatever its cache holds): two compiles of the same kernel can run more
@@ -17,7 +19,9 @@ warm-up: median over ``--rounds`` rounds of the best of 5 calls. Both
 versions choose their strategy the same way (``FASTSOFTMAX_STRATEGY``, if
 set, holds for both). Prints a Markdown table with the two times, new / old, and the
 largest difference of the results relative to their largest entry; asserts
-nothing. ``--what softmax`` reads a shape m x k (the middle number ignored);
+nothing. ``--threads``: time each shape at each of these Numba thread
+counts (``numba.set_num_threads``; by default the process's count).
+``--what softmax`` reads a shape m x k (the middle number ignored);
 ``sgd1`` and ``sgd64`` time one SGD epoch in batches of 1 or 64 (the
 epoch of ``fastsoftmax.bench``'s SGD case: eta 0.01, no momentum).
 """
@@ -46,7 +50,11 @@ SHAPES = ("60000x784x10,128000x784x2,26000x784x10,7000x3000x10,200000x100x10,"
 
 
 def import_revision(rev: str, where: Path):
-    """Import ``rev``'s fastsoftmax package from ``where`` under the name fastsoftmax_old."""
+    """Import ``rev``'s fastsoftmax package (or that of the folder ``rev``) as fastsoftmax_old."""
+    if (Path(rev) / "fastsoftmax").is_dir():
+        shutil.copytree(Path(rev) / "fastsoftmax", where / "fastsoftmax_old",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        return _import_from(where, "fastsoftmax_old")
     archive = subprocess.run(["git", "archive", rev, "fastsoftmax"], cwd=ROOT, check=True,
                              capture_output=True).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
@@ -133,25 +141,32 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--reuse-cache", action="store_true",
                     help="time the working tree with its own Numba cache, not a fresh copy")
+    ap.add_argument("--threads", default="", help="Numba thread counts, e.g. 16,1")
     args = ap.parse_args(argv)
+    import numba
+
+    threads = [int(t) for t in args.threads.split(",") if t] or [numba.get_num_threads()]
     with tempfile.TemporaryDirectory(prefix="fastsoftmax-versions-") as tmp:
         old = import_revision(args.rev, Path(tmp))
         current = new if args.reuse_cache else import_working_tree(Path(tmp))
         print(f"{args.what}: {args.rev} (old) against the working tree (new), medians of "
               f"{args.rounds} interleaved rounds of the best of 5 calls")
-        print("| (m, n, k) | dtype | old ms | new ms | new / old | difference |\n"
-              "|---|---|---:|---:|---:|---:|")
+        print("| (m, n, k) | dtype | threads | old ms | new ms | new / old | difference |\n"
+              "|---|---|---:|---:|---:|---:|---:|")
         for dtype in args.dtypes.split(","):
             for shape in args.shapes.split(","):
                 m, n, k = map(int, shape.split("x"))
                 fo = calls(old, args.what, m, n, k, dtype)
                 fn = calls(current, args.what, m, n, k, dtype)
-                a, b = fo(), fn()  # the SGD epochs return nothing to compare
-                diff = "-" if a is None else f"{_difference(a, b):.0e}"
-                times = np.array([[best_of(fo, 5), best_of(fn, 5)] for _ in range(args.rounds)])
-                to, tn = np.median(times, axis=0)
-                print(f"| ({m}, {n}, {k}) | {dtype} | {to * 1e3:.2f} | {tn * 1e3:.2f} | "
-                      f"**{tn / to:.2f}** | {diff} |", flush=True)
+                for t in threads:
+                    numba.set_num_threads(t)
+                    a, b = fo(), fn()  # the SGD epochs return nothing to compare
+                    diff = "-" if a is None else f"{_difference(a, b):.0e}"
+                    times = np.array([[best_of(fo, 5), best_of(fn, 5)]
+                                      for _ in range(args.rounds)])
+                    to, tn = np.median(times, axis=0)
+                    print(f"| ({m}, {n}, {k}) | {dtype} | {t} | {to * 1e3:.2f} | "
+                          f"{tn * 1e3:.2f} | **{tn / to:.2f}** | {diff} |", flush=True)
 
 
 if __name__ == "__main__":
