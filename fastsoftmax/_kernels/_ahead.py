@@ -115,6 +115,9 @@ class _TileCode:
 
     def _prefetch_lines(self, pos):
         """Prefetch ``lines`` lines from byte ``pos`` of the rows ahead; return the next pos."""
+        # A loop of its own, built here rather than by cgutils.for_range:
+        # with that helper's loop the gradient took 1.01-1.05x the time
+        # (float32, 2 cores, versions.py; the same results).
         b = self.builder
         lines = self.lines
         start = b.block

@@ -362,8 +362,11 @@ def _softmax_inplace(z):
 # gained nothing) nor for SGD's batches of random rows (read in order one
 # row at a time, fewer lines are in flight than under the tiles' four,
 # and the epoch ran slower). A software prefetch (llvm.prefetch) of the
-# next rows instead of the reads was slower still. BENCHMARKS.md,
-# "Seventeenth session".
+# next rows instead of the reads was slower still, issued in bursts
+# between the tiles (BENCHMARKS.md, "Seventeenth session"); spread over
+# the tiles' own feature loops it is faster than reading ahead, and on
+# AVX-512 hosts the forward tiles of _ahead do that instead (from the
+# chunk's first block on: only that block is read here).
 TOUCH_ROW_BYTES = 512
 TOUCH_ROW_BYTES_64 = 576
 TOUCH_X_BYTES = 1 << 24

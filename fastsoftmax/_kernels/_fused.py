@@ -11,7 +11,9 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
   so the inner loops run along contiguous features and vectorise. Blocks of
   4 rows x 3 classes are processed per pass over the features (register
   blocking): each loaded weight serves four rows, each loaded row three
-  classes.
+  classes. On AVX-512 hosts the forward tiles are those of :mod:`._ahead`
+  (LLVM IR, prefetching the rows ahead) for float32, and for float64 where
+  X is read ahead.
 * :func:`_loss_grad_gemm` -- large k. Row blocks of ``R`` rows go through
   BLAS GEMM (``np.dot`` with an output buffer for the logits; the
   backward product adds into the chunk's sum, ``_blas._gemm_into``), sized
@@ -426,7 +428,12 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     and gradient, so each block of X (4 x n) is read from memory once and
     is still in L1 for the backward sweep. In float32 on AVX-512 hosts,
     where ``_micro.EIGHT_ROWS_N`` and ``_micro.EIGHT_ROWS_MAX_K`` say, the
-    logits come eight rows at a time (``_micro._logits8``). ``width``:
+    logits come eight rows at a time (``_micro._logits8``). On AVX-512
+    hosts the logits come from the tiles of :mod:`._ahead`
+    (``_ahead._ahead_tiles``: float32, and float64 where X is read ahead),
+    blocked the same way; they write a block's transposed logits straight
+    into Zᵀ and, where X is read ahead, prefetch the rows ``_touch_rows``
+    ahead. ``width``:
     ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for long rows)
     or ``_width.DEFAULT_WIDTH``;
     each is its own compiled specialisation. scratch[c]: see

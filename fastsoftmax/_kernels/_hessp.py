@@ -101,8 +101,10 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     AVX-512 hosts, on the shapes where the gradient's kernel does
     (``_micro.EIGHT_ROWS_N``, ``_micro.EIGHT_ROWS_MAX_K``), the logits of
     eight rows come first (``_micro._logits8``), then two accumulations of
-    four. ``width``: the vector width's marker, as for
-    ``_fused._rows_chunk``.
+    four. On AVX-512 hosts the logits come from the tiles of
+    :mod:`._ahead` where ``_fused._rows_chunk``'s do, and the direction's
+    product prefetches the rows ahead. ``width``: the vector width's
+    marker, as for ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)
     m = X.shape[0]
