@@ -245,12 +245,14 @@ def _ahead_tiles(X, touch):
 
     On AVX-512 hosts (:data:`AHEAD_TILES`): where X is read ahead
     (``touch``), and for float32 everywhere. Against the tiles of
-    :mod:`._micro` (BENCHMARKS.md, "Twenty-first session"), the gradient
-    took 0.62-0.92x the time with X read ahead (0.97-1.00x at 30-48
-    classes), and in float32 0.72-0.97x on X in the caches (1.01-1.03x at
-    48 classes of 64-100 features); float64 rows not read ahead keep the
-    tiles of :mod:`._micro`, which were 1.31-1.46x faster at 30-50 features
-    and 5 classes.
+    :mod:`._micro` (BENCHMARKS.md, "Twenty-first session"; 2 cores), the
+    gradient took 0.65-0.95x the time with X read ahead (0.97-1.00x at 48
+    classes), and in float32 0.89-0.97x on X in the caches. Float64 rows
+    not read ahead keep the tiles of :mod:`._micro`: with the tiles here,
+    (30000, 50, 5) and (30000, 30, 5) took 1.31-1.46x the time in two
+    runs, though that shape's time also moves between two levels from
+    compile to compile with either tiles (0.65x and 1.47x in two runs of
+    unchanged code), so the question is open there.
     """
     return AHEAD_TILES and (touch or X.itemsize == 4)
 
