@@ -59,6 +59,22 @@ def _intrinsic_fn(module, name, ret, args):
     return cgutils.get_or_insert_function(module, ir.FunctionType(ret, args), name)
 
 
+def _enter_loop(b, count, name):
+    """Branch to a new loop block when count > 0, else to the block after it.
+
+    Returns (the block branched from, the loop's block, the block after it),
+    positioned at the start of the loop's block: the caller builds the body,
+    its phis (incoming from the first block and from the body's end) and the
+    branch back.
+    """
+    start = b.block
+    loop = b.append_basic_block(name)
+    after = b.append_basic_block(name + ".after")
+    b.cbranch(b.icmp_signed(">", count, _const(0)), loop, after)
+    b.position_at_end(loop)
+    return start, loop, after
+
+
 class _TileCode:
     """The IR of one R x C tile: see :func:`_make_tile`."""
 
@@ -120,11 +136,7 @@ class _TileCode:
         # (float32, 2 cores, versions.py; the same results).
         b = self.builder
         lines = self.lines
-        start = b.block
-        loop = b.append_basic_block("ahead.pf")
-        done = b.append_basic_block("ahead.pf.done")
-        b.cbranch(b.icmp_signed(">", lines, _const(0)), loop, done)
-        b.position_at_end(loop)
+        start, loop, done = _enter_loop(b, lines, "ahead.pf")
         t = b.phi(_I64)
         t.add_incoming(_const(0), start)
         at = b.add(pos, b.mul(t, _const(_LINE)))
@@ -140,12 +152,8 @@ class _TileCode:
         b = self.builder
         n, L = self.n, self.L
         whole = b.and_(n, _const(-L))
-        pre = b.block
-        loop = b.append_basic_block("ahead.loop")
-        tail = b.append_basic_block("ahead.tail")
-        b.cbranch(b.icmp_signed(">", whole, _const(0)), loop, tail)
         # The whole vectors: loads, one prefetch step, R x C FMAs.
-        b.position_at_end(loop)
+        pre, loop, tail = _enter_loop(b, whole, "ahead.loop")
         f = b.phi(_I64)
         pos = b.phi(_I64)
         accs = [b.phi(self.vec) for _ in range(self.R * self.C)]
