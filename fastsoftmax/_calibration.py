@@ -227,9 +227,12 @@ def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
     classes, and the n = 96 cell's GEMM was the faster (BENCHMARKS.md,
     "Twentieth session", measured before the n = 112 column).
     """
-    # The cell of most weight among those the shape is interpolated between.
-    n, k, _ = max(_around(max(n_features, 1), n_classes, itemsize, ahead or not itemsize),
-                  key=lambda cell: cell[2])
+    return _heaviest(_around(max(n_features, 1), n_classes, itemsize, ahead or not itemsize))
+
+
+def _heaviest(around: list[tuple[int, int, float]]) -> tuple[int, int]:
+    """Return the cell (n, k) of most weight among those a shape is interpolated between."""
+    n, k, _ = max(around, key=lambda cell: cell[2])
     return n, k
 
 
@@ -278,9 +281,9 @@ def _around(n_features: int, n_classes: int, itemsize: int,
     return [(n, k, wn * wk) for n, wn in columns for k, wk in ks]
 
 
-def _ratio(dtype: str, n: int, k: int) -> float | None:
-    """Return a timed cell's rows / GEMM time ratio; None without both times."""
-    entry = _table(_load().get(dtype))["cells"].get(_cell_key(n, k))
+def _ratio(cells: dict, n: int, k: int) -> float | None:
+    """Return a timed cell's rows / GEMM time ratio among a dtype's ``cells``; None without both."""
+    entry = cells.get(_cell_key(n, k))
     rows_s, gemm_s = (entry.get("rows_s"), entry.get("gemm_s")) if isinstance(
         entry, dict) else (None, None)
     # A cell without both times (hand-edited, damaged) decides nothing.
@@ -303,9 +306,10 @@ def _interpolated(dtype: str, n_features: int, n_classes: int,
     took 1.009x the faster strategy's time on average (worst 1.17x), 1.027x
     (worst 1.30x) by the nearest cell (BENCHMARKS.md, "Twentieth session").
     """
+    cells = _table(_load().get(dtype))["cells"]
     log_ratio = 0.0
     for n, k, weight in around:
-        ratio = _ratio(dtype, n, k)
+        ratio = _ratio(cells, n, k)
         if ratio is None:
             return None
         log_ratio += weight * math.log(ratio)
@@ -390,20 +394,23 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
 
     def find() -> str | None:
         name = np.dtype(dtype).name
-        cell = grid_cell(n_features, n_classes, itemsize, ahead)
-        around = _around(n_features, n_classes, itemsize, ahead)
+        # The cells around the shape, the heaviest first (grid_cell's).
+        around = _around(max(n_features, 1), n_classes, itemsize, ahead)
+        cell = _heaviest(around)
         needed = list(dict.fromkeys([cell] + [(n, k) for n, k, _ in around]))
         found: dict[str, dict | None] = {}
+
+        def untimed() -> list[tuple[int, int]]:
+            cells = _table(_load().get(name))["cells"]
+            return [c for c in needed if _ratio(cells, *c) is None]
 
         def lookup() -> dict | None:
             """Return the shape's cell once it and the cells around it are timed."""
             found["entry"] = entry = _entry(name, cell)
-            timed = entry is not None and all(_ratio(name, *c) is not None for c in needed)
-            return entry if timed else None
+            return entry if entry is not None and not untimed() else None
 
         def time_them() -> None:
-            calibrate((name,), cells=[c for c in needed if _ratio(name, *c) is None],
-                      blocks=False)
+            calibrate((name,), cells=untimed(), blocks=False)
 
         _known_or_timed(lookup, time_them, work)
         entry = found["entry"]  # the cell alone decides while the others are not timed
