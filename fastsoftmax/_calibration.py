@@ -8,7 +8,9 @@ shapes and writes the winners to a small JSON file, as FFTW keeps its
 wisdom; :func:`strategy` looks a shape up there (the ratio of the two
 times interpolated in log n, log k between the cells around it, or the
 nearest cell's winner while those are not all timed), and falls back to
-a fixed rule for a cell not timed yet.
+a fixed rule for a cell not timed yet. A cell whose own X the rows
+kernels do not read ahead, but a larger one of its rows they would, is
+timed on such an X too, for shapes read ahead (:func:`ahead_cell`).
 The same calibration times the GEMM strategy's block size for narrow rows
 of many classes (:func:`narrow_block_bytes`).
 
@@ -36,6 +38,7 @@ small problems never wait for a calibration.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -93,8 +96,12 @@ OUTLIER = 2.5
 # grid cell (and, where it uses them, the narrow GEMM blocks) when this host
 # has no wisdom for it yet.
 AUTO_WORK = 1 << 30
+# Cells timed again on an X read ahead (ahead_cell) take up to this many
+# bytes of X: enough for every row length of the grid.
+AHEAD_X_BYTES = 1 << 28
 # The layout of the wisdom file, in its name: another layout is not read.
-WISDOM_FORMAT = 3
+# (4: cells timed on an X read ahead, "n,k,ahead".)
+WISDOM_FORMAT = 4
 
 # The GEMM strategy's blocks for narrow rows of many classes hold as many
 # rows as fit this many bytes of X and logits (``_dense.gemm_block_rows``).
@@ -206,9 +213,49 @@ def _load() -> dict[str, dict]:
     return _wisdom
 
 
-def cell_rows(n: int, k: int) -> int:
-    """Rows of the X on which the cell (n, k) is timed."""
-    return max(MIN_ROWS, CELL_WORK // (n * k))
+def cell_rows(n: int, k: int, itemsize: int = 0, ahead: bool = False) -> int:
+    """Rows of the X on which the cell (n, k) is timed; with ``ahead``, rows read ahead.
+
+    ``ahead`` (with the itemsize): at least the fewest rows of n features
+    that the rows kernels read ahead (:func:`ahead_cell` says where that
+    adds rows).
+    """
+    rows = max(MIN_ROWS, CELL_WORK // (n * k))
+    if ahead:
+        rows = max(rows, _least_rows_ahead(n, itemsize) or 0)
+    return rows
+
+
+@functools.cache
+def _least_rows_ahead(n: int, itemsize: int) -> int | None:
+    """Return the fewest rows of an (m, n) X read ahead; None if none up to AHEAD_X_BYTES.
+
+    By bisection on the kernels' own rule (:func:`rows_read_ahead`), which
+    holds from some X size on for a given row.
+    """
+    lo, hi = 0, max(1, AHEAD_X_BYTES // (n * itemsize))
+    if not rows_read_ahead(hi, n, itemsize):
+        return None
+    while hi - lo > 1:  # not read ahead at lo, read ahead at hi
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rows_read_ahead(mid, n, itemsize) else (mid, hi)
+    return hi
+
+
+def ahead_cell(n: int, k: int, itemsize: int) -> bool:
+    """Whether the cell (n, k) is timed a second time, for shapes whose rows are read ahead.
+
+    Where the cell's own X (:func:`cell_rows`) is not read ahead but a
+    larger X of such rows would be: the rows kernels then prefetch the rows
+    ahead of their tiles, a regime of its own. The cells at 96 and 112
+    float32 features and 10 classes (X of 27 MB) were not, and chose GEMM
+    (rows / GEMM 1.04-1.05); on an X read ahead (58-68 MB) the rows kernels
+    took 0.87-0.94x the GEMM time, and so did (200000, 100, 10) in fresh
+    processes, 0.83x, where those cells had chosen GEMM (BENCHMARKS.md,
+    "Twenty-second session").
+    """
+    return (itemsize > 0 and not rows_read_ahead(cell_rows(n, k), n, itemsize)
+            and _least_rows_ahead(n, itemsize) is not None)
 
 
 def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
@@ -227,13 +274,19 @@ def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
     classes, and the n = 96 cell's GEMM was the faster (BENCHMARKS.md,
     "Twentieth session", measured before the n = 112 column).
     """
-    return _heaviest(_around(max(n_features, 1), n_classes, itemsize, ahead or not itemsize))
-
-
-def _heaviest(around: list[tuple[int, int, float]]) -> tuple[int, int]:
-    """Return the cell (n, k) of most weight among those a shape is interpolated between."""
-    n, k, _ = max(around, key=lambda cell: cell[2])
+    n, k, _ = _heaviest(_around(max(n_features, 1), n_classes, itemsize,
+                                ahead or not itemsize))
     return n, k
+
+
+# A cell as the lookup uses it: (n, k, ahead), ahead when it is the cell's
+# timing on an X read ahead (ahead_cell).
+Cell = tuple[int, int, bool]
+
+
+def _heaviest(around: list[tuple[Cell, float]]) -> Cell:
+    """Return the cell of most weight among those a shape is interpolated between."""
+    return max(around, key=lambda cell_weight: cell_weight[1])[0]
 
 
 # _kernels._common.reads_ahead as plain Python, once imported.
@@ -264,12 +317,13 @@ def _bracket(grid: tuple[int, ...], x: int) -> list[tuple[int, float]]:
 
 
 def _around(n_features: int, n_classes: int, itemsize: int,
-            ahead: bool) -> list[tuple[int, int, float]]:
-    """Return the (up to four) grid cells around a shape, (n, k, weight), weights summing to 1.
+            ahead: bool) -> list[tuple[Cell, float]]:
+    """Return the (up to four) grid cells around a shape, with weights summing to 1.
 
     Linear in log n and log k. Between a column whose cell reads its rows
     ahead and one whose cell does not, a shape not read ahead goes by the
-    latter alone (as in :func:`grid_cell`).
+    latter alone (as in :func:`grid_cell`). A shape read ahead goes by the
+    cells' timings on an X read ahead where they have one (:func:`ahead_cell`).
     """
     columns = _bracket(GRID_N, n_features)
     ks = _bracket(GRID_K, max(n_classes, 2))
@@ -278,12 +332,13 @@ def _around(n_features: int, n_classes: int, itemsize: int,
         read = [rows_read_ahead(cell_rows(n, k0), n, itemsize) for n, _ in columns]
         if read[0] != read[1]:
             columns = [(n, 1.0) for (n, _), r in zip(columns, read, strict=True) if not r]
-    return [(n, k, wn * wk) for n, wn in columns for k, wk in ks]
+    return [((n, k, ahead and ahead_cell(n, k, itemsize)), wn * wk)
+            for n, wn in columns for k, wk in ks]
 
 
-def _ratio(cells: dict, n: int, k: int) -> float | None:
+def _ratio(cells: dict, cell: Cell) -> float | None:
     """Return a timed cell's rows / GEMM time ratio among a dtype's ``cells``; None without both."""
-    entry = cells.get(_cell_key(n, k))
+    entry = cells.get(_cell_key(*cell))
     rows_s, gemm_s = (entry.get("rows_s"), entry.get("gemm_s")) if isinstance(
         entry, dict) else (None, None)
     # A cell without both times (hand-edited, damaged) decides nothing.
@@ -294,7 +349,7 @@ def _ratio(cells: dict, n: int, k: int) -> float | None:
 
 
 def _interpolated(dtype: str, n_features: int, n_classes: int,
-                  around: list[tuple[int, int, float]]) -> str | None:
+                  around: list[tuple[Cell, float]]) -> str | None:
     """Return the strategy by the rows / GEMM time ratio of the cells around the shape.
 
     The ratio's logarithm is interpolated between the cells :func:`_around`
@@ -308,16 +363,16 @@ def _interpolated(dtype: str, n_features: int, n_classes: int,
     """
     cells = _table(_load().get(dtype))["cells"]
     log_ratio = 0.0
-    for n, k, weight in around:
-        ratio = _ratio(cells, n, k)
+    for cell, weight in around:
+        ratio = _ratio(cells, cell)
         if ratio is None:
             return None
         log_ratio += weight * math.log(ratio)
     return _winner(n_features, n_classes, math.exp(log_ratio), 1.0)
 
 
-def _cell_key(n: int, k: int) -> str:
-    return f"{n},{k}"
+def _cell_key(n: int, k: int, ahead: bool = False) -> str:
+    return f"{n},{k},ahead" if ahead else f"{n},{k}"
 
 
 def _table(table) -> dict:
@@ -344,7 +399,7 @@ def _known_or_timed(lookup, time_it, work: int):
     return value
 
 
-def _entry(dtype: str, cell: tuple[int, int]) -> dict | None:
+def _entry(dtype: str, cell: Cell) -> dict | None:
     entry = _table(_load().get(dtype))["cells"].get(_cell_key(*cell))
     # A hand-edited or damaged file must not choose a kernel.
     if isinstance(entry, dict) and entry.get("winner") in ("rows", "gemm"):
@@ -397,12 +452,12 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
         # The cells around the shape, the heaviest first (grid_cell's).
         around = _around(max(n_features, 1), n_classes, itemsize, ahead)
         cell = _heaviest(around)
-        needed = list(dict.fromkeys([cell] + [(n, k) for n, k, _ in around]))
+        needed = list(dict.fromkeys([cell] + [c for c, _ in around]))
         found: dict[str, dict | None] = {}
 
-        def untimed() -> list[tuple[int, int]]:
+        def untimed() -> list[Cell]:
             cells = _table(_load().get(name))["cells"]
-            return [c for c in needed if _ratio(cells, *c) is None]
+            return [c for c in needed if _ratio(cells, c) is None]
 
         def lookup() -> dict | None:
             """Return the shape's cell once it and the cells around it are timed."""
@@ -451,10 +506,14 @@ def _block_bytes(dtype: str) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def winner_grid(table: dict) -> list[list[str | None]]:
-    """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed)."""
+def winner_grid(table: dict, ahead: bool = False) -> list[list[str | None]]:
+    """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed).
+
+    ``ahead``: those of the cells' timings on an X read ahead (:func:`ahead_cell`).
+    """
     cells = _table(table)["cells"]
-    return [[(cells.get(_cell_key(n, k)) or {}).get("winner") for k in GRID_K] for n in GRID_N]
+    return [[(cells.get(_cell_key(n, k, ahead)) or {}).get("winner") for k in GRID_K]
+            for n in GRID_N]
 
 
 def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]:
@@ -499,8 +558,11 @@ def _block_winner(times: dict[int, list[float]]) -> int:
     return min(times, key=lambda c: sum(t / f for t, f in zip(times[c], fastest, strict=True)))
 
 
-def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[float, float]:
+def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
+               ahead: bool = False) -> tuple[float, float]:
     """Fastest of ROUNDS timings of (rows, gemm) on one shape, interleaved.
+
+    The shape: :func:`cell_rows` rows (read ahead, with ``ahead``).
 
     The minimum, not the median: interference from other processes only
     ever adds time, and a calibration must not be decided by it.
@@ -508,7 +570,7 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator) -> tuple[fl
     from ._data import make_dataset
     from ._objective import Objective
 
-    m = cell_rows(n, k)
+    m = cell_rows(n, k, np.dtype(dtype).itemsize, ahead)
     X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
     data = make_dataset(X, rng.integers(0, k, m), None, None, k)
     coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
@@ -564,10 +626,13 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
               n_threads: int | None = None, write: bool = True) -> dict[str, dict]:
     """Time both strategies on grid cells for each dtype; remember and return the winners.
 
-    ``cells``: the (n, k) cells to time, each on the grid (GRID_N x GRID_K);
-    None times every cell. ``blocks``: also time the GEMM blocks' budget for
+    ``cells``: the (n, k) cells to time, each on the grid (GRID_N x GRID_K),
+    or (n, k, True) for a cell's timing on an X read ahead (only where
+    :func:`ahead_cell` holds for every dtype asked); None times every cell,
+    with those timings. ``blocks``: also time the GEMM blocks' budget for
     narrow rows. Returns, per dtype, what this call timed: ``{"cells":
-    {"n,k": {"winner": ..., "rows_s": ..., "gemm_s": ...}}}``, with
+    {"n,k": {"winner": ..., "rows_s": ..., "gemm_s": ...}}}`` (the key
+    "n,k,ahead" for a timing on an X read ahead), with
     ``"narrow_block_bytes"`` and ``"narrow_s"`` ({bytes: [seconds per
     NARROW_SHAPES shape]}) when ``blocks``. With ``write`` it is merged
     into this host's wisdom file (written atomically) and into what this
@@ -575,10 +640,7 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
     """
     from ._threads import thread_policy
 
-    todo = [(n, k) for n in GRID_N for k in GRID_K] if cells is None else list(cells)
-    for n, k in todo:
-        if n not in GRID_N or k not in GRID_K:
-            raise ValueError(f"({n}, {k}) is not a cell of the calibration grid")
+    todo = _cells_to_time(dtypes, cells)
     rng = np.random.default_rng(0)
     result: dict[str, dict] = {}
     with _lock, thread_policy(n_threads):
@@ -586,9 +648,9 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
         try:
             for dtype in dtypes:
                 table: dict = {"cells": {}}
-                for n, k in todo:
-                    rows_s, gemm_s = _time_cell(n, k, dtype, rng)
-                    table["cells"][_cell_key(n, k)] = {
+                for n, k, ahead in todo[dtype]:
+                    rows_s, gemm_s = _time_cell(n, k, dtype, rng, ahead)
+                    table["cells"][_cell_key(n, k, ahead)] = {
                         "winner": _winner(n, k, rows_s, gemm_s),
                         "rows_s": rows_s, "gemm_s": gemm_s}
                 if blocks:
@@ -604,6 +666,23 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
             _wisdom = _merge(_merge(_read(), _load()), result)
             _write(_wisdom)
     return result
+
+
+def _cells_to_time(dtypes, cells) -> dict[str, list[Cell]]:
+    """Return calibrate()'s cells per dtype as (n, k, ahead), checked: an error names a bad one."""
+    if cells is None:
+        return {dtype: [(n, k, ahead) for ahead in (False, True) for n in GRID_N for k in GRID_K
+                        if not ahead or ahead_cell(n, k, np.dtype(dtype).itemsize)]
+                for dtype in dtypes}
+    todo = [(cell[0], cell[1], bool(cell[2:] and cell[2])) for cell in cells]
+    for n, k, ahead in todo:
+        if n not in GRID_N or k not in GRID_K:
+            raise ValueError(f"({n}, {k}) is not a cell of the calibration grid")
+        for dtype in dtypes:
+            if ahead and not ahead_cell(n, k, np.dtype(dtype).itemsize):
+                raise ValueError(f"({n}, {k}) is not timed on an X read ahead in {dtype}: "
+                                 "its own X is read ahead, or no X of such rows is")
+    return {dtype: todo for dtype in dtypes}
 
 
 def _merge(old: dict, new: dict) -> dict:

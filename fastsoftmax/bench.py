@@ -161,13 +161,25 @@ def _calibrate() -> None:
     for dtype, table in cal.calibrate().items():
         print(f"{dtype}: faster kernel strategy by features (rows) and classes (columns; "
               f"above {cal.SMALL_K}: gemm)")
-        print("| n \\ k | " + " | ".join(str(k) for k in cal.GRID_K) + " |")
-        print("|---:|" + "---|" * len(cal.GRID_K))
-        for n, winners in zip(cal.GRID_N, cal.winner_grid(table), strict=True):
-            print(f"| {n} | " + " | ".join(map(str, winners)) + " |")
+        _print_grid(cal.winner_grid(table))
+        ahead = cal.winner_grid(table, ahead=True)
+        if any(any(row) for row in ahead):
+            print(f"{dtype}: the same, timed again on an X the rows kernels read ahead, "
+                  "for large problems (-: its own X is, or no X of such rows is)")
+            _print_grid(ahead)
         print(f"{dtype}: GEMM blocks for narrow rows of many classes within "
               f"{table['narrow_block_bytes'] // 1024} KiB of X and logits")
     print(f"written to {cal.wisdom_path()}")
+
+
+def _print_grid(winners) -> None:
+    """Print the calibration grid's winners (GRID_N x GRID_K) as a table, - where none."""
+    from . import _calibration as cal
+
+    print("| n \\ k | " + " | ".join(str(k) for k in cal.GRID_K) + " |")
+    print("|---:|" + "---|" * len(cal.GRID_K))
+    for n, row in zip(cal.GRID_N, winners, strict=True):
+        print(f"| {n} | " + " | ".join(w or "-" for w in row) + " |")
 
 
 def _run(quick: bool, rounds: int) -> None:

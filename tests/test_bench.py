@@ -43,10 +43,10 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
     monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cal, "GRID_N", (16, 784))
-    monkeypatch.setattr(cal, "GRID_K", (3, 10))
+    monkeypatch.setattr(cal, "GRID_K", (3, 48))
     timed = []
-    monkeypatch.setattr(cal, "_time_cell", lambda n, k, dtype, rng: timed.append(
-        (n, k, dtype)) or ((1.0, 2.0) if n == 784 else (2.0, 1.0)))
+    monkeypatch.setattr(cal, "_time_cell", lambda n, k, dtype, rng, ahead=False: timed.append(
+        (n, k, dtype, ahead)) or ((1.0, 2.0) if n == 784 else (2.0, 1.0)))
     monkeypatch.setattr(cal, "_time_blocks", lambda dtype, rng: {
         c: [1.0 if c == cal.NARROW_CANDIDATES[1] else 2.0] for c in cal.NARROW_CANDIDATES})
     cal.forget()
@@ -56,12 +56,17 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
         wisdom = json.loads(cal.wisdom_path().read_text())
     finally:
         cal.forget()
-    assert sorted(timed) == sorted((n, k, d) for n in (16, 784) for k in (3, 10)
-                                   for d in ("float32", "float64"))
+    # (784, 48): its cell's X (2048 rows) is not read ahead, so it is timed
+    # again on one that is
+    assert sorted(timed) == sorted([(n, k, d, False) for n in (16, 784) for k in (3, 48)
+                                    for d in ("float32", "float64")]
+                                   + [(784, 48, d, True) for d in ("float32", "float64")])
     for dtype in ("float32", "float64"):
         assert cal.winner_grid(wisdom[dtype]) == [["gemm", "gemm"], ["rows", "rows"]]
         assert wisdom[dtype]["narrow_block_bytes"] == cal.NARROW_CANDIDATES[1]
         assert f"{dtype}: GEMM blocks for narrow rows of many classes within " \
                f"{cal.NARROW_CANDIDATES[1] // 1024} KiB" in out
     assert out.count("| 16 | gemm | gemm |") == 2 and out.count("| 784 | rows | rows |") == 2
+    assert out.count("| 16 | - | - |") == 2 and out.count("| 784 | - | rows |") == 2
+    assert out.count("the same, timed again on an X the rows kernels read ahead") == 2
     assert str(cal.wisdom_path()) in out

@@ -33,7 +33,10 @@ def test_without_wisdom_small_problems_use_the_fixed_rule(fresh):
 def test_calibration_is_written_and_looked_up(fresh):
     result = cal.calibrate(("float64",))
     table = result["float64"]
-    assert sorted(table["cells"]) == ["16,10", "16,3", "784,10", "784,3"]
+    # 784 features: the cells' own X (2048 rows) is not read ahead, one of
+    # 16 MiB is, so they are timed on that too; 16 features never are
+    assert sorted(table["cells"]) == ["16,10", "16,3", "784,10", "784,10,ahead", "784,3",
+                                      "784,3,ahead"]
     assert all(c["winner"] in ("rows", "gemm") and c["rows_s"] > 0 and c["gemm_s"] > 0
                for c in table["cells"].values())
     path = cal.wisdom_path()
@@ -140,6 +143,61 @@ def test_a_shape_not_read_ahead_avoids_a_column_read_ahead(tmp_path, monkeypatch
         cal.forget()
 
 
+@pytest.mark.parametrize("itemsize", [4, 8])
+@pytest.mark.parametrize("n", [16, 48, 96, 100, 112, 128, 784, 3072])
+def test_the_fewest_rows_read_ahead(n, itemsize):
+    """By bisection on the kernels' rule: read ahead from there on, not below."""
+    least = cal._least_rows_ahead(n, itemsize)
+    if least is None:  # rows never read ahead (or only from X beyond AHEAD_X_BYTES)
+        assert not cal.rows_read_ahead(cal.AHEAD_X_BYTES // (n * itemsize), n, itemsize)
+        assert not any(cal.ahead_cell(n, k, itemsize) for k in cal.GRID_K)
+        return
+    assert cal.rows_read_ahead(least, n, itemsize)
+    assert not cal.rows_read_ahead(least - 1, n, itemsize)
+    for k in cal.GRID_K:
+        rows = cal.cell_rows(n, k)
+        ahead_rows = cal.cell_rows(n, k, itemsize, ahead=True)
+        assert cal.rows_read_ahead(ahead_rows, n, itemsize) and ahead_rows >= rows
+        # a second timing only where the cell's own rows are not read ahead
+        assert cal.ahead_cell(n, k, itemsize) == (not cal.rows_read_ahead(rows, n, itemsize))
+        assert ahead_rows == (max(rows, least) if cal.ahead_cell(n, k, itemsize) else rows)
+
+
+def test_a_shape_read_ahead_goes_by_cells_timed_read_ahead(fresh, monkeypatch):
+    """A shape whose rows are read ahead goes by the cells' timings on an X
+    read ahead (where their own is not), and a large one times them; a
+    shape of the same cells not read ahead goes by the cells' own timings."""
+    f32 = np.dtype(np.float32)
+    assert cal.ahead_cell(784, 10, 4) and cal.ahead_cell(784, 3, 4)
+    assert not cal.ahead_cell(16, 10, 4)  # 64-byte rows are never read ahead
+    small, large = 1000, 6000  # X of 3 MB and 19 MB
+    assert not cal.rows_read_ahead(small, 784, 4) and cal.rows_read_ahead(large, 784, 4)
+    timed = []
+    time_cell = cal._time_cell
+    monkeypatch.setattr(cal, "_time_cell",
+                        lambda n, k, dtype, rng, ahead=False: timed.append((n, k, ahead))
+                        or time_cell(n, k, dtype, rng, ahead))
+    monkeypatch.setattr(cal, "AUTO_WORK", 10)
+    cal.strategy(784, 10, f32, work=large * 784 * 10)
+    assert timed == [(784, 10, True)]
+    cells = json.loads(cal.wisdom_path().read_text())["float32"]["cells"]
+    assert list(cells) == ["784,10,ahead"]
+    cal.strategy(784, 10, f32, work=small * 784 * 10)
+    assert timed == [(784, 10, True), (784, 10, False)]
+    # off the grid: the cells around, each in the shape's regime
+    cal.strategy(700, 4, f32, work=large * 700 * 4)
+    assert sorted(timed[2:]) == [(16, 3, False), (16, 10, False), (784, 3, True)]
+    # the two timings of one cell decide apart
+    cal.wisdom_path().write_text(json.dumps({"float32": {"cells": {
+        "784,10": {"winner": "gemm", "rows_s": 2.0, "gemm_s": 1.0},
+        "784,10,ahead": {"winner": "rows", "rows_s": 1.0, "gemm_s": 2.0}}}}))
+    cal.forget()
+    assert cal.strategy(784, 10, f32, work=small * 784 * 10) == "gemm"
+    assert cal.strategy(784, 10, f32, work=large * 784 * 10) == "rows"
+    assert cal.winner_grid(cal._load()["float32"], ahead=True)[1] == [None, "rows"]
+    assert len(timed) == 5
+
+
 def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
     """The rows / GEMM time ratio of the cells around a shape, interpolated
     in log n and log k, decides it as a cell's is decided; without both
@@ -188,10 +246,17 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
         cal.forget()
 
 
-def test_a_cell_off_the_grid_is_refused(fresh):
+def test_a_cell_off_the_grid_is_refused(fresh, monkeypatch):
     with pytest.raises(ValueError, match=r"\(100, 3\) is not a cell"):
         cal.calibrate(("float64",), cells=[(100, 3)])
+    # a timing read ahead where the cell has none in one of the dtypes: rows
+    # of 80 features are read ahead in float64 (640 bytes), not in float32
+    monkeypatch.setattr(cal, "GRID_N", (16, 80, 784))
+    with pytest.raises(ValueError, match=r"\(80, 3\) is not timed on an X read ahead in float32"):
+        cal.calibrate(("float64", "float32"), cells=[(784, 3, True), (80, 3, True)])
     assert not list(fresh.iterdir())
+    table = cal.calibrate(("float64",), cells=[(784, 3, True)], blocks=False)["float64"]
+    assert list(table["cells"]) == ["784,3,ahead"]
 
 
 @pytest.mark.parametrize("forced", ["rows", "gemm"])
@@ -332,7 +397,8 @@ def test_what_the_wisdom_gave_is_remembered_until_it_changes(fresh, monkeypatch)
     calibrate = cal.calibrate
     monkeypatch.setattr(cal, "calibrate", lambda *a, **kw: timed.append(kw) or calibrate(*a, **kw))
     winner = cal.strategy(784, 10, f64, work=10)
-    assert winner in ("rows", "gemm") and timed == [{"cells": [(784, 10)], "blocks": False}]
+    assert winner in ("rows", "gemm") and timed == [{"cells": [(784, 10, False)],
+                                                      "blocks": False}]
     assert cal._load()["float64"]["cells"]["784,10"]["winner"] == winner
     assert cal.strategy(784, 10, f64, work=0) == winner  # the new wisdom, not the old None
 
