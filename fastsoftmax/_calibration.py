@@ -213,6 +213,11 @@ def _load() -> dict[str, dict]:
     return _wisdom
 
 
+# A cell as the lookup uses it: (n, k, ahead), ahead when it is the cell's
+# timing on an X read ahead (ahead_cell).
+Cell = tuple[int, int, bool]
+
+
 def cell_rows(n: int, k: int, itemsize: int = 0, ahead: bool = False) -> int:
     """Rows of the X on which the cell (n, k) is timed; with ``ahead``, rows read ahead.
 
@@ -248,10 +253,10 @@ def ahead_cell(n: int, k: int, itemsize: int) -> bool:
     Where the cell's own X (:func:`cell_rows`) is not read ahead but a
     larger X of such rows would be: the rows kernels then prefetch the rows
     ahead of their tiles, a regime of its own. The cells at 96 and 112
-    float32 features and 10 classes (X of 27 MB) were not, and chose GEMM
-    (rows / GEMM 1.04-1.05); on an X read ahead (58-68 MB) the rows kernels
-    took 0.87-0.94x the GEMM time, and so did (200000, 100, 10) in fresh
-    processes, 0.83x, where those cells had chosen GEMM (BENCHMARKS.md,
+    float32 features and 10 classes (X of 27 MB) are not, and chose GEMM
+    (rows / GEMM 1.04-1.16 in three processes); on an X read ahead (67-68
+    MB) the rows kernels took 0.85-0.92x the GEMM time, and at (200000,
+    100, 10), which those cells decided, 0.83x (BENCHMARKS.md,
     "Twenty-second session").
     """
     return (itemsize > 0 and not rows_read_ahead(cell_rows(n, k), n, itemsize)
@@ -277,11 +282,6 @@ def grid_cell(n_features: int, n_classes: int, itemsize: int = 0,
     n, k, _ = _heaviest(_around(max(n_features, 1), n_classes, itemsize,
                                 ahead or not itemsize))
     return n, k
-
-
-# A cell as the lookup uses it: (n, k, ahead), ahead when it is the cell's
-# timing on an X read ahead (ahead_cell).
-Cell = tuple[int, int, bool]
 
 
 def _heaviest(around: list[tuple[Cell, float]]) -> Cell:
@@ -674,7 +674,7 @@ def _cells_to_time(dtypes, cells) -> dict[str, list[Cell]]:
         return {dtype: [(n, k, ahead) for ahead in (False, True) for n in GRID_N for k in GRID_K
                         if not ahead or ahead_cell(n, k, np.dtype(dtype).itemsize)]
                 for dtype in dtypes}
-    todo = [(cell[0], cell[1], bool(cell[2:] and cell[2])) for cell in cells]
+    todo = [(cell[0], cell[1], len(cell) > 2 and bool(cell[2])) for cell in cells]
     for n, k, ahead in todo:
         if n not in GRID_N or k not in GRID_K:
             raise ValueError(f"({n}, {k}) is not a cell of the calibration grid")
