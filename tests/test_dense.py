@@ -102,8 +102,8 @@ def test_rows_blocks_of_every_class_count(k, dt, rng):
     # The rows kernels split the classes into register blocks of 5 (float64
     # on AVX-512 hosts), 3, 2 and 1 by what remains (_kernels._micro): k = 1
     # to 13 runs every sequence of them, at four rows a block plus 1-3 left;
-    # the float32 logits of eight rows (_micro._logits8, 50 features here)
-    # blocks of 2 and 1.
+    # the float32 logits of eight rows (_ahead's 8 x 2 and 8 x 1 tiles, 50
+    # features here) blocks of 2 and 1.
     X, y, W, b, sw = make_problem(rng, 203, 50, k, dt, weights=True)
     got = _objective_for(X, y, sw, k, "rows", False)(W, b, 0.0)
     assert_close(got, truth(X, y, W, b, sample_weight=sw), dt)

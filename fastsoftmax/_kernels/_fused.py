@@ -70,7 +70,7 @@ from ._common import (
     _touches,
 )
 from ._config import JIT, PJIT
-from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4, _logits8
+from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -426,14 +426,13 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     still in L1/L2. The rest of the chunk (and every row in float64 or of
     more classes) goes four rows at a time through logits, softmax error
     and gradient, so each block of X (4 x n) is read from memory once and
-    is still in L1 for the backward sweep. In float32 on AVX-512 hosts,
-    where ``_micro.EIGHT_ROWS_N`` and ``_micro.EIGHT_ROWS_MAX_K`` say, the
-    logits come eight rows at a time (``_micro._logits8``). On AVX-512
-    hosts the logits come from the tiles of :mod:`._ahead`
-    (``_ahead._ahead_tiles``: float32, and float64 where X is read ahead),
-    blocked the same way; they write a block's transposed logits straight
-    into Zᵀ and, where X is read ahead, prefetch the rows ``_touch_rows``
-    ahead. ``width``:
+    is still in L1 for the backward sweep. On AVX-512 hosts the logits
+    come from the tiles of :mod:`._ahead` (``_ahead._ahead_tiles``: float32,
+    and float64 where X is read ahead), blocked the same way, eight rows at
+    a time in float32 where ``_micro.EIGHT_ROWS_N`` and
+    ``_micro.EIGHT_ROWS_MAX_K`` say; they write a block's transposed logits
+    straight into Zᵀ and, where X is read ahead, prefetch the rows
+    ``_touch_rows`` ahead. ``width``:
     ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for long rows)
     or ``_width.DEFAULT_WIDTH``;
     each is its own compiled specialisation. scratch[c]: see
@@ -450,7 +449,6 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     s = flat[(8 + R) * k + R:(8 + R) * k + 2 * R]
     acc = 0.0
     store = P.shape[0] != 0
-    eight = _eight_rows(X, k)
     touch = _touches(X)
     ahead_rows = _touch_rows(X)
     # What the reads ahead (_common._touch) sum up, kept in memory (their
@@ -461,6 +459,9 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # X is read ahead, the reads are theirs (prefetches ahead_rows rows
     # ahead): only the chunk's first rows are read ahead as before.
     tiles = _ahead_tiles(X, touch)
+    # Eight-row blocks come from those tiles only (both are float32 on
+    # AVX-512 hosts); Numba's tiles take four rows.
+    eight = tiles and _eight_rows(X, k)
     if tiles and touch:
         touched[0] += _touch(X, start, min(stop, start + ahead_rows))
     pf_rows = ahead_rows if touch else 0
@@ -474,11 +475,8 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             if tiles:
                 _logits_ahead(X, i + h, nb, Wt, b, ZT.T, h, pf_rows, stop)
             else:
-                if eight:
-                    _logits8(X, i + h, Wt, b, z8)
-                else:
-                    r0 = i + h
-                    _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
+                r0 = i + h
+                _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
                 for q in range(nb):
                     for j in range(k):
                         ZT[j, h + q] = z8[q, j]
@@ -505,8 +503,6 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         nb = 8 if eight and i + 8 <= stop else 4
         if tiles:
             _logits_ahead(X, i, nb, Wt, b, z8, 0, pf_rows, stop)
-        elif nb == 8:
-            _logits8(X, i, Wt, b, z8)
         else:
             _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z8)
         if store:

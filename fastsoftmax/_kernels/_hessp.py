@@ -57,7 +57,7 @@ from ._ahead import _ahead_tiles, _logits_ahead
 from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _touch, _touch_rows, _touches, _zero1, _zero2
 from ._config import JIT, PJIT
-from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4, _logits8
+from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4
 from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
 from ._width import _wide_vectors_marked
 
@@ -97,13 +97,12 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     Four rows at a time: u = X Vᵀ + c by the 4 x 3 tile, s in place, and
     the 4 x 3 accumulation tile while the rows are still in L1; with P not
     cached the forward sweep runs the logit tile twice (W, then V) on the
-    same four rows, so X is still read from memory once. In float32 on
-    AVX-512 hosts, on the shapes where the gradient's kernel does
-    (``_micro.EIGHT_ROWS_N``, ``_micro.EIGHT_ROWS_MAX_K``), the logits of
-    eight rows come first (``_micro._logits8``), then two accumulations of
-    four. On AVX-512 hosts the logits come from the tiles of
-    :mod:`._ahead` where ``_fused._rows_chunk``'s do, and the direction's
-    product prefetches the rows ahead. ``width``: the vector width's
+    same four rows, so X is still read from memory once. On AVX-512 hosts
+    the logits come from the tiles of :mod:`._ahead` where
+    ``_fused._rows_chunk``'s do (eight rows at a time in float32 where the
+    gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,
+    ``_micro.EIGHT_ROWS_MAX_K``, then two accumulations of four), and the
+    direction's product prefetches the rows ahead. ``width``: the vector width's
     marker, as for ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)
@@ -116,13 +115,13 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     cached = P.shape[0] != 0
     p8 = scratch[c, :8]
     u8 = scratch[c, 8:16]
-    eight = _eight_rows(X, Wt.shape[0])
     touch = _touches(X)
     touched = X.dtype.type(0)
     ahead_rows = _touch_rows(X)
     # The forward tiles of _ahead where they run, as in _fused._rows_chunk;
     # the direction's product (which always runs) prefetches.
     tiles = _ahead_tiles(X, touch)
+    eight = tiles and _eight_rows(X, Wt.shape[0])  # as in _fused._rows_chunk
     if tiles and touch:
         touched += _touch(X, start, min(stop, start + ahead_rows))
     pf_rows = ahead_rows if touch else 0
@@ -137,10 +136,6 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
             if not cached:
                 _logits_ahead(X, i, nb, Wt, b, p8, 0, 0, stop)
             _logits_ahead(X, i, nb, Vt, cv, u8, 0, pf_rows, stop)
-        elif nb == 8:
-            if not cached:
-                _logits8(X, i, Wt, b, p8)
-            _logits8(X, i, Vt, cv, u8)
         else:
             if not cached:
                 _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p8)

@@ -19,7 +19,8 @@ from ._config import JIT, WIDE_REGISTERS
 # compile time: the kernels of one host are compiled, and cached, for its
 # features.
 _TILE5 = WIDE_REGISTERS
-# The same holds for the 8 x 2 block of _logits8 (26 vector registers).
+# The same holds for eight-row blocks (8 x 2 tiles: 26 vector registers),
+# which the forward tiles of _ahead compute on those hosts.
 _TILE8 = WIDE_REGISTERS
 # Where the rows kernels take their logits eight rows at a time (float32,
 # _TILE8): n in EIGHT_ROWS_N, k up to EIGHT_ROWS_MAX_K. Whole gradient
@@ -34,11 +35,16 @@ EIGHT_ROWS_MAX_K = 24
 
 @njit(inline="always", **JIT)
 def _eight_rows(X, k):
-    """Whether the rows kernels take X's logits eight rows at a time (:func:`_logits8`).
+    """Whether the rows kernels take X's logits eight rows at a time.
 
     Float32 on AVX-512 hosts (compile-time constants: other kernels compile
     without the eight-row path), n in EIGHT_ROWS_N and k up to
-    EIGHT_ROWS_MAX_K.
+    EIGHT_ROWS_MAX_K. The eight-row blocks are the 8 x 2 and 8 x 1 tiles of
+    ``_ahead`` (which run wherever this holds): per step of the feature
+    loop the weights are loaded once for 16 FMAs, where a 4 x 3 block loads
+    them for 12. The backward stays at 4 rows: an 8 x 1 accumulation ran
+    1.06-1.23x slower at n = 784 and 3000 (BENCHMARKS.md, "Fourteenth
+    session").
     """
     n = X.shape[1]
     return (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
@@ -284,145 +290,6 @@ def _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, f0, f1):
         z4[1, j] = a10 + b0
         z4[2, j] = a20 + b0
         z4[3, j] = a30 + b0
-
-
-@njit(inline="always", **JIT)
-def _logits8(X, i, Wt, b, z8):
-    """z8[q, j] = X[i + q] . Wt[j] + b[j] for the eight consecutive rows i..i+7.
-
-    IN: X (m, n), the first row i, Wt (k, n' >= n: only the first n entries
-    of a row are read), b (k,). OUT: z8 (8, k).
-
-    The forward product of the rows kernels (gradient and Hessian
-    products) in float32 on AVX-512 hosts (:data:`_TILE8`), on the shapes
-    where it pays (:data:`EIGHT_ROWS_N`, :data:`EIGHT_ROWS_MAX_K`): blocks
-    of 8 rows x 2 classes, 16 accumulators, 8 x-vectors and 2 w-vectors
-    (26 of the 32 vector registers); an odd k ends in an 8 x 1 block. Per
-    step of the feature loop the weights are loaded once for 16 FMAs, where
-    the 4 x 3 block of :func:`_logits4` loads them for 12, and a row block
-    needs fewer tiles (k = 5: three against four per eight rows). Both
-    sweeps timed alone on one thread (ad hoc, the backward by
-    :func:`_accumulate4` in both), it took 0.66-0.81x the 4-row forward's
-    time at n = 48 ... 128 and k = 3 ... 5, 0.96-1.05x at n = 384 ... 3000
-    (BENCHMARKS.md, "Fourteenth session"). The backward stays at 4 rows:
-    an 8 x 1 accumulation ran 1.06-1.23x slower at n = 784 and 3000, and
-    with 8 x 2 LLVM left its loop scalar.
-    """
-    n = X.shape[1]
-    k = Wt.shape[0]
-    zero = X.dtype.type(0)
-    x0 = X[i + 0]
-    x1 = X[i + 1]
-    x2 = X[i + 2]
-    x3 = X[i + 3]
-    x4 = X[i + 4]
-    x5 = X[i + 5]
-    x6 = X[i + 6]
-    x7 = X[i + 7]
-    j = 0
-    while k - j >= 2:
-        w0 = Wt[j]
-        w1 = Wt[j + 1]
-        a00 = zero
-        a01 = zero
-        a10 = zero
-        a11 = zero
-        a20 = zero
-        a21 = zero
-        a30 = zero
-        a31 = zero
-        a40 = zero
-        a41 = zero
-        a50 = zero
-        a51 = zero
-        a60 = zero
-        a61 = zero
-        a70 = zero
-        a71 = zero
-        for f in range(n):
-            u0 = w0[f]
-            u1 = w1[f]
-            c0 = x0[f]
-            a00 += c0 * u0
-            a01 += c0 * u1
-            c1 = x1[f]
-            a10 += c1 * u0
-            a11 += c1 * u1
-            c2 = x2[f]
-            a20 += c2 * u0
-            a21 += c2 * u1
-            c3 = x3[f]
-            a30 += c3 * u0
-            a31 += c3 * u1
-            c4 = x4[f]
-            a40 += c4 * u0
-            a41 += c4 * u1
-            c5 = x5[f]
-            a50 += c5 * u0
-            a51 += c5 * u1
-            c6 = x6[f]
-            a60 += c6 * u0
-            a61 += c6 * u1
-            c7 = x7[f]
-            a70 += c7 * u0
-            a71 += c7 * u1
-        b0 = b[j]
-        b1 = b[j + 1]
-        z8[0, j] = a00 + b0
-        z8[0, j + 1] = a01 + b1
-        z8[1, j] = a10 + b0
-        z8[1, j + 1] = a11 + b1
-        z8[2, j] = a20 + b0
-        z8[2, j + 1] = a21 + b1
-        z8[3, j] = a30 + b0
-        z8[3, j + 1] = a31 + b1
-        z8[4, j] = a40 + b0
-        z8[4, j + 1] = a41 + b1
-        z8[5, j] = a50 + b0
-        z8[5, j + 1] = a51 + b1
-        z8[6, j] = a60 + b0
-        z8[6, j + 1] = a61 + b1
-        z8[7, j] = a70 + b0
-        z8[7, j + 1] = a71 + b1
-        j += 2
-    while j < k:
-        w0 = Wt[j]
-        a00 = zero
-        a10 = zero
-        a20 = zero
-        a30 = zero
-        a40 = zero
-        a50 = zero
-        a60 = zero
-        a70 = zero
-        for f in range(n):
-            u0 = w0[f]
-            c0 = x0[f]
-            a00 += c0 * u0
-            c1 = x1[f]
-            a10 += c1 * u0
-            c2 = x2[f]
-            a20 += c2 * u0
-            c3 = x3[f]
-            a30 += c3 * u0
-            c4 = x4[f]
-            a40 += c4 * u0
-            c5 = x5[f]
-            a50 += c5 * u0
-            c6 = x6[f]
-            a60 += c6 * u0
-            c7 = x7[f]
-            a70 += c7 * u0
-        b0 = b[j]
-        z8[0, j] = a00 + b0
-        z8[1, j] = a10 + b0
-        z8[2, j] = a20 + b0
-        z8[3, j] = a30 + b0
-        z8[4, j] = a40 + b0
-        z8[5, j] = a50 + b0
-        z8[6, j] = a60 + b0
-        z8[7, j] = a70 + b0
-        j += 1
 
 
 @njit(inline="always", **JIT)
