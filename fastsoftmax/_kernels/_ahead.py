@@ -33,7 +33,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._config import JIT, WIDE_REGISTERS
+from ._config import JIT, WIDE_REGISTERS, itemsize
 from ._width import _widen
 
 # The tiles run on hosts with AVX-512 only (a compile-time constant: other
@@ -262,7 +262,7 @@ def _ahead_tiles(X, touch):
     compile to compile with either tiles (0.65x and 1.47x in two runs of
     unchanged code), so the question is open there.
     """
-    return AHEAD_TILES and (touch or X.itemsize == 4)
+    return AHEAD_TILES and (touch or itemsize(X) == 4)
 
 
 @njit(inline="always", **JIT)
@@ -288,7 +288,7 @@ def _logits_ahead(X, i, nb, Wt, b, z, zr, ahead, stop):
     """
     k = Wt.shape[0]
     n = X.shape[1]
-    wide5 = X.itemsize == 8
+    wide5 = itemsize(X) == 8
     tiles = 0
     j = 0
     while j < k:

@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ._config import JIT
+from ._config import JIT, itemsize
 
 OK = 0
 NAN = 1
@@ -118,7 +118,7 @@ def _exp_loop(z, mx, out, lo, ln2_hi, ln2_lo, poly):
 def _exp_row(z, mx, out):
     """:func:`_exp_loop` with the constants of z's dtype."""
     dt = z.dtype.type
-    if z.itemsize == 4:
+    if itemsize(z) == 4:
         return _exp_loop(z, mx, out, dt(_EXP_LO32), dt(_LN2_HI32), dt(_LN2_LO32),
                          _EXP_POLY32)
     return _exp_loop(z, mx, out, dt(_EXP_LO64), dt(_LN2_HI64), dt(_LN2_LO64), _EXP_POLY64)
@@ -396,13 +396,13 @@ def reads_ahead(m, n, itemsize):
 @njit(inline="always", **JIT)
 def _touches(X):
     """Whether the rows kernels read X's rows ahead of their tiles (:func:`_touch`)."""
-    return reads_ahead(X.shape[0], X.shape[1], X.itemsize)
+    return reads_ahead(X.shape[0], X.shape[1], itemsize(X))
 
 
 @njit(inline="always", **JIT)
 def _touch_rows(X):
     """Rows read ahead at a time: up to TOUCH_MAX_ROWS, within TOUCH_BYTES (L2)."""
-    return max(4, min(TOUCH_MAX_ROWS, TOUCH_BYTES // (X.shape[1] * X.itemsize)))
+    return max(4, min(TOUCH_MAX_ROWS, TOUCH_BYTES // (X.shape[1] * itemsize(X))))
 
 
 @njit(inline="always", **JIT)

@@ -69,7 +69,7 @@ from ._common import (
     _touch_rows,
     _touches,
 )
-from ._config import JIT, PJIT
+from ._config import JIT, PJIT, itemsize
 from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
@@ -399,7 +399,7 @@ def _chunk_start(c, m, gW, gb, bad_row):
 # (``versions.py``) 0.82-0.93x at n = 48 ... 256, 0.99-1.01x from
 # n = 384. In float64 the same passes took 0.98-1.12x the time (1.09-1.12x
 # at n = 128, k = 5 and 10): float64 keeps the error four rows at a time
-# (``X.itemsize`` is a compile-time constant: its kernels compile without
+# (``itemsize(X)`` is a compile-time constant: its kernels compile without
 # the blocks).
 ERROR_T_ROWS = 64
 ERROR_T_MAX_K = 24
@@ -466,7 +466,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         touched[0] += _touch(X, start, min(stop, start + ahead_rows))
     pf_rows = ahead_rows if touch else 0
     i = start
-    while X.itemsize == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
+    while itemsize(X) == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
         if touch and not tiles:
             touched[0] += _touch(X, i, i + R)
         h = 0

@@ -11,7 +11,7 @@ tile that LLVM keeps in vector registers.
 
 from numba import njit
 
-from ._config import JIT, WIDE_REGISTERS
+from ._config import JIT, WIDE_REGISTERS, itemsize
 
 # The forward product's 4 x 5 block (20 accumulators, 4 x-vectors and a
 # w-vector: 25 vector registers) needs AVX-512's 32 registers; with 16 it
@@ -47,7 +47,7 @@ def _eight_rows(X, k):
     session").
     """
     n = X.shape[1]
-    return (_TILE8 and X.itemsize == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
+    return (_TILE8 and itemsize(X) == 4 and EIGHT_ROWS_N[0] <= n <= EIGHT_ROWS_N[1]
             and k <= EIGHT_ROWS_MAX_K)
 
 
@@ -101,7 +101,7 @@ def _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, f0, f1):
     j = 0
     # A remainder of 6 classes goes as 3 + 3, not 5 + a load-bound 4 x 1.
     # (itemsize is a compile-time constant: float32 compiles without this loop.)
-    while _TILE5 and X.itemsize == 8 and k - j >= 5 and k - j != 6:
+    while _TILE5 and itemsize(X) == 8 and k - j >= 5 and k - j != 6:
         w0 = Wt[j, f0:f1]
         w1 = Wt[j + 1, f0:f1]
         w2 = Wt[j + 2, f0:f1]
