@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from ._kernels._ahead import micro_tiles
 from ._kernels._common import LANES_FROM
 from ._kernels._fused import (
     _gemm_chunk,
@@ -31,6 +32,7 @@ from ._kernels._fused import (
     _loss_grad_rows,
     _rows_chunk,
     _sum_chunks,
+    rows_blocks,
     rows_scratch_length,
 )
 from ._kernels._hessp import (
@@ -412,7 +414,7 @@ class DenseEngine:
             args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
                     g, gb, loss, bad_row, *scratch, P)
             if variant == "rows":
-                args = (*args, self._width)
+                args = (*args, self._width, rows_blocks(self.dtype), micro_tiles(self.dtype))
             self._run(*_GRADIENT_KERNELS[variant], args)
             self._check_rows(bad_row)
             grad = self._to_coef(g)
@@ -463,7 +465,8 @@ class DenseEngine:
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)
-            self._run(_hessp_rows_chunk, _hessp_rows, (*args, self._width))
+            self._run(_hessp_rows_chunk, _hessp_rows,
+                      (*args, self._width, micro_tiles(self.dtype)))
             HV = self._to_coef(G)
         elif self._split:
             HV, gc = self._hessp_split(coef, bias, P, V, cv)

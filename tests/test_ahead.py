@@ -131,3 +131,19 @@ def test_compiled_code_prefetches_and_takes_512_bits(dt):
         assert "prefetcht1" in asm
         assert '"prefer-vector-width"="512"' not in ir
         assert re.search(r"vfmadd\w*\s+[^\n]*%zmm", asm)
+
+
+def test_kernel_markers_follow_the_dtype():
+    """The markers that keep paths out of a dtype's compiled rows kernels.
+
+    Each only ever drops code that dtype does not run: blocks of float32
+    rows (``rows_blocks``), and Numba's own tiles where these always run
+    (``micro_tiles``); either value computes the same logits.
+    """
+    from fastsoftmax._kernels._ahead import micro_tiles
+    from fastsoftmax._kernels._fused import rows_blocks
+
+    assert rows_blocks(np.float32) is True
+    assert rows_blocks(np.float64) is None
+    assert micro_tiles(np.float32) is (None if AHEAD_TILES else True)
+    assert micro_tiles(np.float64) is True

@@ -28,6 +28,7 @@ vectors are legal in it (``_width._widen`` without the preference: the
 loops Numba vectorises itself keep their width).
 """
 
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -245,6 +246,20 @@ _tile_4x2 = _make_tile(4, 2)
 _tile_4x1 = _make_tile(4, 1)
 _tile_8x2 = _make_tile(8, 2)
 _tile_8x1 = _make_tile(8, 1)
+
+
+def micro_tiles(dtype) -> bool | None:
+    """Return the rows kernels' ``micro`` argument for X of this dtype (None: these tiles alone).
+
+    On AVX-512 hosts float32 logits always come from the tiles here
+    (:func:`_ahead_tiles`), so the rows kernels are compiled without the
+    tiles of :mod:`._micro` where ``micro`` is None: Numba prunes a branch
+    on ``micro is None`` before typing, where the dtype itself is a
+    constant only from typing on (BENCHMARKS.md, "Twenty-third session":
+    the float32 rows kernel compiled in about 25 s instead of 33). True
+    elsewhere: both kinds of tiles are compiled in and X decides.
+    """
+    return None if AHEAD_TILES and np.dtype(dtype) == np.float32 else True
 
 
 @njit(inline="always", **JIT)

@@ -399,10 +399,22 @@ def _chunk_start(c, m, gW, gb, bad_row):
 # (``versions.py``) 0.82-0.93x at n = 48 ... 256, 0.99-1.01x from
 # n = 384. In float64 the same passes took 0.98-1.12x the time (1.09-1.12x
 # at n = 128, k = 5 and 10): float64 keeps the error four rows at a time
-# (``itemsize(X)`` is a compile-time constant: its kernels compile without
-# the blocks).
+# (its kernels compile without the blocks: :func:`rows_blocks`).
 ERROR_T_ROWS = 64
 ERROR_T_MAX_K = 24
+
+
+def rows_blocks(dtype) -> bool | None:
+    """Return the rows kernels' ``blocks`` argument for X of this dtype: True in float32, else None.
+
+    The float32 blocks of ERROR_T_ROWS rows (:func:`_rows_chunk`) are
+    compiled only into the specialisation whose ``blocks`` is not None:
+    Numba prunes a branch on ``blocks is None`` before typing, where a
+    branch on the dtype itself (a constant only from typing on) is typed,
+    inlined and lowered in every dtype (BENCHMARKS.md, "Twenty-third
+    session": the float64 rows kernel compiled in about 16 s instead of 25).
+    """
+    return True if np.dtype(dtype) == np.float32 else None
 
 
 def rows_scratch_length(k: int) -> int:
@@ -412,7 +424,7 @@ def rows_scratch_length(k: int) -> int:
 
 @njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                gWt, gb, loss, bad_row, scratch, P, width):
+                gWt, gb, loss, bad_row, scratch, P, width, blocks, micro):
     """Chunk c of the small-k strategy: the parallel kernel's body.
 
     Under the "workqueue" layer also called directly (c = 0 of one chunk)
@@ -435,7 +447,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     ``_touch_rows`` ahead. ``width``:
     ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for long rows)
     or ``_width.DEFAULT_WIDTH``;
-    each is its own compiled specialisation. scratch[c]: see
+    each is its own compiled specialisation. ``blocks``: :func:`rows_blocks`
+    (None compiles the kernel without the float32 blocks); ``micro``:
+    ``_ahead.micro_tiles`` (None compiles it without the tiles of
+    :mod:`._micro`, where those of :mod:`._ahead` always run). scratch[c]: see
     :func:`_loss_grad_rows`.
     """
     _wide_vectors_marked(width, X)
@@ -466,42 +481,46 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         touched[0] += _touch(X, start, min(stop, start + ahead_rows))
     pf_rows = ahead_rows if touch else 0
     i = start
-    while itemsize(X) == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
-        if touch and not tiles:
-            touched[0] += _touch(X, i, i + R)
-        h = 0
-        while h < R:
-            nb = 8 if eight else 4
-            if tiles:
-                _logits_ahead(X, i + h, nb, Wt, b, ZT.T, h, pf_rows, stop)
-            else:
-                r0 = i + h
-                _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
-                for q in range(nb):
+    # Numba prunes this branch before typing where ``blocks`` is None (see
+    # rows_blocks): typed and compiled, it was half of the float64 kernel's
+    # compile time, though that kernel never runs it.
+    if blocks is not None:
+        while itemsize(X) == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
+            if touch and not tiles:
+                touched[0] += _touch(X, i, i + R)
+            h = 0
+            while h < R:
+                nb = 8 if eight else 4
+                if micro is None or tiles:
+                    _logits_ahead(X, i + h, nb, Wt, b, ZT.T, h, pf_rows, stop)
+                else:
+                    r0 = i + h
+                    _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
+                    for q in range(nb):
+                        for j in range(k):
+                            ZT[j, h + q] = z8[q, j]
+                h += nb
+            part, bad = _block_error_t(ZT, i, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
+            if bad >= 0:
+                bad_row[c] = i + bad
+                loss[c] = acc
+                return
+            acc += part
+            z4 = z8[:4]
+            for h in range(0, R, 4):
+                for q in range(4):
                     for j in range(k):
-                        ZT[j, h + q] = z8[q, j]
-            h += nb
-        part, bad = _block_error_t(ZT, i, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
-        if bad >= 0:
-            bad_row[c] = i + bad
-            loss[c] = acc
-            return
-        acc += part
-        z4 = z8[:4]
-        for h in range(0, R, 4):
-            for q in range(4):
-                for j in range(k):
-                    z4[q, j] = ZT[j, h + q]
-            r0 = i + h
-            _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z4, G)
-        i += R
+                        z4[q, j] = ZT[j, h + q]
+                r0 = i + h
+                _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z4, G)
+            i += R
     ahead = i
     while i + 4 <= stop:
         if touch and not tiles and i >= ahead:
             ahead = min(stop, i + ahead_rows)
             touched[0] += _touch(X, i, ahead)
         nb = 8 if eight and i + 8 <= stop else 4
-        if tiles:
+        if micro is None or tiles:
             _logits_ahead(X, i, nb, Wt, b, z8, 0, pf_rows, stop)
         else:
             _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z8)
@@ -541,7 +560,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
 
 @njit(**PJIT)
 def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch, P, width):
+                    gWt, gb, loss, bad_row, scratch, P, width, blocks, micro):
     """Small-k strategy: rows four at a time, weights stored transposed.
 
     Wt is (k, n') and gWt (n_chunks, k, n') partial sums of Eᵀ X, n' >= n:
@@ -550,11 +569,12 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, L >=
     :func:`rows_scratch_length`): eight rows of logits, a transposed block of
     ERROR_T_ROWS rows and two rows of ERROR_T_ROWS. OUT P: (m, k) receives softmax(X W + b), or an
-    empty (0, k) array: not stored. ``width``: see :func:`_rows_chunk`.
+    empty (0, k) array: not stored. ``width``, ``blocks``, ``micro``: see
+    :func:`_rows_chunk`.
     """
     for c in prange(gWt.shape[0]):
         _rows_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch, P, width)
+                    gWt, gb, loss, bad_row, scratch, P, width, blocks, micro)
 
 
 @njit(inline="always", **JIT)

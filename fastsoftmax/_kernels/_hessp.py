@@ -82,7 +82,8 @@ def _row_hvp(p, u, d, gc):
 
 
 @njit(**JIT)
-def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width):
+def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width,
+                      micro):
     """Chunk c of the small-k Hessian-vector product (c < n_chunks = G.shape[0]).
 
     IN    X (m, n); P (m, k) probabilities or (0, k): recompute them from
@@ -102,8 +103,8 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     ``_fused._rows_chunk``'s do (eight rows at a time in float32 where the
     gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,
     ``_micro.EIGHT_ROWS_MAX_K``, then two accumulations of four), and the
-    direction's product prefetches the rows ahead. ``width``: the vector width's
-    marker, as for ``_fused._rows_chunk``.
+    direction's product prefetches the rows ahead. ``width``, ``micro``: the
+    vector width's marker and the tiles', as for ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)
     m = X.shape[0]
@@ -132,7 +133,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
             ahead = min(stop, i + ahead_rows)
             touched += _touch(X, i, ahead)
         nb = 8 if eight and i + 8 <= stop else 4
-        if tiles:
+        if micro is None or tiles:
             if not cached:
                 _logits_ahead(X, i, nb, Wt, b, p8, 0, 0, stop)
             _logits_ahead(X, i, nb, Vt, cv, u8, 0, pf_rows, stop)
@@ -169,7 +170,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
 
 
 @njit(**PJIT)
-def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width):
+def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width, micro):
     """Small-k Hessian-vector product, chunks of rows in parallel.
 
     IN X, P, sw, weighted, scale, Wt, b, Vt, cv; OUT G (n_chunks, k, n),
@@ -178,7 +179,7 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width)
     """
     for c in prange(G.shape[0]):
         _hessp_rows_chunk(np.int64(c), X, P, sw, weighted, scale, Wt, b, Vt, cv,
-                          G, gc, scratch, width)
+                          G, gc, scratch, width, micro)
 
 
 @njit(inline="always", **JIT)
