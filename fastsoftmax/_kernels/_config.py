@@ -54,10 +54,12 @@ def itemsize(typingctx, x):
     Numba loads an array's itemsize from its struct at run time, so a
     branch on ``X.itemsize`` is compiled both ways: a float64 kernel carried
     its float32 paths (and the other way round) through LLVM's optimisation
-    and code generation, which that code did not survive only at run time.
-    The dtype fixes the itemsize; as a constant, LLVM drops the other
-    branch at once (the rows kernel compiled 7-8 s faster per dtype,
-    BENCHMARKS.md, "Twenty-third session").
+    and code generation, to be skipped only at run time. The dtype fixes
+    the itemsize; as a constant, LLVM drops the other branch at once (the
+    rows kernel compiled 7-8 s faster per dtype, BENCHMARKS.md,
+    "Twenty-third session"). Numba's own passes still type both branches:
+    a branch to leave out before typing goes on an argument's None-ness
+    (``_fused.rows_blocks``, ``_ahead.micro_tiles``).
     """
     if not isinstance(x, types.Array):
         return None

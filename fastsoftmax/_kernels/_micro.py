@@ -100,7 +100,7 @@ def _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, f0, f1):
     x3 = X[i3, f0:f1]
     j = 0
     # A remainder of 6 classes goes as 3 + 3, not 5 + a load-bound 4 x 1.
-    # (itemsize is a compile-time constant: float32 compiles without this loop.)
+    # (itemsize(X) is a compile-time constant: LLVM drops this loop from float32.)
     while _TILE5 and itemsize(X) == 8 and k - j >= 5 and k - j != 6:
         w0 = Wt[j, f0:f1]
         w1 = Wt[j + 1, f0:f1]
