@@ -271,6 +271,9 @@ class DenseEngine:
         # The rows kernels' vector width (_WIDE_ROWS_FEATURES).
         self._width = (FLOAT64_512 if self.dtype == np.float64 and n >= _WIDE_ROWS_FEATURES
                        else DEFAULT_WIDTH)
+        # What the dtype's rows kernels are compiled without (None prunes it).
+        self._blocks = rows_blocks(self.dtype)
+        self._micro = micro_tiles(self.dtype)
         self._split = (strategy == "gemm" and not self._serial
                        and split_features(m, n, self.k, self.dtype.itemsize, n_chunks(m)))
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
@@ -414,7 +417,7 @@ class DenseEngine:
             args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
                     g, gb, loss, bad_row, *scratch, P)
             if variant == "rows":
-                args = (*args, self._width, rows_blocks(self.dtype), micro_tiles(self.dtype))
+                args = (*args, self._width, self._blocks, self._micro)
             self._run(*_GRADIENT_KERNELS[variant], args)
             self._check_rows(bad_row)
             grad = self._to_coef(g)
@@ -465,8 +468,7 @@ class DenseEngine:
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)
-            self._run(_hessp_rows_chunk, _hessp_rows,
-                      (*args, self._width, micro_tiles(self.dtype)))
+            self._run(_hessp_rows_chunk, _hessp_rows, (*args, self._width, self._micro))
             HV = self._to_coef(G)
         elif self._split:
             HV, gc = self._hessp_split(coef, bias, P, V, cv)
