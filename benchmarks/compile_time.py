@@ -5,7 +5,8 @@ imported, so every kernel the calls need is compiled here; each line is the
 seconds of the first call (compilation included) on a small problem.
 
     python benchmarks/compile_time.py [float32|float64] [grad softmax auto lbfgs sgd bgd
-                                                         calibrate large large-narrow ...]
+                                                         calibrate mnist large large-narrow
+                                                         ... kernels]
 
 prints one line per entry point, in order (a later line does not pay again
 for a kernel an earlier one compiled), then the total with the import.
@@ -16,6 +17,11 @@ fit (``max_iter=2``) of a problem large enough (m n k >= 2**30) to
 calibrate what it uses: 60,000 x 784, 25 classes (its strategy cell), and
 300,000 x 20, 200 classes (the GEMM blocks of narrow rows); the wisdom goes
 to a new empty folder too, unless FASTSOFTMAX_CACHE_DIR says otherwise.
+"mnist" is the same first fit at 60,000 x 784, 10 classes, the MNIST shape
+(m n k below 2**30: nothing calibrated). ``kernels`` (anywhere after the
+dtype) also prints, after each entry point, the kernels it compiled and
+the seconds of each (Numba's compile events; a kernel's line includes the
+functions compiled for it).
 """
 
 import os
@@ -36,12 +42,36 @@ print(f"import {time.perf_counter() - t0:.1f} s", flush=True)
 
 T_START = t0  # the import started here
 # First fits that calibrate (m n k >= 2**30): a strategy cell; narrow blocks.
-LARGE = {"large": (60_000, 784, 25), "large-narrow": (300_000, 20, 200)}
+LARGE = {"large": (60_000, 784, 25), "large-narrow": (300_000, 20, 200),
+         "mnist": (60_000, 784, 10)}
+
+
+def compile_events() -> list[tuple[str, float]]:
+    """Start recording (kernel, seconds) of every outermost compile Numba runs from now on."""
+    from numba.core import event
+
+    done: list[tuple[str, float]] = []
+    started: list[float] = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            started.append(time.perf_counter())
+
+        def on_end(self, ev):
+            t0 = started.pop()
+            if not started:
+                done.append((ev.data["dispatcher"].py_func.__qualname__,
+                             time.perf_counter() - t0))
+
+    event.register("numba:compile", Listener())
+    return done
 
 
 def main(argv):
     dtype = argv[0] if argv else "float32"
-    what = argv[1:] or ["grad", "softmax", "lbfgs", "sgd"]
+    by_kernel = "kernels" in argv[1:]
+    what = [a for a in argv[1:] if a != "kernels"] or ["grad", "softmax", "lbfgs", "sgd"]
+    events = compile_events() if by_kernel else []
     rng = np.random.default_rng(0)
     # Large enough (m n k = 1.5e6) for the solvers' parallel kernels, as a
     # user's first real fit needs them.
@@ -68,6 +98,9 @@ def main(argv):
                 warnings.simplefilter("ignore")
                 fs.SoftmaxRegression(name, max_iter=2).fit(X, y)
         print(f"{name} {time.perf_counter() - t:.1f} s", flush=True)
+        for kernel, seconds in events:
+            print(f"    {kernel} {seconds:.1f} s")
+        events.clear()
     print(f"total (import included) {time.perf_counter() - T_START:.1f} s")
 
 
