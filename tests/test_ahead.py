@@ -147,3 +147,41 @@ def test_kernel_markers_follow_the_dtype():
     assert rows_blocks(np.float64) is None
     assert micro_tiles(np.float32) is (None if AHEAD_TILES else True)
     assert micro_tiles(np.float64) is True
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+def test_prefetch_row_reads_nothing_and_prefetches_each_line(dt):
+    """``prefetch_row`` (the SGD epochs' reads ahead of shuffled rows): it
+    leaves X as it was, works on strided views and any feature range
+    (the last line included, however the range falls on lines), and each
+    call is an L2 prefetch in the compiled code, not a load."""
+    from numba.core.errors import TypingError
+
+    from fastsoftmax._kernels._ahead import prefetch, prefetch_row
+
+    @njit(error_model="numpy", cache=False)
+    def ask(X, rows, f0, f1):
+        for i in rows:
+            prefetch_row(X, i, f0, f1)
+        return X.shape[0]
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((9, 100)).astype(dt)
+    before = X.copy()
+    rows = np.array([8, 0, 3, 8])
+    for f0, f1 in [(0, 100), (1, 2), (17, 99), (99, 100)]:
+        assert ask(X, rows, f0, f1) == 9
+        assert ask(X[::2, ::3], rows[:2] // 2, 0, 33) == 5
+        assert ask(X.T, rows, f0 // 12, f1 // 12 + 1) == 100
+    np.testing.assert_array_equal(X, before)
+    ir = ask.inspect_llvm(ask.signatures[0])
+    assert re.search(r"call void @llvm\.prefetch\.p0\([^)]*i32 0, i32 2, i32 1\)", ir)
+    if AHEAD_TILES:
+        assert "prefetcht1" in ask.inspect_asm(ask.signatures[0])
+
+    @njit(cache=False)
+    def bad(v):
+        prefetch(v, 0, 0)
+
+    with pytest.raises(TypingError):
+        bad(np.zeros(3, dt))

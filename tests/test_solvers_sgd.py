@@ -304,3 +304,27 @@ def test_per_sample_epoch_without_momentum_leaves_the_velocity_of_its_last_step(
     np.testing.assert_allclose(state.coef.T, W_ref, **TOL[dtype])
     np.testing.assert_allclose(state.velocity_coef.T, VW, **TOL[dtype])
     np.testing.assert_allclose(state.velocity_intercept, Vb, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_fresh_state_copies_the_weights_onto_cache_lines(dtype):
+    """SGDState.start: weights and velocity are new C-ordered arrays on
+    64-byte boundaries (the feature-split epoch's threads own whole lines
+    of them), holding the caller's weights and zeros; the caller's arrays
+    are not shared or changed."""
+    from fastsoftmax._launch import ALIGN
+    from fastsoftmax._solvers.sgd import SGDState
+
+    rng = np.random.default_rng(4)
+    for n, k in [(784, 10), (7, 3), (1, 1)]:
+        W0 = rng.standard_normal((n, k)).astype(dtype)
+        before = W0.copy()
+        state = SGDState.start(W0.T, None)
+        for a in (state.coef, state.velocity_coef):
+            assert a.flags.c_contiguous and a.dtype == dtype and a.shape == (k, n)
+            assert a.ctypes.data % ALIGN == 0
+            assert not np.shares_memory(a, W0)
+        np.testing.assert_array_equal(state.coef, W0.T)
+        assert not state.velocity_coef.any() and not state.intercept.any()
+        state.coef[...] += 1
+        np.testing.assert_array_equal(W0, before)

@@ -23,7 +23,8 @@ Weights are stored transposed, (k, n), so that every inner loop runs along
 contiguous features. The per-row arithmetic is the fused gradient's
 (:mod:`._fused`): the 4 rows x 3 classes register-blocked micro-kernels
 (given the rows' indices in the shuffled order) and the per-row softmax
-error with its finiteness test of every logit. Per-sample SGD (B = 1)
+error with its finiteness test of every logit; rows a few places ahead
+in the order are prefetched (``AHEAD_ROWS``). Per-sample SGD (B = 1)
 skips the gradient buffer and makes two steps per sweep over W
 (:func:`_per_sample_epoch`). Mini-batches of at least ``PARALLEL_MIN_ROWS``
 rows are split across threads: by rows (per-chunk partial gradients, serial
@@ -39,6 +40,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit, prange
 
+from ._ahead import prefetch_row
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._fused import _block_error_t, _error4, _row_error
@@ -81,6 +83,19 @@ PARALLEL_WORK = 1 << 18
 # thread would spend more in that sum than in its share of the rows
 # (16 cores: 16 sums of k n for 4 rows each).
 MIN_CHUNK_ROWS = 16
+
+# An epoch reads X's rows in shuffled order, which the hardware's
+# prefetchers cannot follow from one row to the next. So the kernels ask
+# for the rows ahead (:func:`._ahead.prefetch_row`, into L2): each block of
+# four rows of a batch, for the block AHEAD_ROWS further on in the order
+# (into the next batch at a batch's end); each pair of per-sample steps,
+# for the pair PAIR_AHEAD_ROWS further on. Ad hoc at the MNIST shape, one
+# thread, float32: the feature-split epoch's logits and updates of 939
+# batches of 64 took 36 ms without, 32 ms with 8 to 32 rows ahead (33 ms
+# at 128); per-sample epochs 0.8x the time with 4 or 8 rows ahead (2 was
+# too late). BENCHMARKS.md, "Twenty-fourth session".
+AHEAD_ROWS = 16
+PAIR_AHEAD_ROWS = 4
 
 
 # The epoch kernel is compiled with parallel=True for its prange over the
@@ -137,12 +152,16 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
     _zero2(G)
     _zero1(gb)
     total = 0.0
+    m = order.shape[0]
+    n = X.shape[1]
     p = lo
     while p + 4 <= hi:
         i0 = order[p]
         i1 = order[p + 1]
         i2 = order[p + 2]
         i3 = order[p + 3]
+        for a in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
+            prefetch_row(X, order[a], 0, n)
         _logits4(X, i0, i1, i2, i3, Wt, b, z4)
         part, bad = _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, coef, gb)
         if bad >= 0:
@@ -511,6 +530,8 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
         # second a stand-in when there is none: its dots go unused).
         xc = X[order[p + 2]]
         xd = X[order[min(p + 3, m - 1)]]
+        for q in range(p + PAIR_AHEAD_ROWS, min(m, p + PAIR_AHEAD_ROWS + 2)):
+            prefetch_row(X, order[q], 0, X.shape[1])
         p11 = A2 * A1 + B2 * C1
         if momentum:
             p12 = A2 * B1 + B2 * D1
@@ -736,11 +757,18 @@ def _columns_update(X, order, start, stop, E, G, Wt, VWt, a, mu, eta, nesterov, 
 
 @njit(**JIT)
 def _columns_logits(X, order, start, stop, Wt, no_bias, P, f0, f1):
-    """P[q] <- X[order[start + q], f0:f1] . Wt[:, f0:f1] (rows past stop repeat its last)."""
+    """P[q] <- X[order[start + q], f0:f1] . Wt[:, f0:f1] (rows past stop repeat its last).
+
+    Each block of four rows first prefetches the block AHEAD_ROWS further
+    on in the order (into the next batch at the batch's end).
+    """
     _wide_vectors(X)
     last = stop - 1
+    m = order.shape[0]
     for p in range(start, stop, 4):
         q = p - start
+        for a in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
+            prefetch_row(X, order[a], f0, f1)
         _logits4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
                       order[min(p + 3, last)], Wt, no_bias, P[q:q + 4], f0, f1)
 

@@ -25,7 +25,7 @@ from .._kernels._sgd import (
     feature_split_parts,
     sgd_hyper,
 )
-from .._launch import n_chunks
+from .._launch import aligned_empty, n_chunks
 from .._penalty import l2_penalty
 from ._common import (
     Callback,
@@ -65,10 +65,20 @@ class SGDState:
 
     @classmethod
     def start(cls, coef: np.ndarray, intercept: np.ndarray | None) -> SGDState:
-        """Return a fresh state (zero velocity) at a copy of the given weights."""
-        coef = np.array(coef, order="C")
+        """Return a fresh state (zero velocity) at a copy of the given weights.
+
+        The weights and their velocity start on a cache line
+        (``_launch.aligned_empty``): the feature-split epoch's threads
+        own ranges of columns that start on line boundaries, so that where
+        the rows do too, no two threads write the same line.
+        """
+        src = np.asarray(coef)
+        coef = aligned_empty(src.shape, src.dtype)
+        coef[...] = src
+        velocity = aligned_empty(src.shape, src.dtype)
+        velocity[...] = 0
         b = np.zeros(coef.shape[0], coef.dtype) if intercept is None else np.array(intercept)
-        return cls(coef, b, np.zeros_like(coef), np.zeros_like(b), intercept is not None)
+        return cls(coef, b, velocity, np.zeros_like(b), intercept is not None)
 
     def copy(self) -> SGDState:
         return dataclasses.replace(
