@@ -151,10 +151,11 @@ def test_kernel_markers_follow_the_dtype():
 
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 def test_prefetch_row_reads_nothing_and_prefetches_each_line(dt):
-    """``prefetch_row`` (the SGD epochs' reads ahead of shuffled rows): it
-    leaves X as it was, works on strided views and any feature range
-    (the last line included, however the range falls on lines), and each
-    call is an L2 prefetch in the compiled code, not a load."""
+    """``prefetch_row`` and ``prefetch`` (the SGD epochs' and the sparse
+    kernels' reads ahead): they leave X as it was, work on strided views
+    and any feature range (the last line included, however the range falls
+    on lines), and each call is an L2 prefetch in the compiled code, not a
+    load. An index must have one entry per dimension."""
     from numba.core.errors import TypingError
 
     from fastsoftmax._kernels._ahead import prefetch, prefetch_row
@@ -180,8 +181,22 @@ def test_prefetch_row_reads_nothing_and_prefetches_each_line(dt):
         assert "prefetcht1" in ask.inspect_asm(ask.signatures[0])
 
     @njit(cache=False)
-    def bad(v):
-        prefetch(v, 0, 0)
+    def one(v, p):
+        prefetch(v, p)
+        prefetch(v, (p,))
+        return v[p]
+
+    assert one(X[0], 99) == X[0, 99]
+
+    @njit(cache=False)
+    def two_for_one(v):
+        prefetch(v, (0, 0))
+
+    @njit(cache=False)
+    def one_for_two(v):
+        prefetch(v, 0)
 
     with pytest.raises(TypingError):
-        bad(np.zeros(3, dt))
+        two_for_one(np.zeros(3, dt))
+    with pytest.raises(TypingError):
+        one_for_two(np.zeros((3, 3), dt))

@@ -212,21 +212,35 @@ class _TileCode:
 
 
 @intrinsic
-def prefetch(typingctx, X, i, f):
-    """Ask for the cache line of X[i, f] (``prefetcht1``: into L2); no effect on results.
+def prefetch(typingctx, a, index):
+    """Ask for the cache line of a[index] (``prefetcht1``: into L2); no effect on results.
 
-    For rows whose order the hardware cannot guess (the SGD epoch's
-    shuffled rows), read a few rows ahead of the loop that needs them.
+    ``index`` is an integer (a 1-D array) or a tuple of one per dimension.
+    For memory whose order the hardware cannot guess (the SGD epochs'
+    shuffled rows), read a few steps ahead of the loop that needs it.
     """
-    if not (isinstance(X, types.Array) and X.ndim == 2):
+    if not isinstance(a, types.Array):
         return None
-    sig = types.void(X, i, f)
+    if isinstance(index, types.Integer):
+        index_types = (index,)
+    elif isinstance(index, types.BaseTuple) and all(
+            isinstance(t, types.Integer) for t in index.types):
+        index_types = tuple(index.types)
+    else:
+        return None
+    if len(index_types) != a.ndim:
+        return None
+    sig = types.void(a, index)
 
     def codegen(context, builder, sig, args):
         aty = sig.args[0]
         ary = context.make_array(aty)(context, builder, args[0])
-        idx = [context.cast(builder, a, t, types.intp)
-               for a, t in zip(args[1:], sig.args[1:], strict=True)]
+        if len(index_types) == 1 and isinstance(sig.args[1], types.Integer):
+            raw = [args[1]]
+        else:
+            raw = cgutils.unpack_tuple(builder, args[1], len(index_types))
+        idx = [context.cast(builder, v, t, types.intp)
+               for v, t in zip(raw, index_types, strict=True)]
         ptr = cgutils.get_item_pointer(context, builder, aty, ary, idx)
         fn = _intrinsic_fn(builder.module, "llvm.prefetch.p0", ir.VoidType(),
                            [_I8P, _I32, _I32, _I32])
@@ -242,9 +256,9 @@ def prefetch_row(X, i, f0, f1):
     """Prefetch the lines of X[i, f0:f1] (f0 < f1) into L2."""
     step = _LINE // itemsize(X)
     for f in range(f0, f1, step):
-        prefetch(X, i, f)
+        prefetch(X, (i, f))
     # The last line, where f0 is not on a line's start.
-    prefetch(X, i, f1 - 1)
+    prefetch(X, (i, f1 - 1))
 
 
 def _make_tile(R: int, C: int):

@@ -58,7 +58,14 @@ from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _touch, _touch_rows, _touches, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4
-from ._sparse import _affine_row_scaled, _chunk_sums, _gather_scaled, _scatter
+from ._sparse import (
+    ROW_AHEAD,
+    _affine_row_scaled,
+    _chunk_sums,
+    _gather_scaled,
+    _prefetch_weights,
+    _scatter,
+)
 from ._width import _wide_vectors_marked
 
 
@@ -319,7 +326,8 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, vscale, cv,
 
     With u_i = vscale Vᵀ x_i + cv, s_i = scale * w_i * (p_i * u_i - p_i (p_i . u_i)).
     The L2 term alpha V is the caller's. The row pass of
-    :func:`._sparse._sparse_loss_grad`, with the dense kernels' s_i
+    :func:`._sparse._sparse_loss_grad` (rows of V prefetched ahead as
+    there), with the dense kernels' s_i
     (:func:`_row_hvp`); Xᵀ S by the same scatter or transpose scheme.
     """
     n_chunks = hc.shape[0]
@@ -330,6 +338,8 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, vscale, cv,
         H, hcc = _chunk_sums(c, H0, Hp, hc, store_s)
         for i in range(start, stop):
             u = S[i] if store_s else scratch[c, 0]
+            if i + ROW_AHEAD < stop:
+                _prefetch_weights(indices, indptr, i + ROW_AHEAD, V)
             _affine_row_scaled(data, indices, indptr, i, V, cv, u, vscale)
             _row_hvp(P[i], u, _row_weight(i, sw, weighted, scale), hcc)
             if not store_s:
