@@ -1,6 +1,7 @@
 """Measurements of the sparse (CSR) kernels; prints one table per section.
 
-    python -m benchmarks.sparse_kernels [grad] [memory] [sgd] [convert] [compile] [--rounds N]
+    python -m benchmarks.sparse_kernels [grad] [memory] [sgd] [wide] [convert] [compile]
+                                        [--rounds N]
 
 (no section: all of them). Every timing is the median of N interleaved
 rounds (default 7) after one warm-up call of each contender, so that a
@@ -20,6 +21,11 @@ memory   peak RSS of one loss_and_grad, and of three iterations of a Newton and
 sgd      one SGD epoch (20,000 rows, 60 terms per row, k = 20, batches of 32)
          as n grows at fixed nnz: O(nnz k) per update without momentum,
          O(n k) with.
+wide     on 200,000 x 2,000,000, 20 terms per row, k = 20, float32 and float64:
+         the kernels that gather rows of W (or V) at random from memory,
+         an SGD epoch (batches of 1 and 64), a Hessian product and
+         predict_labels, the last two against SciPy (X @ V, the softmax
+         Hessian's rows, X.T @ S; argmax of X @ W + b).
 convert  as_csr on CSR (the validation scan), CSR with int64 indices, CSC
          and COO input, against one loss_and_grad call.
 compile  cold compile seconds of every sparse entry point, in a subprocess
@@ -252,6 +258,59 @@ def _sgd_contenders(csr, y, W, b, VW, order, momentum) -> dict:
     return {"epoch": epoch, "W *= wscale": rescale}
 
 
+WIDE = ("200,000 x 2,000,000, ~20 nonzeros per row", 200_000, 2_000_000, 20)
+
+
+def bench_wide(rounds: int) -> None:
+    """The kernels that gather rows of W at random, where W is far larger than the caches."""
+    title, m, n, per_row = WIDE
+    print(f"\n## Gathers from a large W: {title}, k = 20, alpha = 1e-4")
+    print("| dtype | contender | median ms | SciPy / this |")
+    print("|---|---|---:|---:|")
+    peers = {"Hessian product": "Hessian product, SciPy", "predict_labels": "predict, SciPy"}
+    for dt in (np.float32, np.float64):
+        med = _interleaved(_wide_contenders(m, n, per_row, dt), rounds)
+        name = np.dtype(dt).name
+        for label, sec in med.items():
+            ratio = f"{med[peers[label]] / sec:.2f}" if label in peers else ""
+            print(f"| {name} | {label} | {sec * 1e3:.1f} | {ratio} |")
+
+
+def _wide_contenders(m, n, per_row, dt) -> dict:
+    X, y = datasets.make_text_like(m, n, K, per_row, random_state=0, dtype=dt)
+    rng = np.random.default_rng(0)
+    W = (0.01 * rng.standard_normal((n, K))).astype(dt)
+    V = rng.standard_normal((n, K)).astype(dt)
+    b = np.zeros(K, dt)
+    c = np.zeros(K, dt)
+    csr = _sparse.as_csr(X)
+    XT = _sparse.transpose(csr) if _sparse.gradient_scheme(csr, K, 2) == "transpose" else None
+    P = np.empty((m, K), dt)
+    _sparse.loss_and_grad(csr, y, None, W, b, 1e-4, P=P, XT=XT)
+    order = rng.permutation(m)
+    W1 = W.copy()
+
+    def epoch(batch_size):
+        W1[...] = W
+        _sparse.sgd_epoch(csr, y, None, W1, b.copy(), order, batch_size=batch_size,
+                          eta0=0.01, alpha=1e-4)
+
+    def scipy_hessp():
+        U = X @ V + c
+        S = P * U
+        S -= P * S.sum(axis=1, keepdims=True)
+        return X.T @ S / m + 1e-4 * V
+
+    return {
+        "SGD epoch, batch 1": lambda: epoch(1),
+        "SGD epoch, batch 64": lambda: epoch(64),
+        "Hessian product": lambda: _sparse.hessp(csr, P, None, V, c, 1e-4, XT=XT),
+        "Hessian product, SciPy": scipy_hessp,
+        "predict_labels": lambda: _sparse.predict_labels(csr, W, b),
+        "predict, SciPy": lambda: (X @ W + b).argmax(axis=1),
+    }
+
+
 def bench_convert(rounds: int) -> None:
     print("\n## as_csr conversion: 100,000 x 100,000, ~60 nonzeros per row, float64")
     print("| input | median ms | / one loss_and_grad (2 threads) |")
@@ -343,12 +402,13 @@ def main(argv: list[str]) -> None:
         i = argv.index("--rounds")
         rounds = int(argv[i + 1])
         del argv[i:i + 2]
-    sections = argv or ["grad", "memory", "sgd", "convert", "compile"]
+    sections = argv or ["grad", "memory", "sgd", "wide", "convert", "compile"]
     print(f"Machine: {_machine()}")
     print(f"Medians of {rounds} interleaved rounds after a warm-up.")
     for name in sections:
         {"grad": lambda: bench_grad(rounds), "memory": bench_memory,
-         "sgd": lambda: bench_sgd(rounds), "convert": lambda: bench_convert(rounds),
+         "sgd": lambda: bench_sgd(rounds), "wide": lambda: bench_wide(rounds),
+         "convert": lambda: bench_convert(rounds),
          "compile": bench_compile}[name]()
     print(f"\nAt the end: {_machine()}")
 

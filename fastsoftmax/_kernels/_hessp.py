@@ -62,6 +62,7 @@ from ._sparse import (
     ROW_AHEAD,
     _affine_row_scaled,
     _chunk_sums,
+    _far,
     _gather_scaled,
     _prefetch_weights,
     _scatter,
@@ -333,12 +334,13 @@ def _sparse_hessp(data, indices, indptr, P, sw, weighted, scale, V, vscale, cv,
     n_chunks = hc.shape[0]
     m = indptr.shape[0] - 1
     store_s = S.shape[0] > 0
+    far = _far(V)
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         H, hcc = _chunk_sums(c, H0, Hp, hc, store_s)
         for i in range(start, stop):
             u = S[i] if store_s else scratch[c, 0]
-            if i + ROW_AHEAD < stop:
+            if far and i + ROW_AHEAD < stop:
                 _prefetch_weights(indices, indptr, i + ROW_AHEAD, V)
             _affine_row_scaled(data, indices, indptr, i, V, cv, u, vscale)
             _row_hvp(P[i], u, _row_weight(i, sw, weighted, scale), hcc)

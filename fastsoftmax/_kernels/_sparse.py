@@ -53,7 +53,7 @@ from numba import njit, prange
 
 from ._ahead import prefetch, prefetch_row
 from ._common import _chunk, _softmax_inplace, _zero1, _zero2
-from ._config import JIT, PJIT, PJIT_STRICT
+from ._config import JIT, PJIT, PJIT_STRICT, itemsize
 from ._fused import _row_error
 from ._sgd import _eta, _intercept_step
 
@@ -165,13 +165,22 @@ def _chunk_sums(c, G0, Gp, gb, rows_stored):
 # (:func:`_prefetch_weights`; the column pass, for the rows of E), and the
 # SGD epoch, whose rows come in shuffled order, also for that row's entries
 # and start (:func:`_prefetch_ahead`). Not the panel scheme, whose panels'
-# rows of W stay in L2. Ad hoc on the 2-core AMD host, 200,000 x 2,000,000,
+# rows of W stay in L2, nor where W is small enough to stay in the caches
+# (below PREFETCH_MIN_BYTES): an SGD epoch with W of 1.6 MB took 1.12x the
+# time with the prefetches, 16 MB 0.82x. Ad hoc on the 2-core AMD host, 200,000 x 2,000,000,
 # 20 entries a row, k = 20 (float32 / float64): an SGD epoch 0.53x / 0.55x
 # the time (2 to 6 rows ahead alike), prediction 0.38x / 0.52x; the
 # transpose scheme's loss and gradient 0.65x. BENCHMARKS.md,
 # "Twenty-fourth session".
 SGD_AHEAD_ROWS = 4
 ROW_AHEAD = 4
+PREFETCH_MIN_BYTES = 8 << 20
+
+
+@njit(inline="always", **JIT)
+def _far(W):
+    """Whether the rows gathered from W (any 2-D array) are prefetched: W of PREFETCH_MIN_BYTES."""
+    return W.size * itemsize(W) >= PREFETCH_MIN_BYTES
 
 
 @njit(inline="always", **JIT)
@@ -244,6 +253,7 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
     k = W.shape[1]
     store_p = P.shape[0] > 0
     store_e = E.shape[0] > 0
+    far = _far(W)
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         G, gbc = _chunk_sums(c, G0, Gp, gb, store_e)
@@ -251,7 +261,7 @@ def _sparse_loss_grad(data, indices, indptr, y, Y, sw, soft, weighted, scale, W,
         acc = 0.0
         for i in range(start, stop):
             z = E[i] if store_e else scratch[c, 0]
-            if i + ROW_AHEAD < stop:
+            if far and i + ROW_AHEAD < stop:
                 _prefetch_weights(indices, indptr, i + ROW_AHEAD, W)
             _affine_row(data, indices, indptr, i, W, b, z)
             if store_p:
@@ -308,12 +318,13 @@ def _csc_gather(tdata, tindices, tindptr, E, W, alpha, G, wsq):
     n_chunks = wsq.shape[0]
     n = tindptr.shape[0] - 1
     a = G.dtype.type(alpha)
+    far = _far(E)
     for c in prange(n_chunks):
         start, stop = _chunk(n, n_chunks, c)
         acc = 0.0
         for f in range(start, stop):
             g = G[f]
-            if f + ROW_AHEAD < stop:
+            if far and f + ROW_AHEAD < stop:
                 _prefetch_weights(tindices, tindptr, f + ROW_AHEAD, E)
             acc = _penalty_row(g, W[f], a, False, acc)
             _gather(tdata, tindices, tindptr[f], tindptr[f + 1], E, g)
@@ -486,10 +497,11 @@ def _panel_column_pass(pdata, pindices, ptr, bounds, owned, owner_start, E, W, a
 def _sparse_logits(data, indices, indptr, W, b, out, n_chunks):
     """OUT out (m, k) = X W + b, rows split into n_chunks parallel chunks."""
     m = indptr.shape[0] - 1
+    far = _far(W)
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         for i in range(start, stop):
-            if i + ROW_AHEAD < stop:
+            if far and i + ROW_AHEAD < stop:
                 _prefetch_weights(indices, indptr, i + ROW_AHEAD, W)
             _affine_row(data, indices, indptr, i, W, b, out[i])
 
@@ -506,11 +518,12 @@ def _sparse_predict(data, indices, indptr, W, b, out, scratch):
     m = indptr.shape[0] - 1
     k = W.shape[1]
     n_chunks = scratch.shape[0]
+    far = _far(W)
     for c in prange(n_chunks):
         start, stop = _chunk(m, n_chunks, c)
         z = scratch[c, 0]
         for i in range(start, stop):
-            if i + ROW_AHEAD < stop:
+            if far and i + ROW_AHEAD < stop:
                 _prefetch_weights(indices, indptr, i + ROW_AHEAD, W)
             _affine_row(data, indices, indptr, i, W, b, z)
             best = 0
@@ -614,6 +627,7 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
     mu = dt(momentum)
     a = dt(alpha)
     use_velocity = momentum != 0.0
+    far = _far(W)
     ws = wscale[0]
     if use_velocity and ws != 1.0:
         s = dt(ws)
@@ -637,7 +651,8 @@ def _sparse_sgd_epoch(data, indices, indptr, y, Y, sw, soft, weighted, order, ba
             i = order[start + q]
             z = E[q]
             _zero1(z)
-            _prefetch_ahead(data, indices, indptr, order, start + q, W)
+            if far:
+                _prefetch_ahead(data, indices, indptr, order, start + q, W)
             _gather(data, indices, indptr[i], indptr[i + 1], W, z)
             for j in range(k):
                 z[j] = wsd * z[j] + b[j]
