@@ -736,3 +736,66 @@ def test_non_contiguous_and_integer_small_arrays_are_coerced():
     assert got[0] == want[0]
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(_sparse.logits(c, Wf, b), _sparse.logits(c, W, b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kernels_reading_w_and_e_ahead_match_scipy(dtype):
+    """Where W (and E, V) hold PREFETCH_MIN_BYTES or more, the row passes
+    ask for the rows of W their rows ahead will gather (the column pass:
+    rows of E; the SGD epoch: also the rows' entries and starts): the
+    results must be those of SciPy's products, with repeated indices and
+    empty rows, to the end of every chunk and of the epoch's order. The
+    other tests' W are small and never take that path."""
+    from fastsoftmax._kernels._sparse import PREFETCH_MIN_BYTES
+
+    rng = np.random.default_rng(11)
+    k = 8
+    m = n = -(-PREFETCH_MIN_BYTES // (k * np.dtype(dtype).itemsize)) + 999
+    lengths = rng.integers(0, 5, m)
+    lengths[::7] = 0
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    indices = rng.integers(0, n, int(indptr[-1]))
+    indices[1::9] = indices[::9][:indices[1::9].size]  # repeats within a row
+    X = sp.csr_matrix((rng.standard_normal(indices.size).astype(dtype), indices, indptr),
+                      shape=(m, n))
+    y = rng.integers(0, k, m)
+    W = (0.3 * rng.standard_normal((n, k))).astype(dtype)
+    b = rng.standard_normal(k).astype(dtype)
+    assert W.nbytes >= PREFETCH_MIN_BYTES and m * k * W.itemsize >= PREFETCH_MIN_BYTES
+    c = as_csr(X)
+    Z = X.astype(np.float64) @ W.astype(np.float64) + b
+    np.testing.assert_allclose(_sparse.logits(c, W, b), Z, **TOL[dtype])
+    np.testing.assert_array_equal(_sparse.predict_labels(c, W, b), np.argmax(
+        _sparse.logits(c, W, b), axis=1))
+    P0 = reference.softmax(Z)
+    E = (P0 - reference.one_hot(y, k)) / m
+    want_gW = X.T.astype(np.float64) @ E + 0.1 * W
+    V = rng.standard_normal((n, k)).astype(dtype)
+    cv = rng.standard_normal(k).astype(dtype)
+    for XT in (None, _sparse.transpose(c)):
+        P = np.empty((m, k), dtype)
+        _, gW, gb = _sparse.loss_and_grad(c, y, None, W, b, 0.1, P=P, XT=XT)
+        np.testing.assert_allclose(gW, want_gW, **TOL[dtype])
+        # Each intercept entry sums m = 131,000-262,000 terms, in float32
+        # in a float32 problem: to 1e-4.
+        sums = TOL[dtype] if dtype == np.float64 else dict(rtol=2e-3, atol=1e-4)
+        np.testing.assert_allclose(gb, E.sum(axis=0), **sums)
+        HV, Hc = _sparse.hessp(c, P, None, V, cv, alpha=0.1, XT=XT)
+        U = X.astype(np.float64) @ V.astype(np.float64) + cv
+        S = (P * U - P * np.sum(P * U, axis=1, keepdims=True)) / m
+        np.testing.assert_allclose(HV, X.T.astype(np.float64) @ S + 0.1 * V, **TOL[dtype])
+        np.testing.assert_allclose(Hc, S.sum(axis=0), **sums)
+    # SGD over 40 rows of X, in batches of 1 and 6, with and without momentum.
+    order = rng.permutation(m)[:40]
+    for batch_size, momentum in [(1, 0.0), (6, 0.0), (6, 0.9)]:
+        W_ref, b_ref = W.copy(), b.copy()
+        reference.sgd_epoch(X, y, W_ref, b_ref, order, batch_size=batch_size, eta=0.1,
+                            alpha=0.01, momentum=momentum, VW=np.zeros_like(W),
+                            Vb=np.zeros_like(b))
+        W1, b1 = W.copy(), b.copy()
+        steps, _ = _sparse.sgd_epoch(c, y, None, W1, b1, order, batch_size=batch_size,
+                                     eta0=0.1, alpha=0.01, momentum=momentum,
+                                     VW=np.zeros_like(W) if momentum else None)
+        assert steps == -(-order.size // batch_size)
+        np.testing.assert_allclose(W1, W_ref, **TOL[dtype])
+        np.testing.assert_allclose(b1, b_ref, **TOL[dtype])
