@@ -4,7 +4,8 @@ On a shared machine only ratios measured in one run mean anything, so every
 cell times its contenders interleaved (A, B, A, B, ...) after one warm-up
 call each (compilation included there) and reports medians and their ratio.
 
-    python benchmarks/ratios.py mnist|grid|threads|softmax|sgd|strategies [--max-gflop G]
+    python benchmarks/ratios.py mnist|grid|threads|softmax|sgd|sgd-batches|strategies
+                                [--max-gflop G]
 
 prints a Markdown table. ``grid`` skips cells whose X exceeds 1 GB and, to
 bound the run time, cells above --max-gflop (default 60) GFLOP per call.
@@ -90,6 +91,26 @@ def sgd_table(rng, rounds):
               f"{t64 * 1e3:.1f} | {tg * 1e3:.1f} | **{t64 / tg:.2f}** |", flush=True)
 
 
+SGD_BATCH_SHAPES = [(60000, 784, 10, 16), (60000, 784, 10, 256), (300000, 100, 10, 64)]
+
+
+def sgd_batches_table(rng, rounds):
+    """SGD epochs beyond target 4's two: batches run on one thread (16 rows),
+    split by rows (256 rows of 784 features; 64 rows of 100), each against
+    one full gradient."""
+    print("| m, n, k | batch | dtype | epoch ms | full gradient ms | epoch / gradient |\n"
+          "|---|---:|---|---:|---:|---:|")
+    for (m, n, k, batch) in SGD_BATCH_SHAPES:
+        for dtype in ("float32", "float64"):
+            X, y, W, b = _problem(m, n, k, dtype, rng)
+            order = rng.permutation(m)
+            obj = objective(X, y, k)
+            te, tg = interleaved([_sgd_epoch_fn(X, y, W, b, order, batch),
+                                  lambda: obj(W, b)], rounds)  # noqa: B023
+            print(f"| {m}, {n}, {k} | {batch} | {dtype} | {te * 1e3:.1f} | {tg * 1e3:.1f} | "
+                  f"**{te / tg:.2f}** |", flush=True)
+
+
 def strategy_table(rng, rounds):
     """Side-by-side rows vs gemm (Objective with the strategy forced)."""
     from fastsoftmax._calibration import strategy
@@ -112,7 +133,7 @@ def strategy_table(rng, rounds):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("table", choices=["mnist", "grid", "threads", "softmax", "sgd",
-                                      "strategies"])
+                                      "sgd-batches", "strategies"])
     ap.add_argument("--max-gflop", type=float, default=60.0)
     ap.add_argument("--rounds", type=int, default=7)
     a = ap.parse_args()
@@ -147,6 +168,8 @@ def main():
                   f"**{t1 / t2:.2f}** |", flush=True)
     elif a.table == "sgd":
         sgd_table(rng, a.rounds)
+    elif a.table == "sgd-batches":
+        sgd_batches_table(rng, a.rounds)
     elif a.table == "strategies":
         strategy_table(rng, a.rounds)
     else:

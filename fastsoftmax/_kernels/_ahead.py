@@ -22,10 +22,16 @@ remainder), and one horizontal sum per accumulator at the end. The same
 blocking as :mod:`._micro`: 4 rows x 3 classes (4 x 5 in float64), 8 x 2 in
 float32 where ``_micro.EIGHT_ROWS_N`` says.
 
+The module also gives Numba code a prefetch of its own (:func:`prefetch`,
+:func:`prefetch_row`), for loops that read memory in an order no hardware
+prefetcher can guess and that are not vectorised themselves: the SGD
+epochs' shuffled rows, the rows of W that sparse rows gather.
+
 Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``): the tiles need
-its 32 vector registers. The caller's function is marked so that 512-bit
-vectors are legal in it (``_width._widen`` without the preference: the
-loops Numba vectorises itself keep their width).
+its 32 vector registers (the prefetches run on every host). The caller's
+function is marked so that 512-bit vectors are legal in it
+(``_width._widen`` without the preference: the loops Numba vectorises
+itself keep their width).
 """
 
 import numpy as np

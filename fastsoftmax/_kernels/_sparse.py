@@ -167,11 +167,11 @@ def _chunk_sums(c, G0, Gp, gb, rows_stored):
 # and start (:func:`_prefetch_ahead`). Not the panel scheme, whose panels'
 # rows of W stay in L2, nor where W is small enough to stay in the caches
 # (below PREFETCH_MIN_BYTES): an SGD epoch with W of 1.6 MB took 1.12x the
-# time with the prefetches, 16 MB 0.82x. Ad hoc on the 2-core AMD host, 200,000 x 2,000,000,
-# 20 entries a row, k = 20 (float32 / float64): an SGD epoch 0.53x / 0.55x
-# the time (2 to 6 rows ahead alike), prediction 0.38x / 0.52x; the
-# transpose scheme's loss and gradient 0.65x. BENCHMARKS.md,
-# "Twenty-fourth session".
+# time with the prefetches, with W of 16 MB 0.82x. Ad hoc on the 2-core AMD
+# host, 200,000 x 2,000,000 with 20 uniformly drawn entries a row, k = 20
+# (float32 / float64): an SGD epoch 0.53x / 0.55x the time (2 to 6 rows
+# ahead alike), prediction 0.38x / 0.52x; the transpose scheme's loss and
+# gradient 0.65x. BENCHMARKS.md, "Twenty-fourth session".
 SGD_AHEAD_ROWS = 4
 ROW_AHEAD = 4
 PREFETCH_MIN_BYTES = 8 << 20
@@ -179,7 +179,7 @@ PREFETCH_MIN_BYTES = 8 << 20
 
 @njit(inline="always", **JIT)
 def _far(W):
-    """Whether the rows gathered from W (any 2-D array) are prefetched: W of PREFETCH_MIN_BYTES."""
+    """Whether the rows gathered from W (any 2-D array) are prefetched (PREFETCH_MIN_BYTES)."""
     return W.size * itemsize(W) >= PREFETCH_MIN_BYTES
 
 
