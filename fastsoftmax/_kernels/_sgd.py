@@ -160,8 +160,8 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
         i1 = order[p + 1]
         i2 = order[p + 2]
         i3 = order[p + 3]
-        for a in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
-            prefetch_row(X, order[a], 0, n)
+        for ahead in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
+            prefetch_row(X, order[ahead], 0, n)
         _logits4(X, i0, i1, i2, i3, Wt, b, z4)
         part, bad = _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, coef, gb)
         if bad >= 0:
@@ -767,8 +767,8 @@ def _columns_logits(X, order, start, stop, Wt, no_bias, P, f0, f1):
     m = order.shape[0]
     for p in range(start, stop, 4):
         q = p - start
-        for a in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
-            prefetch_row(X, order[a], f0, f1)
+        for ahead in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
+            prefetch_row(X, order[ahead], f0, f1)
         _logits4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
                       order[min(p + 3, last)], Wt, no_bias, P[q:q + 4], f0, f1)
 
