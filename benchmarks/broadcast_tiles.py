@@ -33,9 +33,9 @@ import time
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
+from fastsoftmax._kernels._ahead import _intrinsic_fn
 from fastsoftmax._kernels._width import _widen
 
 _I32 = ir.IntType(32)
@@ -55,8 +55,7 @@ def _c(v):
 
 
 def _fma(builder):
-    return cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(_VEC, [_VEC] * 3), "llvm.fma.v16f32")
+    return _intrinsic_fn(builder.module, "llvm.fma.v16f32", _VEC, [_VEC] * 3)
 
 
 def _broadcast(b, ptr):
