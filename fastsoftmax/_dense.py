@@ -56,7 +56,7 @@ from ._launch import (
     n_chunks,
     run_one_chunk,
 )
-from ._penalty import penalize
+from ._penalty import add_l2, penalize
 from ._threads import load_kernel_blas
 
 # Row-block size of the GEMM strategy: large enough to amortise adding each
@@ -482,7 +482,7 @@ class DenseEngine:
             self._run(_hessp_gemm_chunk, _hessp_gemm, args)
             HV = self._to_coef(G)
         if alpha:
-            HV += dt.type(alpha) * V
+            add_l2(HV, V, alpha)
         if out is not None:
             out[...] = HV
             HV = out

@@ -26,9 +26,52 @@ def l2_penalty(coef: np.ndarray, alpha: float) -> float:
         return 0.5 * alpha * float(np.dot(w64, w64))
 
 
+# From this many weights the L2 term goes through one compiled pass
+# (``_kernels._vector._add_scaled``: the gradient's term and the sum of
+# squares together, split over the threads). NumPy's three passes and the
+# temporary alpha * coef took 3.9 ms of a 50 ms loss_and_grad at 3000 x 1000
+# float32 weights (BENCHMARKS.md, "Twenty-fifth session"); below this size the
+# kernel is not worth compiling.
+_KERNEL_FROM = 1 << 16
+
+
+def _flat_pair(grad_coef: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both arrays as 1-D views in one memory order (entry i of each the same weight), or None."""
+    if grad_coef.dtype != coef.dtype:
+        return None
+    if grad_coef.flags.c_contiguous and coef.flags.c_contiguous:
+        return grad_coef.reshape(-1), coef.reshape(-1)
+    if grad_coef.flags.f_contiguous and coef.flags.f_contiguous:
+        return grad_coef.T.reshape(-1), coef.T.reshape(-1)
+    return None
+
+
+def add_l2(grad_coef: np.ndarray, coef: np.ndarray, alpha: float) -> float | None:
+    """grad_coef += alpha coef, in place; return Σ coef² (float64) where that came free, else None.
+
+    From :data:`_KERNEL_FROM` entries, with both arrays in one memory order,
+    one compiled pass does both; otherwise NumPy adds and nothing is summed.
+    """
+    pair = _flat_pair(grad_coef, coef) if grad_coef.size >= _KERNEL_FROM else None
+    if pair is None:
+        grad_coef += grad_coef.dtype.type(alpha) * coef
+        return None
+    from ._kernels._vector import _add_scaled
+    from ._launch import n_chunks
+
+    g, w = pair
+    parts = np.empty((n_chunks(g.shape[0]), 2))
+    _add_scaled(g, w, g.dtype.type(alpha), parts)
+    return float(parts[:, 0].sum())
+
+
 def penalize(loss: float, grad_coef: np.ndarray, coef: np.ndarray,
              alpha: float) -> float:
     """Add the L2 term to a data loss and, in place, to its coef gradient."""
-    if alpha:
-        grad_coef += grad_coef.dtype.type(alpha) * coef
-    return loss + l2_penalty(coef, alpha)
+    if not alpha:
+        return loss
+    squares = add_l2(grad_coef, coef, alpha)
+    if squares is None:
+        return loss + l2_penalty(coef, alpha)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return loss + 0.5 * alpha * squares

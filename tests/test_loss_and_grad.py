@@ -206,6 +206,55 @@ def test_alpha_adds_the_l2_term_on_W_only(rng):
     np.testing.assert_array_equal(p[2], a[2])
 
 
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n, k", [(300, 256), (1200, 60)], ids=["gemm", "rows"])
+def test_alpha_on_many_weights_matches_reference(n, k, dt, rng):
+    # From _penalty._KERNEL_FROM weights the L2 term goes through one
+    # compiled pass (_kernels._vector._add_scaled) instead of NumPy's.
+    from fastsoftmax._penalty import _KERNEL_FROM
+
+    assert n * k >= _KERNEL_FROM
+    X, y, W, b, _ = make_problem(rng, 64, n, k, dt)
+    got = fs.loss_and_grad(X, y, W, b, alpha=0.3)
+    assert_close(got, truth(X, y, W, b, alpha=0.3), dt)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("order", ["C", "F", "mixed"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_penalize_kernel_matches_numpy(dt, order, threads, rng):
+    """_penalty.penalize through the compiled pass against NumPy, in any memory order."""
+    from fastsoftmax._penalty import _KERNEL_FROM, l2_penalty, penalize
+
+    shape = (300, _KERNEL_FROM // 300 + 7)
+    coef = rng.standard_normal(shape).astype(dt)
+    grad = rng.standard_normal(shape).astype(dt)
+    if order in ("F", "mixed"):
+        grad = np.asfortranarray(grad)
+    if order == "F":
+        coef = np.asfortranarray(coef)
+    want_grad = grad + dt(0.3) * coef
+    want = 2.5 + l2_penalty(coef, 0.3)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        coef_before = coef.copy()
+        got = penalize(2.5, grad, coef, 0.3)
+    finally:
+        numba.set_num_threads(saved)
+    np.testing.assert_array_equal(coef, coef_before)
+    rtol = 1e-14 if dt == np.float64 else 1e-6
+    assert got == pytest.approx(want, rel=1e-12)
+    np.testing.assert_allclose(grad, want_grad, rtol=rtol, atol=rtol)
+    # Weights beyond float32's square root: the sum of squares is float64.
+    big = np.full(shape, 1e20, dtype=dt)
+    assert penalize(0.0, np.zeros(shape, dt), big, 1.0) == pytest.approx(0.5 * big.size * 1e40)
+    # ... and an overflow is inf, not an error.
+    if dt == np.float64:
+        assert penalize(0.0, np.zeros(shape), np.full(shape, 1e200), 1.0) == np.inf
+
+
 # ------------------------------------------------------------------- threads
 
 @pytest.mark.parametrize("k", [3, 40])

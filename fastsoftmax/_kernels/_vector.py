@@ -14,6 +14,7 @@ wrap-around of negative indices, and vectorises the loads as gathers
 (3.4x slower for the dot product, measured on 2.6 million entries).
 """
 
+import numpy as np
 from numba import njit, prange
 
 from ._common import _chunk
@@ -78,4 +79,26 @@ def _dot_scaled(a, b, s, parts):
         acc = 0.0
         for i in range(hi - lo):
             acc += (s * ac[i]) * bc[i]
+        parts[c, 0] = acc
+
+
+@njit(**PJIT)
+def _add_scaled(g, w, alpha, parts):
+    """g += alpha w; per chunk, parts[c, 0] = sum of w_i² in float64: the L2 term in one pass.
+
+    IN/OUT g (size,); IN w (size,) of g's dtype, alpha of that dtype; OUT
+    parts (n_chunks, 2), column 0. The gradient's L2 term and the
+    penalty's sum of squares (``fastsoftmax._penalty.penalize``).
+    """
+    size = g.shape[0]
+    n_chunks = parts.shape[0]
+    for c in prange(n_chunks):
+        lo, hi = _chunk(size, n_chunks, c)
+        gc, wc = g[lo:hi], w[lo:hi]
+        acc = 0.0
+        for i in range(hi - lo):
+            v = wc[i]
+            gc[i] += alpha * v
+            v64 = np.float64(v)
+            acc += v64 * v64
         parts[c, 0] = acc
