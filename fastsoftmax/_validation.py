@@ -330,11 +330,13 @@ def _check_finite_small(a: np.ndarray, name: str) -> None:
 
 
 def check_weights(W: Any, b: Any, n_features: int, dtype: np.dtype,
-                  names: tuple[str, str] = ("W", "b")) -> tuple[np.ndarray, np.ndarray | None]:
+                  names: tuple[str, str] = ("W", "b"),
+                  finite: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Public-layout weights W (n, k) and intercept b (k,) or None, in ``dtype``, finite.
 
     ``names`` words the errors for another pair of the same shapes (a
-    direction V, c).
+    direction V, c). ``finite=False`` leaves the NaN/inf scan to the
+    caller (``loss_and_grad`` on dense X, whose kernel meets every weight).
     """
     nw, nb = names
     W_arr = as_float_array(W, nw, ndim=(2,), dtype=dtype)
@@ -346,13 +348,15 @@ def check_weights(W: Any, b: Any, n_features: int, dtype: np.dtype,
     k = W_arr.shape[1]
     if k == 0:
         raise ValueError(f"{nw} has 0 columns: at least one class is needed")
-    _check_finite_small(W_arr, nw)
+    if finite:
+        _check_finite_small(W_arr, nw)
     b_arr = None
     if b is not None:
         b_arr = as_float_array(b, nb, ndim=(1,), dtype=dtype)
         if b_arr.shape[0] != k:
             raise ValueError(f"{nb} has {b_arr.shape[0]} entries but {nw} has {k} columns")
-        _check_finite_small(b_arr, nb)
+        if finite:
+            _check_finite_small(b_arr, nb)
     return W_arr, b_arr
 
 

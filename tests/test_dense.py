@@ -257,6 +257,45 @@ def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, dt, monkeyp
         obj(np.zeros((50, 4), dt), np.zeros(4, dt))
 
 
+@pytest.mark.parametrize("kernel,k", [("rows", 4), ("gemm", 4), ("gemm_t", 4), ("gemm", 40),
+                                      ("split", 40)])
+@pytest.mark.parametrize("where", ["W", "b"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_nonfinite_weights_are_caught_by_the_kernel(kernel, k, where, bad, dt, monkeypatch):
+    """On dense X, loss_and_grad scans W and b only once the kernel has
+    found a non-finite logit: every kernel must see a NaN/inf weight in the
+    logits, even one of a feature that is zero in every row (0 * NaN is
+    NaN), and the error then names the weight, not the logits."""
+    calls = {"gradient": 0}
+    if kernel == "split":
+        calls = _force_split(monkeypatch)
+        strategy = "gemm"
+    else:
+        strategy = _force(kernel, monkeypatch)
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", strategy)
+    rng = np.random.default_rng(2)
+    n = 60
+    X = rng.standard_normal((40, n)).astype(dt)
+    X[:, 11] = 0
+    W = rng.standard_normal((n, k)).astype(dt)
+    b = np.zeros(k, dt)
+    if where == "W":
+        W[11, 2] = bad
+        match = r"W contains -?(NaN|inf) at row 11, column 2"
+    else:
+        b[2] = bad
+        match = r"b contains -?(NaN|inf) at index 2"
+    y = rng.integers(0, k, 40)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match=match):
+        fs.loss_and_grad(X, y, W, b, n_threads=2)
+    assert calls["gradient"] == (kernel == "split")
+    obj = _objective_for(X, y, None, k, strategy, False)
+    assert obj.strategy == strategy
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite at row"):
+        obj(W, b)
+
+
 @pytest.mark.parametrize("k", [3, 10, 40])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("soft", [False, True], ids=["labels", "soft"])

@@ -84,7 +84,7 @@ def _dot_scaled(a, b, s, parts):
 
 @njit(**PJIT)
 def _add_scaled(g, w, alpha, parts):
-    """g += alpha w; per chunk, parts[c, 0] = sum of w_i² in float64: the L2 term in one pass.
+    """Add alpha w to g; per chunk, parts[c, 0] = sum of w_i² in float64: the L2 term in one pass.
 
     IN/OUT g (size,); IN w (size,) of g's dtype, alpha of that dtype; OUT
     parts (n_chunks, 2), column 0. The gradient's L2 term and the
