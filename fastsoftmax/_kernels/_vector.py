@@ -1,4 +1,4 @@
-"""Fused updates of the Newton solver's conjugate-gradient vectors.
+"""Fused updates of the Newton solver's conjugate-gradient vectors, and the L2 term of large models.
 
 One conjugate-gradient step updates four vectors of the model's size
 (the step d, the residual r, the direction p) and needs two of their norms
