@@ -396,8 +396,9 @@ class DenseEngine:
         dt = self.dtype
         variant = self._gradient_variant()
         P = self.no_proba if P is None else P
+        weights = self._weights(coef)
         if variant == "gemm_split":
-            gb, loss, bad_row, G = self._gradient_split(coef, bias, P)
+            gb, loss, bad_row, G = self._gradient_split(weights, bias, P)
             self._check_rows(bad_row)
             grad = G.T
         else:
@@ -414,14 +415,20 @@ class DenseEngine:
                         *scratch)
 
             g, gb, loss, bad_row, *scratch = self._buffer("gradient", self._chunks(), make)
-            args = (data.X, *data.kernel_targets(), self._scale, self._weights(coef), bias,
+            args = (data.X, *data.kernel_targets(), self._scale, weights, bias,
                     g, gb, loss, bad_row, *scratch, P)
             if variant == "rows":
                 args = (*args, self._width, self._blocks, self._micro)
             self._run(*_GRADIENT_KERNELS[variant], args)
             self._check_rows(bad_row)
             grad = self._to_coef(g)
-        value = penalize(float(loss.sum()) / data.total_weight, grad, coef, alpha)
+        # The L2 term on the GEMM strategy's (n, k) sum and W, in one memory
+        # order: the compiled pass (_penalty.add_l2) takes arrays of one order.
+        value = float(loss.sum()) / data.total_weight
+        if self.strategy == "rows":
+            value = penalize(value, grad, coef, alpha)
+        else:
+            value = penalize(value, grad.T, weights, alpha)
         call_ended()
         return value, grad, gb.sum(axis=0)[:self.k]
 
@@ -433,7 +440,7 @@ class DenseEngine:
         if row >= 0:
             raise logits_error(row, self.dtype)
 
-    def _gradient_split(self, coef, bias, P):
+    def _gradient_split(self, weights, bias, P):
         """Run :func:`~._kernels._fused._loss_grad_gemm_split`: (gb, loss, bad_row, G (n, k))."""
         data = self.data
         dt = self.dtype
@@ -446,7 +453,7 @@ class DenseEngine:
 
         gb, loss, bad_row, E = self._buffer("gradient", self._chunks(), make)
         G = np.empty((data.n_features, k), dtype=dt)
-        _loss_grad_gemm_split(data.X, *data.kernel_targets(), self._scale, self._weights(coef),
+        _loss_grad_gemm_split(data.X, *data.kernel_targets(), self._scale, weights,
                               bias, G, gb, loss, bad_row, E, self._rows, P)
         return gb, loss, bad_row, G
 
