@@ -402,6 +402,14 @@ def _chunk_start(c, m, gW, gb, bad_row):
 # (its kernels compile without the blocks: :func:`rows_blocks`).
 ERROR_T_ROWS = 64
 ERROR_T_MAX_K = 24
+# ... and rows of at most ERROR_T_MAX_FEATURES features. A block of 64 longer
+# rows (over 256 KB) is read twice from L2, once by the logits and once by
+# the gradient's accumulation; the four- and eight-row loop reads each row
+# twice while it is in L1. Where X streams from memory at two classes the
+# blocks took 1.11-1.26x the loop's time (1,100-3,072 features), at 5 to 20
+# classes 0.97-1.03x, at 784 features 0.96x (k = 2) and 0.92x (k = 10)
+# (BENCHMARKS.md, "Twenty-fifth session").
+ERROR_T_MAX_FEATURES = 1024
 
 
 def rows_blocks(dtype) -> bool | None:
@@ -430,13 +438,14 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     Under the "workqueue" layer also called directly (c = 0 of one chunk)
     for problems too small for a parallel region (``_launch.run_one_chunk``).
 
-    Float32 rows of up to ERROR_T_MAX_K classes go ERROR_T_ROWS at a
+    Float32 rows of up to ERROR_T_MAX_K classes over at most
+    ERROR_T_MAX_FEATURES features go ERROR_T_ROWS at a
     time: their logits by the register tiles below, stored transposed (one
     column a row), their softmax error by :func:`_block_error_t` (every
     loop along the block's rows, where a row of a few classes alone is too
     short for a vector loop), then the gradient from the block's rows,
-    still in L1/L2. The rest of the chunk (and every row in float64 or of
-    more classes) goes four rows at a time through logits, softmax error
+    still in L1/L2. The rest of the chunk (and every row in float64, of
+    more classes or of more features) goes four rows at a time through logits, softmax error
     and gradient, so each block of X (4 x n) is read from memory once and
     is still in L1 for the backward sweep. On AVX-512 hosts the logits
     come from the tiles of :mod:`._ahead` (``_ahead._ahead_tiles``: float32,
@@ -485,7 +494,8 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # rows_blocks): typed and compiled, it was half of the float64 kernel's
     # compile time, though that kernel never runs it.
     if blocks is not None:
-        while itemsize(X) == 4 and k <= ERROR_T_MAX_K and i + R <= stop:
+        while (itemsize(X) == 4 and k <= ERROR_T_MAX_K and X.shape[1] <= ERROR_T_MAX_FEATURES
+               and i + R <= stop):
             if touch and not tiles:
                 touched[0] += _touch(X, i, i + R)
             h = 0
