@@ -406,8 +406,8 @@ ERROR_T_MAX_K = 24
 # rows (over 256 KB) is read twice from L2, once by the logits and once by
 # the gradient's accumulation; the four- and eight-row loop reads each row
 # twice while it is in L1. Where X streams from memory at two classes the
-# blocks took 1.11-1.26x the loop's time (1,100-3,072 features), at 5 to 20
-# classes 0.97-1.03x, at 784 features 0.96x (k = 2) and 0.92x (k = 10)
+# blocks took 1.04-1.28x the loop's time (1,100-3,072 features), at 3 to 24
+# classes 0.97-1.05x, at 784 features 0.96x (k = 2) and 0.92x (k = 10)
 # (BENCHMARKS.md, "Twenty-fifth session").
 ERROR_T_MAX_FEATURES = 1024
 
@@ -445,10 +445,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     loop along the block's rows, where a row of a few classes alone is too
     short for a vector loop), then the gradient from the block's rows,
     still in L1/L2. The rest of the chunk (and every row in float64, of
-    more classes or of more features) goes four rows at a time through logits, softmax error
-    and gradient, so each block of X (4 x n) is read from memory once and
-    is still in L1 for the backward sweep. On AVX-512 hosts the logits
-    come from the tiles of :mod:`._ahead` (``_ahead._ahead_tiles``: float32,
+    more classes or of more features) goes four rows at a time through
+    logits, softmax error and gradient, so each block of X (4 x n) is read
+    from memory once and is still in L1 for the backward sweep. On AVX-512
+    hosts the logits come from the tiles of :mod:`._ahead` (``_ahead._ahead_tiles``: float32,
     and float64 where X is read ahead), blocked the same way, eight rows at
     a time in float32 where ``_micro.EIGHT_ROWS_N`` and
     ``_micro.EIGHT_ROWS_MAX_K`` say; they write a block's transposed logits
