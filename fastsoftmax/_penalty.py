@@ -73,5 +73,4 @@ def penalize(loss: float, grad_coef: np.ndarray, coef: np.ndarray,
     squares = add_l2(grad_coef, coef, alpha)
     if squares is None:
         return loss + l2_penalty(coef, alpha)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return loss + 0.5 * alpha * squares
+    return loss + 0.5 * alpha * squares  # Python floats: an overflow is inf
