@@ -99,9 +99,22 @@ AUTO_WORK = 1 << 30
 # Cells timed again on an X read ahead (ahead_cell) take up to this many
 # bytes of X: enough for every row length of the grid.
 AHEAD_X_BYTES = 1 << 28
+# A cell's timed calls read X from memory, as the problems it decides do
+# (of AUTO_WORK: X of 100s of MB at few classes): they cycle through copies
+# of the cell's X, at least this many bytes in all, so that the X a call
+# reads was last read that many bytes of X ago. The cell's own X (27-54 MB
+# at n = 96 or 112, k = 10) stays in the last-level cache of a large host
+# between back-to-back calls, where the GEMM strategy, its X read from the
+# cache, took 0.92-1.22x the rows kernel's time in float64 (which of the
+# two won changed from run to run); cycling through 256 MB, 0.69-0.83x,
+# as on the 146-171 MB X of 200,000 rows (0.70-0.81x, each from memory).
+# Without the copies, (200000, 100, 10) float64 went to GEMM at 1.32x the
+# rows kernel's time (BENCHMARKS.md, "Twenty-sixth session").
+COLD_X_BYTES = 1 << 28
 # The layout of the wisdom file, in its name: another layout is not read.
-# (4: cells timed on an X read ahead, "n,k,ahead".)
-WISDOM_FORMAT = 4
+# (4: cells timed on an X read ahead, "n,k,ahead"; 5: X read from memory,
+# COLD_X_BYTES.)
+WISDOM_FORMAT = 5
 
 # The GEMM strategy's blocks for narrow rows of many classes hold as many
 # rows as fit this many bytes of X and logits (``_dense.gemm_block_rows``).
@@ -562,7 +575,9 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
                ahead: bool = False) -> tuple[float, float]:
     """Fastest of ROUNDS timings of (rows, gemm) on one shape, interleaved.
 
-    The shape: :func:`cell_rows` rows (read ahead, with ``ahead``).
+    The shape: :func:`cell_rows` rows (read ahead, with ``ahead``). Each
+    call reads the least recently read of :func:`cold_copies` of X, so
+    that X comes from memory (:data:`COLD_X_BYTES`).
 
     The minimum, not the median: interference from other processes only
     ever adds time, and a calibration must not be decided by it.
@@ -572,17 +587,23 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
 
     m = cell_rows(n, k, np.dtype(dtype).itemsize, ahead)
     X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
-    data = make_dataset(X, rng.integers(0, k, m), None, None, k)
+    labels = rng.integers(0, k, m)
+    # objs[s][c]: strategy s on copy c.
+    objs = [[Objective(make_dataset(Xc, labels, None, None, k), strategy=s, warm=True)
+             for Xc in cold_copies(X)] for s in ("rows", "gemm")]
     coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
     b = np.zeros(k, dtype)
-    objs = [Objective(data, strategy=s, warm=True) for s in ("rows", "gemm")]
-    for obj in objs:  # compile / warm up (BLAS touches its buffers over the first calls)
+    for per_copy in objs:  # compile / warm up (BLAS touches its buffers over the first calls)
         for _ in range(WARMUP_CALLS):
-            obj.loss_grad(coef, b)
+            per_copy[0].loss_grad(coef, b)
+    copies = len(objs[0])
     times: list[list[float]] = [[], []]
+    calls = 0
     for _attempt in range(2):
         for _ in range(ROUNDS):
-            for t, obj in zip(times, objs, strict=True):
+            for t, per_copy in zip(times, objs, strict=True):
+                obj = per_copy[calls % copies]
+                calls += 1
                 t0 = time.perf_counter()
                 obj.loss_grad(coef, b)
                 t.append(time.perf_counter() - t0)
@@ -592,6 +613,17 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
         if 1 / OUTLIER < ratio < OUTLIER:
             break
     return float(np.min(times[0])), float(np.min(times[1]))
+
+
+def cold_copies(X: np.ndarray) -> list[np.ndarray]:
+    """Return X and copies of it, at least COLD_X_BYTES in all (X alone if it is that large).
+
+    Read in turn, each is read again only after the others: from memory
+    (up to a host whose cache holds COLD_X_BYTES). The copies are written
+    here, so no call of a timing meets their first-touch page faults.
+    """
+    count = max(1, -(-COLD_X_BYTES // max(X.nbytes, 1)))
+    return [X] + [X.copy() for _ in range(count - 1)]
 
 
 # The other strategy replaces the fixed rule's choice only when it is at

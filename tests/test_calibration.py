@@ -16,6 +16,7 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setattr(cal, "GRID_N", (16, 784))
     monkeypatch.setattr(cal, "GRID_K", (3, 10))
     monkeypatch.setattr(cal, "CELL_WORK", 1 << 16)
+    monkeypatch.setattr(cal, "COLD_X_BYTES", 1 << 20)
     monkeypatch.setattr(cal, "ROUNDS", 1)
     monkeypatch.setattr(cal, "NARROW_SHAPES", ((20, 100),))
     monkeypatch.setattr(cal, "NARROW_WORK", 1 << 16)
@@ -87,6 +88,33 @@ def test_a_large_problem_times_the_cells_around_it_once(fresh, monkeypatch):
     assert len(timed) == 4
     cells = json.loads(cal.wisdom_path().read_text())["float32"]["cells"]
     assert sorted(cells) == ["16,10", "16,3", "784,10", "784,3"]
+
+
+def test_cold_copies_add_up_to_the_bytes_asked(monkeypatch):
+    monkeypatch.setattr(cal, "COLD_X_BYTES", 1000)
+    X = np.arange(30.0).reshape(10, 3)  # 240 bytes: 5 arrays
+    copies = cal.cold_copies(X)
+    assert len(copies) == 5 and copies[0] is X
+    assert all(np.array_equal(c, X) for c in copies)
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(copies) for b in copies[i + 1:])
+    big = np.zeros((50, 3))  # 1,200 bytes: alone
+    assert len(cal.cold_copies(big)) == 1
+
+
+def test_a_cell_reads_each_copy_of_x_in_turn(fresh, monkeypatch):
+    """Every timed call reads the copy least recently read (from memory on a real host)."""
+    from fastsoftmax._objective import Objective
+
+    read = []
+    loss_grad = Objective.loss_grad
+    monkeypatch.setattr(Objective, "loss_grad",
+                        lambda self, *a: read.append(id(self.data.X)) or loss_grad(self, *a))
+    monkeypatch.setattr(cal, "ROUNDS", 4)
+    # (16, 3) float64: 2,048 rows, 262,144 bytes of X; four copies in 1 MiB
+    cal._time_cell(16, 3, "float64", np.random.default_rng(0))
+    timed = read[2 * cal.WARMUP_CALLS:]
+    assert len(set(timed)) == 4
+    assert timed[:8] == timed[:4] * 2 and len(set(timed[:4])) == 4
 
 
 def test_cells_another_process_wrote_are_kept(fresh):
