@@ -48,13 +48,18 @@ def _forced(strategy, X, y, W, b):
     return call
 
 
+def truth_rows(work: float, n: int, k: int) -> int:
+    """Rows of the truth's X at (n, k): m n k about ``work``."""
+    return int(min(300_000, max(cal.MIN_ROWS, round(work / (n * k), -3))))
+
+
 def truth(dtype: str, ks: list[int], work: float, rounds: int, seed: int = 0) -> np.ndarray:
     """(len(GRID_N), len(ks), 2) medians of (rows, gemm) seconds at the users' size."""
     out = np.empty((len(cal.GRID_N), len(ks), 2))
     rng = np.random.default_rng(seed)
     for i, n in enumerate(cal.GRID_N):
         for j, k in enumerate(ks):
-            m = int(min(300_000, max(cal.MIN_ROWS, round(work / (n * k), -3))))
+            m = truth_rows(work, n, k)
             X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype)
             y = rng.integers(0, k, m)
             W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
@@ -111,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         for work in works:
             for margin in map(float, args.margins.split(",")):
                 cal.MARGIN = margin
-                row = [_charge(t[dt], ks, [c[dt]["cells"] for c in calibrations[work]])
+                row = [_charge(t[dt], ks, [c[dt]["cells"] for c in calibrations[work]],
+                               args.work, np.dtype(dt).itemsize)
                        for dt in dtypes]
                 print(f"| {work:.3g} | {margin:g} | " + " | ".join(row) + " |", flush=True)
         if args.truths > 1:
@@ -121,14 +127,20 @@ def main(argv: list[str] | None = None) -> None:
         cal.CELL_WORK, cal.MARGIN = saved
 
 
-def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict]) -> str:
-    """Each calibration's choice on each cell, charged at the truth: chosen / faster time."""
+def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict],
+            work: float, itemsize: int) -> str:
+    """Each calibration's choice on each cell, charged at the truth: chosen / faster time.
+
+    The choice for the truth's X, as the lookup weighs a cell's two
+    timings by the size of X (``_calibration._ratio``).
+    """
     costs = []
     for timed in calibrations:
         for i, n in enumerate(cal.GRID_N):
             for j, k in enumerate(ks):
-                cell = timed[cal._cell_key(n, k)]
-                choice = cal._winner(n, k, cell["rows_s"], cell["gemm_s"])
+                x_bytes = truth_rows(work, n, k) * n * itemsize
+                ratio = cal._ratio(timed, (n, k, False), x_bytes)
+                choice = cal._winner(n, k, ratio, 1.0)
                 rows_s, gemm_s = truth_times[i, j]
                 costs.append(((rows_s if choice == "rows" else gemm_s) / min(rows_s, gemm_s),
                               n, k))

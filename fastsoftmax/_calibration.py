@@ -8,9 +8,12 @@ shapes and writes the winners to a small JSON file, as FFTW keeps its
 wisdom; :func:`strategy` looks a shape up there (the ratio of the two
 times interpolated in log n, log k between the cells around it, or the
 nearest cell's winner while those are not all timed), and falls back to
-a fixed rule for a cell not timed yet. A cell whose own X the rows
-kernels do not read ahead, but a larger one of its rows they would, is
-timed on such an X too, for shapes read ahead (:func:`ahead_cell`).
+a fixed rule for a cell not timed yet. Each cell is timed with its X
+read back to back (in the caches where it fits) and with X from memory
+(:data:`COLD_X_BYTES`), and a shape's X size weighs the two. A cell whose
+own X the rows kernels do not read ahead, but a larger one of its rows
+they would, is timed on such an X too, for shapes read ahead
+(:func:`ahead_cell`).
 The same calibration times the GEMM strategy's block size for narrow rows
 of many classes (:func:`narrow_block_bytes`).
 
@@ -99,21 +102,24 @@ AUTO_WORK = 1 << 30
 # Cells timed again on an X read ahead (ahead_cell) take up to this many
 # bytes of X: enough for every row length of the grid.
 AHEAD_X_BYTES = 1 << 28
-# A cell's timed calls read X from memory, as the problems it decides do
-# (of AUTO_WORK: X of 100s of MB at few classes): they cycle through copies
-# of the cell's X, at least this many bytes in all, so that the X a call
-# reads was last read that many bytes of X ago. The cell's own X (27-54 MB
-# at n = 96 or 112, k = 10) stays in the last-level cache of a large host
-# between back-to-back calls, where the GEMM strategy, its X read from the
-# cache, took 0.92-1.22x the rows kernel's time in float64 (which of the
-# two won changed from run to run); cycling through 256 MB, 0.69-0.83x,
-# as on the 146-171 MB X of 200,000 rows (0.70-0.81x, each from memory).
-# Without the copies, (200000, 100, 10) float64 went to GEMM at 1.32x the
-# rows kernel's time (BENCHMARKS.md, "Twenty-sixth session").
+# Each cell is timed twice: with its X read call after call (in the caches
+# where it fits, as a small problem's X is between a solver's calls), and
+# with X from memory, as large problems read it: the calls cycle through
+# copies of the cell's X, at least this many bytes in all, so that the X a
+# call reads was last read that many bytes of X ago. A shape's X size
+# weighs the two (_ratio). On the 2-core Intel host, whose last-level
+# cache held the cells' own X of 27-54 MB between calls, the GEMM strategy
+# took 0.92-1.22x the rows kernel's time at n = 96 and 112, k = 10 in
+# float64 with X read back to back (the winner changed from run to run),
+# 0.69-0.83x cycling through 256 MB, as on an X of 200,000 such rows
+# (0.70-0.81x); timed back to back only, (200000, 100, 10) float64 went to
+# GEMM at 1.32x the rows kernel's time. Timed from memory only, (1000,
+# 3000, 48) float32 (a 12 MB X) went to the rows kernel at 1.53x GEMM's
+# time (BENCHMARKS.md, "Twenty-sixth session").
 COLD_X_BYTES = 1 << 28
 # The layout of the wisdom file, in its name: another layout is not read.
-# (4: cells timed on an X read ahead, "n,k,ahead"; 5: X read from memory,
-# COLD_X_BYTES.)
+# (4: cells timed on an X read ahead, "n,k,ahead"; 5: cells timed with X
+# from memory too, COLD_X_BYTES.)
 WISDOM_FORMAT = 5
 
 # The GEMM strategy's blocks for narrow rows of many classes hold as many
@@ -136,6 +142,10 @@ NARROW_SHAPES = ((100, 100), (50, 200), (64, 64))
 # Multiply-adds per timed call there: these kernels are fast, and at
 # CELL_WORK a call took about a millisecond, mostly its fixed costs.
 NARROW_WORK = 1 << 26
+
+# strategy() remembers its answers by the problem's m n k: a program of
+# ever new sizes starts afresh beyond this many.
+FOUND_LIMIT = 4096
 
 # Reentrant: a lazy lookup holds it while it calibrates.
 _lock = threading.RLock()
@@ -349,11 +359,28 @@ def _around(n_features: int, n_classes: int, itemsize: int,
             for n, wn in columns for k, wk in ks]
 
 
-def _ratio(cells: dict, cell: Cell) -> float | None:
-    """Return a timed cell's rows / GEMM time ratio among a dtype's ``cells``; None without both."""
+def _ratio(cells: dict, cell: Cell, x_bytes: int = 0) -> float | None:
+    """Return a timed cell's rows / GEMM time ratio for an X of ``x_bytes``; None without it.
+
+    The ratio with X read back to back up to the cell's own X bytes, the
+    one with X from memory from COLD_X_BYTES, and between the two its
+    logarithm interpolated in log x_bytes (where the caches stop holding X
+    depends on the host and on its other work). A cell timed one way only
+    (its X alone COLD_X_BYTES) has one ratio for every X.
+    """
     entry = cells.get(_cell_key(*cell))
-    rows_s, gemm_s = (entry.get("rows_s"), entry.get("gemm_s")) if isinstance(
-        entry, dict) else (None, None)
+    if not isinstance(entry, dict):
+        return None
+    warm = _times_ratio(entry, "rows_s", "gemm_s")
+    cold = _times_ratio(entry, "rows_cold_s", "gemm_cold_s")
+    if warm is None or cold is None:
+        return warm
+    return math.exp(math.log(warm) + _cold_weight(x_bytes, entry.get("x_bytes"))
+                    * math.log(cold / warm))
+
+
+def _times_ratio(entry: dict, rows_key: str, gemm_key: str) -> float | None:
+    rows_s, gemm_s = entry.get(rows_key), entry.get(gemm_key)
     # A cell without both times (hand-edited, damaged) decides nothing.
     if not (isinstance(rows_s, (int, float)) and isinstance(gemm_s, (int, float))
             and 0 < rows_s < math.inf and 0 < gemm_s < math.inf):
@@ -361,11 +388,21 @@ def _ratio(cells: dict, cell: Cell) -> float | None:
     return rows_s / gemm_s
 
 
+def _cold_weight(x_bytes: int, cell_bytes) -> float:
+    """Return the weight of a cell's X-from-memory ratio for an X of ``x_bytes`` (0 to 1)."""
+    if not (isinstance(cell_bytes, int) and 0 < cell_bytes < COLD_X_BYTES):
+        return 1.0
+    if x_bytes <= cell_bytes:
+        return 0.0
+    return min(1.0, math.log(x_bytes / cell_bytes) / math.log(COLD_X_BYTES / cell_bytes))
+
+
 def _interpolated(dtype: str, n_features: int, n_classes: int,
-                  around: list[tuple[Cell, float]]) -> str | None:
+                  around: list[tuple[Cell, float]], x_bytes: int = 0) -> str | None:
     """Return the strategy by the rows / GEMM time ratio of the cells around the shape.
 
-    The ratio's logarithm is interpolated between the cells :func:`_around`
+    The ratio's logarithm (each cell's for an X of ``x_bytes``,
+    :func:`_ratio`) is interpolated between the cells :func:`_around`
     gives and decided as a cell's is (:func:`_winner`: the shape's own
     fixed rule and margin); None unless every one holds both times. The
     ratio changes smoothly between cells that disagree: at (67000, 100,
@@ -377,7 +414,7 @@ def _interpolated(dtype: str, n_features: int, n_classes: int,
     cells = _table(_load().get(dtype))["cells"]
     log_ratio = 0.0
     for cell, weight in around:
-        ratio = _ratio(cells, cell)
+        ratio = _ratio(cells, cell, x_bytes)
         if ratio is None:
             return None
         log_ratio += weight * math.log(ratio)
@@ -437,6 +474,8 @@ def _remembered(override: str, key: tuple, find):
     if value is None:
         value = find()
         if value is not None or not _busy():
+            if len(_found) >= FOUND_LIMIT:  # a program of ever new shapes
+                _found.clear()
             _found[key] = _ABSENT if value is None else value
     return None if value is _ABSENT else value
 
@@ -446,9 +485,11 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
 
     The wisdom's cell for the shape (:func:`grid_cell`) when it was timed,
     interpolated between the cells around the shape where those were
-    timed too (:func:`_interpolated`). With ``work`` (m n k) of at least
-    :data:`AUTO_WORK`, those of the cells not timed yet are timed now (and
-    remembered). Else, without the shape's own cell, the fixed rule.
+    timed too (:func:`_interpolated`), each cell's timings weighed by the
+    size of X, m n = ``work`` / k (:func:`_ratio`). With ``work`` (m n k)
+    of at least :data:`AUTO_WORK`, those of the cells not timed yet are
+    timed now (and remembered). Else, without the shape's own cell, the
+    fixed rule.
     """
     override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
     forced = override.strip().lower()
@@ -459,6 +500,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
 
     itemsize = np.dtype(dtype).itemsize
     ahead = rows_read_ahead(work // max(n_features * n_classes, 1), n_features, itemsize)
+    x_bytes = work // max(n_classes, 1) * itemsize
 
     def find() -> str | None:
         name = np.dtype(dtype).name
@@ -481,14 +523,15 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
             calibrate((name,), cells=untimed(), blocks=False)
 
         _known_or_timed(lookup, time_them, work)
-        entry = found["entry"]  # the cell alone decides while the others are not timed
+        entry = found["entry"]
         if entry is None:
             return None
-        return _interpolated(name, n_features, n_classes, around) or entry["winner"]
+        # The cell alone decides while the others are not timed.
+        return (_interpolated(name, n_features, n_classes, around, x_bytes)
+                or _interpolated(name, n_features, n_classes, [(cell, 1.0)], x_bytes)
+                or entry["winner"])
 
-    # The cell depends on the rows only through whether they are read ahead.
-    winner = _remembered(override, ("strategy", n_features, n_classes, dtype,
-                                    work >= AUTO_WORK, ahead), find)
+    winner = _remembered(override, ("strategy", n_features, n_classes, dtype, work), find)
     return winner if winner is not None else fixed_rule(n_features, n_classes)
 
 
@@ -519,14 +562,19 @@ def _block_bytes(dtype: str) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def winner_grid(table: dict, ahead: bool = False) -> list[list[str | None]]:
+def winner_grid(table: dict, ahead: bool = False,
+                cold: bool = False) -> list[list[str | None]]:
     """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed).
 
     ``ahead``: those of the cells' timings on an X read ahead (:func:`ahead_cell`).
+    ``cold``: with X from memory (the one timing where a cell has only one).
     """
     cells = _table(table)["cells"]
-    return [[(cells.get(_cell_key(n, k, ahead)) or {}).get("winner") for k in GRID_K]
-            for n in GRID_N]
+
+    def winner(entry: dict) -> str | None:
+        return entry.get("winner_cold", entry.get("winner")) if cold else entry.get("winner")
+
+    return [[winner(cells.get(_cell_key(n, k, ahead)) or {}) for k in GRID_K] for n in GRID_N]
 
 
 def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]:
@@ -572,15 +620,16 @@ def _block_winner(times: dict[int, list[float]]) -> int:
 
 
 def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
-               ahead: bool = False) -> tuple[float, float]:
-    """Fastest of ROUNDS timings of (rows, gemm) on one shape, interleaved.
+               ahead: bool = False) -> dict:
+    """Time (rows, gemm) on one shape: X read back to back, and X from memory.
 
-    The shape: :func:`cell_rows` rows (read ahead, with ``ahead``). Each
-    call reads the least recently read of :func:`cold_copies` of X, so
-    that X comes from memory (:data:`COLD_X_BYTES`).
-
-    The minimum, not the median: interference from other processes only
-    ever adds time, and a calibration must not be decided by it.
+    The shape: :func:`cell_rows` rows (read ahead, with ``ahead``). Returns
+    the cell's wisdom entry: ``rows_s`` and ``gemm_s`` with the cell's X
+    read call after call (in the caches where it fits), ``rows_cold_s`` and
+    ``gemm_cold_s`` with each call reading the least recently read of
+    :func:`cold_copies` of X (from memory; absent where X alone is
+    COLD_X_BYTES: the first two are from memory already), ``x_bytes`` (the
+    cell's X), and each timing's ``winner`` / ``winner_cold`` (:func:`_winner`).
     """
     from ._data import make_dataset
     from ._objective import Objective
@@ -596,13 +645,30 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
     for per_copy in objs:  # compile / warm up (BLAS touches its buffers over the first calls)
         for _ in range(WARMUP_CALLS):
             per_copy[0].loss_grad(coef, b)
+    rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: 0)
+    entry = {"winner": _winner(n, k, rows_s, gemm_s), "rows_s": rows_s, "gemm_s": gemm_s,
+             "x_bytes": X.nbytes}
     copies = len(objs[0])
+    if copies > 1:
+        # From copy 1: copy 0 was just read.
+        rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: (call + 1) % copies)
+        entry.update(winner_cold=_winner(n, k, rows_s, gemm_s), rows_cold_s=rows_s,
+                     gemm_cold_s=gemm_s)
+    return entry
+
+
+def _time_pair(objs, coef, b, copy) -> tuple[float, float]:
+    """Fastest of ROUNDS timings of (rows, gemm), interleaved; call i reads copy(i) of X.
+
+    The minimum, not the median: interference from other processes only
+    ever adds time, and a calibration must not be decided by it.
+    """
     times: list[list[float]] = [[], []]
     calls = 0
     for _attempt in range(2):
         for _ in range(ROUNDS):
             for t, per_copy in zip(times, objs, strict=True):
-                obj = per_copy[calls % copies]
+                obj = per_copy[copy(calls)]
                 calls += 1
                 t0 = time.perf_counter()
                 obj.loss_grad(coef, b)
@@ -663,8 +729,8 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
     :func:`ahead_cell` holds for every dtype asked); None times every cell,
     with those timings. ``blocks``: also time the GEMM blocks' budget for
     narrow rows. Returns, per dtype, what this call timed: ``{"cells":
-    {"n,k": {"winner": ..., "rows_s": ..., "gemm_s": ...}}}`` (the key
-    "n,k,ahead" for a timing on an X read ahead), with
+    {"n,k": entry}}`` (the key "n,k,ahead" for a timing on an X read
+    ahead; an entry as :func:`_time_cell` returns it), with
     ``"narrow_block_bytes"`` and ``"narrow_s"`` ({bytes: [seconds per
     NARROW_SHAPES shape]}) when ``blocks``. With ``write`` it is merged
     into this host's wisdom file (written atomically) and into what this
@@ -681,10 +747,7 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
             for dtype in dtypes:
                 table: dict = {"cells": {}}
                 for n, k, ahead in todo[dtype]:
-                    rows_s, gemm_s = _time_cell(n, k, dtype, rng, ahead)
-                    table["cells"][_cell_key(n, k, ahead)] = {
-                        "winner": _winner(n, k, rows_s, gemm_s),
-                        "rows_s": rows_s, "gemm_s": gemm_s}
+                    table["cells"][_cell_key(n, k, ahead)] = _time_cell(n, k, dtype, rng, ahead)
                 if blocks:
                     times = _time_blocks(dtype, rng)
                     table["narrow_block_bytes"] = _block_winner(times)

@@ -160,12 +160,14 @@ def _calibrate() -> None:
 
     for dtype, table in cal.calibrate().items():
         print(f"{dtype}: faster kernel strategy by features (rows) and classes (columns; "
-              f"above {cal.SMALL_K}: gemm)")
+              f"above {cal.SMALL_K}: gemm), X read back to back (in the caches where it fits)")
         _print_grid(cal.winner_grid(table))
-        ahead = cal.winner_grid(table, ahead=True)
+        print(f"{dtype}: the same, X from memory (large problems)")
+        _print_grid(cal.winner_grid(table, cold=True))
+        ahead = cal.winner_grid(table, ahead=True, cold=True)
         if any(any(row) for row in ahead):
-            print(f"{dtype}: the same, timed again on an X the rows kernels read ahead, "
-                  "for large problems (-: its own X is, or no X of such rows is)")
+            print(f"{dtype}: the same, X from memory, timed again on an X the rows kernels "
+                  "read ahead, for large problems (-: its own X is, or no X of such rows is)")
             _print_grid(ahead)
         print(f"{dtype}: GEMM blocks for narrow rows of many classes within "
               f"{table['narrow_block_bytes'] // 1024} KiB of X and logits")

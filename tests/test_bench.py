@@ -33,9 +33,10 @@ def test_bad_arguments_exit_with_usage(capsys):
 def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypatch):
     """--calibrate times the whole grid of both dtypes ahead of time, prints
     the winners and writes them. The timings are stand-ins here (rows faster
-    at n = 784, GEMM at n = 16; the middle block size fastest): the timing
-    itself is tests/test_calibration.py's, and compiling every variant of
-    both strategies would cost this test a minute."""
+    at n = 784, GEMM at n = 16 with X read back to back, rows everywhere
+    with X from memory; the middle block size fastest): the timing itself
+    is tests/test_calibration.py's, and compiling every variant of both
+    strategies would cost this test a minute."""
     import json
 
     from fastsoftmax import _calibration as cal
@@ -46,7 +47,9 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
     monkeypatch.setattr(cal, "GRID_K", (3, 48))
     timed = []
     monkeypatch.setattr(cal, "_time_cell", lambda n, k, dtype, rng, ahead=False: timed.append(
-        (n, k, dtype, ahead)) or ((1.0, 2.0) if n == 784 else (2.0, 1.0)))
+        (n, k, dtype, ahead)) or {"winner": "rows" if n == 784 else "gemm", "rows_s": 1.0,
+                                  "gemm_s": 2.0 if n == 784 else 0.5, "winner_cold": "rows",
+                                  "rows_cold_s": 1.0, "gemm_cold_s": 2.0, "x_bytes": 1 << 20})
     monkeypatch.setattr(cal, "_time_blocks", lambda dtype, rng: {
         c: [1.0 if c == cal.NARROW_CANDIDATES[1] else 2.0] for c in cal.NARROW_CANDIDATES})
     cal.forget()
@@ -63,10 +66,13 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
                                    + [(784, 48, d, True) for d in ("float32", "float64")])
     for dtype in ("float32", "float64"):
         assert cal.winner_grid(wisdom[dtype]) == [["gemm", "gemm"], ["rows", "rows"]]
+        assert cal.winner_grid(wisdom[dtype], cold=True) == [["rows", "rows"], ["rows", "rows"]]
         assert wisdom[dtype]["narrow_block_bytes"] == cal.NARROW_CANDIDATES[1]
         assert f"{dtype}: GEMM blocks for narrow rows of many classes within " \
                f"{cal.NARROW_CANDIDATES[1] // 1024} KiB" in out
-    assert out.count("| 16 | gemm | gemm |") == 2 and out.count("| 784 | rows | rows |") == 2
+    assert out.count("| 16 | gemm | gemm |") == 2 and out.count("| 16 | rows | rows |") == 2
+    assert out.count("| 784 | rows | rows |") == 4
     assert out.count("| 16 | - | - |") == 2 and out.count("| 784 | - | rows |") == 2
-    assert out.count("the same, timed again on an X the rows kernels read ahead") == 2
+    assert out.count("the same, X from memory (large problems)") == 2
+    assert out.count("timed again on an X the rows kernels read ahead") == 2
     assert str(cal.wisdom_path()) in out

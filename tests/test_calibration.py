@@ -1,5 +1,6 @@
 """The per-host kernel strategy ("wisdom"): calibration, lookup, overrides."""
 
+import functools
 import json
 
 import numpy as np
@@ -101,8 +102,9 @@ def test_cold_copies_add_up_to_the_bytes_asked(monkeypatch):
     assert len(cal.cold_copies(big)) == 1
 
 
-def test_a_cell_reads_each_copy_of_x_in_turn(fresh, monkeypatch):
-    """Every timed call reads the copy least recently read (from memory on a real host)."""
+def test_a_cell_is_timed_on_its_x_and_then_on_each_copy_in_turn(fresh, monkeypatch):
+    """Back to back on X itself, then every call on the copy least recently
+    read (from memory on a real host); both timings are in the entry."""
     from fastsoftmax._objective import Objective
 
     read = []
@@ -111,10 +113,36 @@ def test_a_cell_reads_each_copy_of_x_in_turn(fresh, monkeypatch):
                         lambda self, *a: read.append(id(self.data.X)) or loss_grad(self, *a))
     monkeypatch.setattr(cal, "ROUNDS", 4)
     # (16, 3) float64: 2,048 rows, 262,144 bytes of X; four copies in 1 MiB
-    cal._time_cell(16, 3, "float64", np.random.default_rng(0))
+    entry = cal._time_cell(16, 3, "float64", np.random.default_rng(0))
     timed = read[2 * cal.WARMUP_CALLS:]
-    assert len(set(timed)) == 4
-    assert timed[:8] == timed[:4] * 2 and len(set(timed[:4])) == 4
+    first = timed.index(next(x for x in timed if x != timed[0]))
+    warm, cold = timed[:first], timed[first:]
+    assert len(warm) in (8, 16)  # 16: timed again, a ratio beyond OUTLIER
+    assert len(set(cold)) == 4 and cold[:8] == cold[:4] * 2 and cold[3] == timed[0]
+    assert entry["x_bytes"] == 2048 * 16 * 8
+    for kind in ("", "_cold"):
+        assert entry["winner" + kind] in ("rows", "gemm")
+        assert entry[f"rows{kind}_s"] > 0 and entry[f"gemm{kind}_s"] > 0
+    # an X of COLD_X_BYTES alone is read back to back only: one timing
+    monkeypatch.setattr(cal, "COLD_X_BYTES", 1 << 16)
+    assert "rows_cold_s" not in cal._time_cell(16, 3, "float64", np.random.default_rng(0))
+
+
+def test_the_size_of_x_weighs_a_cells_two_timings(fresh):
+    """Back to back up to the cell's X; from memory from COLD_X_BYTES;
+    between, the log ratio interpolated in log bytes."""
+    cold_bytes = cal.COLD_X_BYTES  # 1 MiB here
+    entry = {"winner": "gemm", "rows_s": 2.0, "gemm_s": 1.0, "winner_cold": "rows",
+             "rows_cold_s": 1.0, "gemm_cold_s": 2.0, "x_bytes": cold_bytes // 16}
+    cells = {"784,3": entry}
+    ratio = functools.partial(cal._ratio, cells, (784, 3, False))
+    assert ratio(0) == ratio(cold_bytes // 16) == 2.0
+    assert ratio(cold_bytes // 4) == pytest.approx(1.0)  # half way in log bytes
+    assert ratio(cold_bytes) == ratio(1 << 40) == 0.5
+    # one timing (an X of COLD_X_BYTES, or a hand-written entry): for every X
+    assert cal._ratio({"784,3": {"rows_s": 2.0, "gemm_s": 1.0}}, (784, 3, False), 1 << 40) == 2.0
+    entry["x_bytes"] = cold_bytes
+    assert ratio(0) == 0.5
 
 
 def test_cells_another_process_wrote_are_kept(fresh):
