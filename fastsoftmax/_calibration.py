@@ -637,28 +637,34 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
     m = cell_rows(n, k, np.dtype(dtype).itemsize, ahead)
     X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
     labels = rng.integers(0, k, m)
+    data = [make_dataset(Xc, labels, None, None, k) for Xc in cold_copies(X)]
     # objs[s][c]: strategy s on copy c.
-    objs = [[Objective(make_dataset(Xc, labels, None, None, k), strategy=s, warm=True)
-             for Xc in cold_copies(X)] for s in ("rows", "gemm")]
+    objs = [[Objective(d, strategy=s, warm=True) for d in data] for s in ("rows", "gemm")]
     coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
     b = np.zeros(k, dtype)
     for per_copy in objs:  # compile / warm up (BLAS touches its buffers over the first calls)
         for _ in range(WARMUP_CALLS):
             per_copy[0].loss_grad(coef, b)
-    rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: 0)
+        for obj in per_copy[1:]:  # each engine's scratch, allocated on its first call
+            obj.loss_grad(coef, b)
+    rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: 0, ROUNDS)
     entry = {"winner": _winner(n, k, rows_s, gemm_s), "rows_s": rows_s, "gemm_s": gemm_s,
              "x_bytes": X.nbytes}
     copies = len(objs[0])
     if copies > 1:
-        # From copy 1: copy 0 was just read.
-        rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: (call + 1) % copies)
+        # From copy 1: copy 0 was just read. An odd number of copies, read in
+        # turn by calls that alternate between the strategies, gives each
+        # strategy every copy (where each copy lies in memory made one up to
+        # 1.15x faster than another, measured), one round per copy at least.
+        rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: (call + 1) % copies,
+                                    max(ROUNDS, copies))
         entry.update(winner_cold=_winner(n, k, rows_s, gemm_s), rows_cold_s=rows_s,
                      gemm_cold_s=gemm_s)
     return entry
 
 
-def _time_pair(objs, coef, b, copy) -> tuple[float, float]:
-    """Fastest of ROUNDS timings of (rows, gemm), interleaved; call i reads copy(i) of X.
+def _time_pair(objs, coef, b, copy, rounds: int) -> tuple[float, float]:
+    """Fastest of ``rounds`` timings of (rows, gemm), interleaved; call i reads copy(i) of X.
 
     The minimum, not the median: interference from other processes only
     ever adds time, and a calibration must not be decided by it.
@@ -666,7 +672,7 @@ def _time_pair(objs, coef, b, copy) -> tuple[float, float]:
     times: list[list[float]] = [[], []]
     calls = 0
     for _attempt in range(2):
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             for t, per_copy in zip(times, objs, strict=True):
                 obj = per_copy[copy(calls)]
                 calls += 1
@@ -682,13 +688,16 @@ def _time_pair(objs, coef, b, copy) -> tuple[float, float]:
 
 
 def cold_copies(X: np.ndarray) -> list[np.ndarray]:
-    """Return X and copies of it, at least COLD_X_BYTES in all (X alone if it is that large).
+    """Return X and copies of it, an odd number, at least COLD_X_BYTES in all.
+
+    X alone if it is that large.
 
     Read in turn, each is read again only after the others: from memory
     (up to a host whose cache holds COLD_X_BYTES). The copies are written
     here, so no call of a timing meets their first-touch page faults.
     """
     count = max(1, -(-COLD_X_BYTES // max(X.nbytes, 1)))
+    count += 1 - count % 2
     return [X] + [X.copy() for _ in range(count - 1)]
 
 

@@ -96,6 +96,7 @@ def test_cold_copies_add_up_to_the_bytes_asked(monkeypatch):
     X = np.arange(30.0).reshape(10, 3)  # 240 bytes: 5 arrays
     copies = cal.cold_copies(X)
     assert len(copies) == 5 and copies[0] is X
+    assert len(cal.cold_copies(X[:8])) == 7  # 192 bytes: 6 arrays, made odd
     assert all(np.array_equal(c, X) for c in copies)
     assert not any(np.shares_memory(a, b) for i, a in enumerate(copies) for b in copies[i + 1:])
     big = np.zeros((50, 3))  # 1,200 bytes: alone
@@ -112,13 +113,16 @@ def test_a_cell_is_timed_on_its_x_and_then_on_each_copy_in_turn(fresh, monkeypat
     monkeypatch.setattr(Objective, "loss_grad",
                         lambda self, *a: read.append(id(self.data.X)) or loss_grad(self, *a))
     monkeypatch.setattr(cal, "ROUNDS", 4)
-    # (16, 3) float64: 2,048 rows, 262,144 bytes of X; four copies in 1 MiB
+    # (16, 3) float64: 2,048 rows, 262,144 bytes of X; five copies (odd) in 1 MiB
     entry = cal._time_cell(16, 3, "float64", np.random.default_rng(0))
-    timed = read[2 * cal.WARMUP_CALLS:]
+    timed = read[2 * (cal.WARMUP_CALLS + 4):]  # warm-up: copy 0 thrice, the others once
     first = timed.index(next(x for x in timed if x != timed[0]))
     warm, cold = timed[:first], timed[first:]
     assert len(warm) in (8, 16)  # 16: timed again, a ratio beyond OUTLIER
-    assert len(set(cold)) == 4 and cold[:8] == cold[:4] * 2 and cold[3] == timed[0]
+    assert len(cold) in (10, 20)  # a round per copy
+    assert len(set(cold)) == 5 and cold[:10] == cold[:5] * 2 and cold[4] == timed[0]
+    # alternating calls: each strategy reads every copy
+    assert set(cold[0:10:2]) == set(cold[1:10:2]) == set(cold)
     assert entry["x_bytes"] == 2048 * 16 * 8
     for kind in ("", "_cold"):
         assert entry["winner" + kind] in ("rows", "gemm")
