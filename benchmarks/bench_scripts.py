@@ -40,6 +40,11 @@ def test_call_gaps_script():
                             "--gaps", "0,1"), 4)
 
 
+def test_calibration_cells_script():
+    rows = run_script("benchmarks/calibration_cells.py", "--repeats", "1", "--cells", "16,48")
+    assert len(rows) == 3 and rows[2].startswith("| 0 | (16, 48) |"), rows
+
+
 def test_narrow_blocks_script():
     assert_table(run_script("benchmarks/narrow_blocks.py", "--quick", "--rounds", "1"), 2)
 
@@ -55,7 +60,7 @@ def test_ratio_tables(table):
 
 
 def test_gemm_floor_script():
-    # One cell: the two products alone and fastsoftmax, each in its own process.
+    # One cell: the two products alone, one read of X and fastsoftmax, each in its own process.
     rows = run_script("benchmarks/gemm_floor.py", "--ks", "100", "--ns", "20",
                       "--dtypes", "float32", "--rounds", "1", "--work", "2e5")
     assert_table(rows, 1)
