@@ -109,9 +109,9 @@ AHEAD_X_BYTES = 1 << 28
 # call reads was last read that many bytes of X ago. A shape's X size
 # weighs the two (_ratio). On the 2-core Intel host, whose last-level
 # cache held the cells' own X of 54 MB between calls, the rows kernel took
-# 0.97-1.21x the GEMM strategy's time at n = 96 and 112, k = 10 in float64
-# with X read back to back (the winner changed from run to run), 0.76-0.86x
-# from memory, as on an X of 200,000 such rows (0.74-0.86x); timed back to
+# 0.90-1.11x the GEMM strategy's time at n = 96 and 112, k = 10 in float64
+# with X read back to back (the winner changed from run to run), 0.70-0.83x
+# from memory, as on an X of 200,000 such rows (0.72-0.86x); timed back to
 # back only, (200000, 100, 10) float64 went to GEMM at 1.32x the rows
 # kernel's time. Timed from memory only, (1000, 3000, 48) float32 (a 12 MB
 # X) went to the rows kernel at 1.53x GEMM's time (BENCHMARKS.md,
