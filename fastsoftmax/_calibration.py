@@ -654,8 +654,8 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
     if copies > 1:
         # From copy 1: copy 0 was just read. An odd number of copies, read in
         # turn by calls that alternate between the strategies, gives each
-        # strategy every copy (where each copy lies in memory made one up to
-        # 1.15x faster than another, measured), one round per copy at least.
+        # strategy every copy (where a copy lies in memory made it up to about
+        # 1.2x faster than another, measured), one round per copy at least.
         rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: (call + 1) % copies,
                                     max(ROUNDS, copies))
         entry.update(winner_cold=_winner(n, k, rows_s, gemm_s), rows_cold_s=rows_s,
