@@ -7,7 +7,7 @@ and the BLAS library. :func:`calibrate` times both on cells of a grid of
 shapes and writes the winners to a small JSON file, as FFTW keeps its
 wisdom; :func:`strategy` looks a shape up there (the ratio of the two
 times interpolated in log n, log k between the cells around it, or the
-nearest cell's winner while those are not all timed), and falls back to
+nearest cell's alone while those are not all timed), and falls back to
 a fixed rule for a cell not timed yet. Each cell is timed with its X
 read back to back (in the caches where it fits) and with X from memory
 (:data:`COLD_X_BYTES`), and a shape's X size weighs the two. A cell whose
