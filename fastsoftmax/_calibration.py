@@ -106,7 +106,8 @@ AHEAD_X_BYTES = 1 << 28
 # where it fits, as a small problem's X is between a solver's calls), and
 # with X from memory, as large problems read it: the calls cycle through
 # copies of the cell's X, at least this many bytes in all, so that the X a
-# call reads was last read that many bytes of X ago. A shape's X size
+# call reads was last read that many bytes of X ago (an X of half as many
+# bytes or more is timed alone, cold_copies). A shape's X size
 # weighs the two (_ratio). On the 2-core Intel host, whose last-level
 # cache held the cells' own X of 54 MB between calls, the rows kernel took
 # 0.90-1.11x the GEMM strategy's time at n = 96 and 112, k = 10 in float64
@@ -366,7 +367,7 @@ def _ratio(cells: dict, cell: Cell, x_bytes: int = 0) -> float | None:
     one with X from memory from COLD_X_BYTES, and between the two its
     logarithm interpolated in log x_bytes (where the caches stop holding X
     depends on the host and on its other work). A cell timed one way only
-    (its X alone COLD_X_BYTES) has one ratio for every X.
+    (its X alone half of COLD_X_BYTES) has one ratio for every X.
     """
     entry = cells.get(_cell_key(*cell))
     if not isinstance(entry, dict):
@@ -627,8 +628,8 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
     the cell's wisdom entry: ``rows_s`` and ``gemm_s`` with the cell's X
     read call after call (in the caches where it fits), ``rows_cold_s`` and
     ``gemm_cold_s`` with each call reading the least recently read of
-    :func:`cold_copies` of X (from memory; absent where X alone is
-    COLD_X_BYTES: the first two are from memory already), ``x_bytes`` (the
+    :func:`cold_copies` of X (from memory; absent where X is timed alone,
+    half of COLD_X_BYTES: the first two are from memory already), ``x_bytes`` (the
     cell's X), and each timing's ``winner`` / ``winner_cold`` (:func:`_winner`).
     """
     from ._data import make_dataset
@@ -690,13 +691,19 @@ def _time_pair(objs, coef, b, copy, rounds: int) -> tuple[float, float]:
 def cold_copies(X: np.ndarray) -> list[np.ndarray]:
     """Return X and copies of it, an odd number, at least COLD_X_BYTES in all.
 
-    X alone if it is that large.
+    X alone from half of COLD_X_BYTES: read back to back, an X that large
+    comes from memory already (at (200000, 100, 10) float64, 160 MB, the
+    rows kernel took 0.72-0.86x GEMM's time, as the cells around it did
+    cycling through copies, 0.70-0.83x), and three copies of it would hold
+    up to 768 MB at once.
 
     Read in turn, each is read again only after the others: from memory
     (up to a host whose cache holds COLD_X_BYTES). The copies are written
     here, so no call of a timing meets their first-touch page faults.
     """
-    count = max(1, -(-COLD_X_BYTES // max(X.nbytes, 1)))
+    if 2 * X.nbytes >= COLD_X_BYTES:
+        return [X]
+    count = -(-COLD_X_BYTES // max(X.nbytes, 1))
     count += 1 - count % 2
     return [X] + [X.copy() for _ in range(count - 1)]
 

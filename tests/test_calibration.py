@@ -99,8 +99,9 @@ def test_cold_copies_add_up_to_the_bytes_asked(monkeypatch):
     assert len(cal.cold_copies(X[:8])) == 7  # 192 bytes: 6 arrays, made odd
     assert all(np.array_equal(c, X) for c in copies)
     assert not any(np.shares_memory(a, b) for i, a in enumerate(copies) for b in copies[i + 1:])
-    big = np.zeros((50, 3))  # 1,200 bytes: alone
-    assert len(cal.cold_copies(big)) == 1
+    # from half of COLD_X_BYTES: alone
+    assert len(cal.cold_copies(np.zeros((21, 3)))) == 1  # 504 bytes
+    assert len(cal.cold_copies(np.zeros((20, 3)))) == 3  # 480 bytes
 
 
 def test_a_cell_is_timed_on_its_x_and_then_on_each_copy_in_turn(fresh, monkeypatch):
@@ -127,8 +128,8 @@ def test_a_cell_is_timed_on_its_x_and_then_on_each_copy_in_turn(fresh, monkeypat
     for kind in ("", "_cold"):
         assert entry["winner" + kind] in ("rows", "gemm")
         assert entry[f"rows{kind}_s"] > 0 and entry[f"gemm{kind}_s"] > 0
-    # an X of COLD_X_BYTES alone is read back to back only: one timing
-    monkeypatch.setattr(cal, "COLD_X_BYTES", 1 << 16)
+    # an X of half of COLD_X_BYTES alone is read back to back only: one timing
+    monkeypatch.setattr(cal, "COLD_X_BYTES", 2 * 2048 * 16 * 8)
     assert "rows_cold_s" not in cal._time_cell(16, 3, "float64", np.random.default_rng(0))
 
 
