@@ -150,6 +150,20 @@ def test_the_size_of_x_weighs_a_cells_two_timings(fresh):
     assert ratio(0) == 0.5
 
 
+def test_a_shape_goes_by_the_timing_of_its_x_size(fresh):
+    """The same (n, k): a small X by the cell's back-to-back timing, a large
+    one by its timing from memory (remembered per size, not per shape)."""
+    cell = {"winner": "gemm", "rows_s": 2.0, "gemm_s": 1.0, "winner_cold": "rows",
+            "rows_cold_s": 1.0, "gemm_cold_s": 2.0, "x_bytes": cal.COLD_X_BYTES // 16}
+    cal.wisdom_path().write_text(json.dumps({"float64": {"cells": {"784,3": cell}}}))
+    cal.forget()
+    f64 = np.dtype(np.float64)
+    small, large = 10 * 784 * 3, 1000 * 784 * 3  # X of 61 KiB and 6 MiB; 1 MiB here
+    assert cal.strategy(784, 3, f64, work=small) == "gemm"
+    assert cal.strategy(784, 3, f64, work=large) == "rows"
+    assert cal.strategy(784, 3, f64, work=small) == "gemm"
+
+
 def test_cells_another_process_wrote_are_kept(fresh):
     cal.calibrate(("float64",), cells=[(16, 3)], blocks=False)
     # Another process times another cell of the same file meanwhile.
