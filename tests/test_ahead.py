@@ -3,7 +3,8 @@
 Each tile against the NumPy product on every feature count around the
 vector width (the masked last step), every class count (the blocking into
 5-, 3-, 2- and 1-class tiles), both row blocks, into a C-ordered and a
-transposed output, with and without prefetching (rows at X's end, rows
+transposed output (the same values bit for bit: they are stored
+differently), with and without prefetching (rows at X's end, rows
 beyond it); a NaN or inf of X must reach the logits (masked lanes must not
 hide it, lanes beyond n must not add one); the prefetch instructions and
 the 512-bit legality must be in the compiled code. The kernels that use the
@@ -62,6 +63,9 @@ def test_tiles_match_numpy(dt, n, nb):
         _logits(X, 3, nb, Wt, b, ZT.T, 1, 0, m)
         _close(ZT.T[1:1 + nb], want, dt, n)
         assert np.all(ZT[:, 0] == -7.0) and np.all(ZT[:, 1 + nb:] == -7.0)
+        # A transposed z takes a class's logits as one vector store, any
+        # other z lane by lane: the same sums either way.
+        np.testing.assert_array_equal(ZT.T[1:1 + nb], z[2:2 + nb])
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
