@@ -516,13 +516,13 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 loss[c] = acc
                 return
             acc += part
-            z4 = z8[:4]
+            # Each four rows' errors read straight from Zᵀ (a transposed
+            # view), not copied into z4 first: the gradient took 0.89-0.96x
+            # the time at n = 20 ... 256 (BENCHMARKS.md, "Twenty-seventh session").
+            ZR = ZT.T
             for h in range(0, R, 4):
-                for q in range(4):
-                    for j in range(k):
-                        z4[q, j] = ZT[j, h + q]
                 r0 = i + h
-                _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z4, G)
+                _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, ZR[h:h + 4], G)
             i += R
     ahead = i
     while i + 4 <= stop:
