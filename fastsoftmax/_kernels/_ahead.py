@@ -82,6 +82,15 @@ def _enter_loop(b, count, name):
     return start, loop, after
 
 
+def tail_mask(b, rest, L):
+    """Return the mask of a vector's first ``rest`` of L lanes (the features past whole vectors)."""
+    lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
+    restv = b.insert_element(ir.Constant(ir.VectorType(_I64, L), [0] * L), rest,
+                             ir.Constant(_I32, 0))
+    restv = b.shuffle_vector(restv, restv, ir.Constant(ir.VectorType(_I32, L), [0] * L))
+    return b.icmp_signed("<", lanes, restv)
+
+
 class _TileCode:
     """The IR of one R x C tile: see :func:`_make_tile`."""
 
@@ -189,12 +198,7 @@ class _TileCode:
         last = b.phi(_I64)
         last.add_incoming(_const(0), pre)
         last.add_incoming(new_pos, end)
-        rest = b.sub(n, whole)
-        lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
-        restv = b.insert_element(ir.Constant(ir.VectorType(_I64, L), [0] * L), rest,
-                                 ir.Constant(_I32, 0))
-        restv = b.shuffle_vector(restv, restv, ir.Constant(ir.VectorType(_I32, L), [0] * L))
-        mask = b.icmp_signed("<", lanes, restv)
+        mask = tail_mask(b, b.sub(n, whole), L)
         self._prefetch_lines(last)
         xv, wv = self._loads(whole, mask)
         sums = self._fmas(xv, wv, sums)

@@ -56,6 +56,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import _ahead_tiles, _logits_ahead
+from ._backward import accumulate4
 from ._blas import _gemm_into
 from ._common import (
     _chunk,
@@ -70,7 +71,7 @@ from ._common import (
     _touches,
 )
 from ._config import JIT, PJIT, itemsize
-from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4
+from ._micro import _accumulate1, _eight_rows, _logits1, _logits4
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -517,12 +518,11 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 return
             acc += part
             # Each four rows' errors read straight from Zᵀ (a transposed
-            # view), not copied into z4 first: the gradient took 0.89-0.96x
+            # view), not copied out first: the gradient took 0.89-0.96x
             # the time at n = 20 ... 256 (BENCHMARKS.md, "Twenty-seventh session").
-            ZR = ZT.T
             for h in range(0, R, 4):
                 r0 = i + h
-                _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, ZR[h:h + 4], G)
+                accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G)
             i += R
     ahead = i
     while i + 4 <= stop:
@@ -546,7 +546,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 loss[c] = acc
                 return
             acc += part
-            _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z4, G)
+            accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z8, h, G)
         i += nb
     # The last r = (stop - start) mod 4 rows of the chunk: logits and
     # gradient one row at a time, their error as one block of r rows.

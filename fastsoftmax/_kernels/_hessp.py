@@ -54,10 +54,11 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import _ahead_tiles, _logits_ahead
+from ._backward import accumulate4
 from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _touch, _touch_rows, _touches, _zero1, _zero2
 from ._config import JIT, PJIT
-from ._micro import _accumulate1, _accumulate4, _eight_rows, _logits1, _logits4
+from ._micro import _accumulate1, _eight_rows, _logits1, _logits4
 from ._sparse import (
     ROW_AHEAD,
     _affine_row_scaled,
@@ -158,7 +159,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
             _row_hvp(p, u8[q], _row_weight(i + q, sw, weighted, scale), gcc)
         for h in range(0, nb, 4):
             r0 = i + h
-            _accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, u8[h:h + 4], Gc)
+            accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc)
         i += nb
     # The last (stop - start) mod 4 rows, one by one.
     while i < stop:

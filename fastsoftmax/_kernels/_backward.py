@@ -1,0 +1,180 @@
+"""Backward register tiles written in LLVM IR: the gradient's accumulation G += Eᵀ X.
+
+For four rows of X and C classes, G[j + c, :n] += Σ_q e[q, c] x_q: each
+step of the feature loop loads one 64-byte vector (16 float32 or 8 float64
+lanes) of each of the four rows, and for each class loads G's vector, adds
+the four products by FMAs against the row errors broadcast once per tile,
+and stores it back. The last step (fewer than a vector of features) is
+masked: loads give zeros beyond n and the store writes nothing there, so
+the rows need no scalar remainder loop and G's padding stays untouched.
+
+Why IR, where :func:`._micro._accumulate4` is Numba code doing the same sum:
+Numba's loop carries a vectorised remainder, and its blocks stop at 4 x 3
+(16 vector registers). With AVX-512's 32 registers a 4 x 5 tile holds 20
+broadcast errors, 4 row vectors and 5 of G, and per step loads 4 rows and 5
+vectors of G for 20 FMAs where 4 x 3 loads 4 and 3 for 12. One thread,
+rows in L2 (ad hoc, a block of 4,096 rows; BENCHMARKS.md, "Twenty-seventh
+session"): float32 at (n, k) = (100, 10) 28 -> 20 ns a row, (20, 10) 15 ->
+6.4, (784, 10) 184-194 -> 166-169, (3000, 10) 1,025 -> 706, (300, 20) 129
+-> 95; float64 (100, 10) 70 -> 48, (784, 10) 524 -> 399.
+
+Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``, as the forward
+tiles of :mod:`._ahead`): elsewhere the kernels keep :mod:`._micro`'s.
+"""
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ._ahead import _I1, _I32, _I64, _LINE, _const, _enter_loop, _intrinsic_fn, tail_mask
+from ._config import JIT, WIDE_REGISTERS
+from ._micro import _accumulate4
+from ._width import _widen
+
+# The tiles run on hosts with AVX-512 only (a compile-time constant).
+BACKWARD_TILES = WIDE_REGISTERS
+
+
+def _emit(context, b, sig, args, C):
+    """G[j + c, :n] += Σ_q Z[zr + q, j + c] X[i_q, :n] for c < C, q < 4."""
+    X, i0, i1, i2, i3, Z, zr, j, G = args
+    xty, zty, gty = sig.args[0], sig.args[5], sig.args[8]
+    fty = context.get_value_type(xty.dtype)
+    itemsize = context.get_abi_sizeof(fty)
+    L = _LINE // itemsize
+    vec = ir.VectorType(fty, L)
+    mask_t = ir.VectorType(_I1, L)
+    sfx = f"v{L}f{itemsize * 8}"
+    mod = b.module
+    fma = _intrinsic_fn(mod, f"llvm.fma.{sfx}", vec, [vec] * 3)
+    mload = _intrinsic_fn(mod, f"llvm.masked.load.{sfx}.p0", vec,
+                          [vec.as_pointer(), _I32, mask_t, vec])
+    mstore = _intrinsic_fn(mod, f"llvm.masked.store.{sfx}.p0", ir.VoidType(),
+                           [vec, vec.as_pointer(), _I32, mask_t])
+    align = ir.Constant(_I32, itemsize)
+    zero = ir.Constant(vec, [0.0] * L)
+    xa = context.make_array(xty)(context, b, X)
+    za = context.make_array(zty)(context, b, Z)
+    ga = context.make_array(gty)(context, b, G)
+    n = b.extract_value(xa.shape, 1)
+    gn = b.extract_value(ga.shape, 1)
+    xs = [b.gep(xa.data, [b.mul(i, n)]) for i in (i0, i1, i2, i3)]
+    gs = [b.gep(ga.data, [b.mul(b.add(j, _const(c)), gn)]) for c in range(C)]
+    splat = ir.Constant(ir.VectorType(_I32, L), [0] * L)
+    errors = []
+    for q in range(4):
+        row = []
+        for c in range(C):
+            ptr = cgutils.get_item_pointer(context, b, zty, za,
+                                           [b.add(zr, _const(q)), b.add(j, _const(c))])
+            one = b.insert_element(ir.Constant(vec, None), b.load(ptr), ir.Constant(_I32, 0))
+            row.append(b.shuffle_vector(one, one, splat))
+        errors.append(row)
+
+    def at(ptr, f):
+        return b.bitcast(b.gep(ptr, [f]), vec.as_pointer())
+
+    def step(f, mask):
+        if mask is None:
+            xv = [b.load(at(x, f), align=itemsize) for x in xs]
+        else:
+            xv = [b.call(mload, [at(x, f), align, mask, zero]) for x in xs]
+        for c in range(C):
+            gp = at(gs[c], f)
+            g = (b.load(gp, align=itemsize) if mask is None
+                 else b.call(mload, [gp, align, mask, zero]))
+            for q in range(4):
+                g = b.call(fma, [xv[q], errors[q][c], g])
+            if mask is None:
+                b.store(g, gp, align=itemsize)
+            else:
+                b.call(mstore, [g, gp, align, mask])
+
+    whole = b.and_(n, _const(-L))
+    pre, loop, tail = _enter_loop(b, whole, "acc.loop")
+    f = b.phi(_I64)
+    f.add_incoming(_const(0), pre)
+    step(f, None)
+    f1 = b.add(f, _const(L))
+    f.add_incoming(f1, b.block)
+    b.cbranch(b.icmp_signed("<", f1, whole), loop, tail)
+    b.position_at_end(tail)
+    rest = b.sub(n, whole)
+    with b.if_then(b.icmp_signed(">", rest, _const(0))):
+        step(whole, tail_mask(b, rest, L))
+
+
+def _make_tile(C: int):
+    """Return a 4 x C tile, ``tile(X, i0, i1, i2, i3, Z, zr, j, G)``.
+
+    G[j + c, :n] += Σ_q Z[zr + q, j + c] X[i_q, :n] for c < C (X (m, n)
+    C-contiguous, rows i0 ... i3 in any order; Z any 2-D array of X's
+    dtype, the four rows' errors: a transposed view reads them in place;
+    G (k, n' >= n) C-contiguous, its entries beyond n untouched).
+    """
+
+    @intrinsic
+    def tile(typingctx, X, i0, i1, i2, i3, Z, zr, j, G):
+        sig = types.void(X, i0, i1, i2, i3, Z, zr, j, G)
+
+        def codegen(context, builder, sig, args):
+            _widen(builder.function, prefer=False)
+            args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
+                    for a, t in zip(args, sig.args, strict=True)]
+            _emit(context, builder, sig, args, C)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_tile_4x5 = _make_tile(5)
+_tile_4x4 = _make_tile(4)
+_tile_4x3 = _make_tile(3)
+_tile_4x2 = _make_tile(2)
+_tile_4x1 = _make_tile(1)
+
+
+@njit(inline="always", **JIT)
+def _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G):
+    """G[j] += Σ_q Z[zr + q, j] X[i_q] for every class j, by 4 x 5 tiles and a rest.
+
+    IN: X (m, n), the row indices i0 ... i3, Z (any 2-D array: its rows zr
+    ... zr + 3 are the four rows' errors). IN/OUT: G (k, n' >= n). A rest
+    of 6 classes goes as 3 + 3, not 5 + 1 (a 4 x 1 tile loads 5 vectors
+    for 4 FMAs).
+    """
+    k = G.shape[0]
+    j = 0
+    while j < k:
+        left = k - j
+        if left >= 5 and left != 6:
+            _tile_4x5(X, i0, i1, i2, i3, Z, zr, j, G)
+            j += 5
+        elif left == 4:
+            _tile_4x4(X, i0, i1, i2, i3, Z, zr, j, G)
+            j += 4
+        elif left >= 3:
+            _tile_4x3(X, i0, i1, i2, i3, Z, zr, j, G)
+            j += 3
+        elif left == 2:
+            _tile_4x2(X, i0, i1, i2, i3, Z, zr, j, G)
+            j += 2
+        else:
+            _tile_4x1(X, i0, i1, i2, i3, Z, zr, j, G)
+            j += 1
+
+
+@njit(inline="always", **JIT)
+def accumulate4(X, i0, i1, i2, i3, Z, zr, G):
+    """G[j] += Σ_q Z[zr + q, j] X[i_q] for every class j: the rows kernels' backward step.
+
+    By the tiles here on AVX-512 hosts (:data:`BACKWARD_TILES`, a
+    compile-time constant), else by :func:`._micro._accumulate4`.
+    """
+    if BACKWARD_TILES:
+        _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G)
+    else:
+        _accumulate4(X, i0, i1, i2, i3, Z[zr:zr + 4], G)

@@ -1,0 +1,61 @@
+"""_kernels._backward: the gradient's accumulation tiles written in LLVM IR.
+
+Each tile against NumPy on every feature count around the vector width
+(the masked last step), every class count (the blocking into 5-, 4-, 3-,
+2- and 1-class tiles), rows in any order (the SGD epochs' shuffled rows)
+and errors from a C-ordered or a transposed array; G accumulates onto
+what it holds, and its entries beyond n (the rows' padding) are never
+written. The kernels that use the tiles are tested against the reference
+in test_dense.py, test_hessp.py and test_solvers_sgd.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import njit
+
+from fastsoftmax._kernels._backward import BACKWARD_TILES, accumulate4
+
+DTYPES = [np.float32, np.float64]
+IDS = ["float32", "float64"]
+
+
+@njit(error_model="numpy")
+def _accumulate(X, i0, i1, i2, i3, Z, zr, G):
+    accumulate4(X, i0, i1, i2, i3, Z, zr, G)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 33, 100, 784])
+def test_tiles_match_numpy(dt, n):
+    rng = np.random.default_rng(n)
+    m = 12
+    pad = -(-n // 16) * 16 + 16
+    for k in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 16):
+        X = rng.standard_normal((m, n)).astype(dt)
+        rows = (7, 2, 11, 2)  # any order, a row twice
+        E = rng.standard_normal((4, k)).astype(dt)
+        G0 = np.full((k, pad), -7.0, dt)
+        G0[:, :n] = rng.standard_normal((k, n))
+        want = G0[:, :n].astype(np.float64) + E.T.astype(np.float64) @ X[list(rows)]
+        tol = (2e-6 if dt == np.float32 else 1e-14) * 10
+        # Errors in rows 3 ... 6 of a C-ordered array, and of a transposed view.
+        Z = np.full((9, k), np.nan, dt)
+        Z[3:7] = E
+        G = G0.copy()
+        _accumulate(X, *rows, Z, 3, G)
+        np.testing.assert_allclose(G[:, :n], want, rtol=tol, atol=tol)
+        assert np.all(G[:, n:] == -7.0)
+        ZT = np.full((k, 9), np.nan, dt)
+        ZT[:, 2:6] = E.T
+        GT = G0.copy()
+        _accumulate(X, *rows, ZT.T, 2, GT)
+        np.testing.assert_array_equal(GT, G)
+
+
+def test_tiles_run_where_the_forward_tiles_do():
+    from fastsoftmax._kernels._ahead import AHEAD_TILES
+    from fastsoftmax._kernels._config import WIDE_REGISTERS
+
+    assert BACKWARD_TILES == WIDE_REGISTERS == AHEAD_TILES
