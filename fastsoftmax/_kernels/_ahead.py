@@ -18,9 +18,12 @@ the lines have to be spread over the loop. So each tile is one loop written
 here with explicit vectors: one 64-byte vector (16 float32 or 8 float64
 lanes) per row and class per step, FMAs into R x C vector accumulators, a
 masked last step for the features beyond the last whole vector (no scalar
-remainder), and one horizontal sum per accumulator at the end. The same
-blocking as :mod:`._micro`: 4 rows x 3 classes (4 x 5 in float64), 8 x 2 in
-float32 where ``_micro.EIGHT_ROWS_N`` says.
+remainder), and the accumulators summed across their lanes at the end
+(:meth:`_TileCode._store`). Blocks of 4 rows x 5 classes (the rest in 3-,
+2- and 1-class tiles), 8 x 2 in float32 where ``_micro.EIGHT_ROWS_N``
+says. The 4 x 5 blocks, once float64's only, took 0.85-0.96x the time of
+the 4 x 3 blocks in float32 too (the gradient at n = 20 ... 3000, k = 7 ...
+48; BENCHMARKS.md, "Twenty-seventh session").
 
 The module also gives Numba code a prefetch of its own (:func:`prefetch`,
 :func:`prefetch_row`), for loops that read memory in an order no hardware
@@ -236,16 +239,17 @@ class _TileCode:
     def _store(self, sums):
         """z[zr + q, j + c] = the lanes of sums[q C + c] summed, plus b[j + c].
 
-        Float32 tiles of 8 accumulators or more (4 x 2, 4 x 3, 8 x 1, 8 x 2)
-        sum them together by :meth:`_lane_sums`, lane c R + q holding row q
-        of class c; into a transposed z (Fortran order: the rows kernels'
-        blocks, where a class's rows lie side by side) each class's R logits
-        go as one vector store, into any other z lane by lane. Against a
-        reduction per accumulator the float32 gradient took 0.84-0.97x the
-        time at n = 20 ... 256 with k = 5 ... 20, 0.97-1.02x at n = 784 or
-        k = 2 (BENCHMARKS.md, "Twenty-seventh session"). Float64 tiles (8
-        lanes) and smaller ones reduce each accumulator alone: there the tree
-        saves less, and lane extraction costs more per sum.
+        Float32 tiles of 8 accumulators or more (all but 4 x 1) sum them 16
+        at a time by :meth:`_lane_sums`: lane c R + q of the tile's lanes
+        holds row q of class c. Into a transposed z (Fortran order: the rows
+        kernels' blocks, where a class's rows lie side by side) each class's
+        R logits go as one vector store, into any other z lane by lane.
+        Against a reduction per accumulator (4 x 3 tiles then) the float32
+        gradient took 0.84-0.97x the time at n = 20 ... 256 with k = 5 ...
+        20, 0.97-1.02x at n = 784 or k = 2 (BENCHMARKS.md, "Twenty-seventh
+        session"). Float64 tiles (8 lanes) and smaller ones reduce each
+        accumulator alone: there the tree saves less, and lane extraction
+        costs more per sum.
         """
         b, context = self.builder, self.context
         bty, bval = self.b
@@ -261,20 +265,21 @@ class _TileCode:
             return cgutils.get_item_pointer(context, b, zty, za,
                                             [b.add(self.zr, _const(q)), b.add(self.j, _const(c))])
 
-        # (A float32 4 x 5 tile is compiled but never runs: _next_tile.)
-        if L != 16 or not L <= 2 * R * C <= 2 * L:
+        if L != 16 or 2 * R * C < L:
             for q in range(R):
                 for c in range(C):
                     s = b.call(self.reduce, [ir.Constant(self.fty, -0.0), sums[q * C + c]],
                                fastmath=("reassoc", "nsz"))
                     b.store(b.fadd(s, bias(c)), at(q, c))
             return
-        total = self._lane_sums([sums[q * C + c] for c in range(C) for q in range(R)])
+        ordered = [sums[q * C + c] for c in range(C) for q in range(R)]
+        groups = [self._lane_sums(ordered[g:g + L]) for g in range(0, R * C, L)]
         if zty.layout == "F":  # z[zr:zr + R, j + c] contiguous
             rvec = ir.VectorType(self.fty, R)
             for c in range(C):
-                part = b.shuffle_vector(total, total, ir.Constant(
-                    ir.VectorType(_I32, R), list(range(c * R, (c + 1) * R))))
+                g, o = divmod(c * R, L)
+                part = b.shuffle_vector(groups[g], groups[g], ir.Constant(
+                    ir.VectorType(_I32, R), list(range(o, o + R))))
                 one = b.insert_element(ir.Constant(rvec, None), bias(c), ir.Constant(_I32, 0))
                 splat = b.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, R), [0] * R))
                 b.store(b.fadd(part, splat), b.bitcast(at(0, c), rvec.as_pointer()),
@@ -283,7 +288,8 @@ class _TileCode:
         for c in range(C):
             bc = bias(c)
             for q in range(R):
-                s = b.extract_element(total, ir.Constant(_I32, c * R + q))
+                g, o = divmod(c * R + q, L)
+                s = b.extract_element(groups[g], ir.Constant(_I32, o))
                 b.store(b.fadd(s, bc), at(q, c))
 
 
@@ -407,12 +413,16 @@ def _ahead_tiles(X, touch):
 
 
 @njit(inline="always", **JIT)
-def _next_tile(k, j, nb, wide5):
-    """Classes of the tile from class j in a block of nb rows (as :mod:`._micro` blocks them)."""
+def _next_tile(k, j, nb):
+    """Classes of the tile from class j in a block of nb rows.
+
+    A rest of 6 classes goes as 3 + 3, not 5 + 1 (a 4 x 1 tile loads 5
+    vectors for 4 FMAs).
+    """
     left = k - j
     if nb == 8:
         return 2 if left >= 2 else 1
-    if wide5 and left >= 5 and left != 6:
+    if left >= 5 and left != 6:
         return 5
     if left >= 3 and left != 4:
         return 3
@@ -429,11 +439,10 @@ def _logits_ahead(X, i, nb, Wt, b, z, zr, ahead, stop):
     """
     k = Wt.shape[0]
     n = X.shape[1]
-    wide5 = itemsize(X) == 8
     tiles = 0
     j = 0
     while j < k:
-        j += _next_tile(k, j, nb, wide5)
+        j += _next_tile(k, j, nb)
         tiles += 1
     first = i + ahead
     rows = max(0, min(nb, stop - first)) if ahead > 0 else 0
@@ -441,7 +450,7 @@ def _logits_ahead(X, i, nb, Wt, b, z, zr, ahead, stop):
     t = 0
     done = 0
     while j < k:
-        c = _next_tile(k, j, nb, wide5)
+        c = _next_tile(k, j, nb)
         take = (rows - done + tiles - t - 1) // (tiles - t)
         p = min(first + done, X.shape[0] - 1) * n
         if nb == 8:

@@ -13,7 +13,8 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
   blocking): each loaded weight serves four rows, each loaded row three
   classes. On AVX-512 hosts the forward tiles are those of :mod:`._ahead`
   (LLVM IR, prefetching the rows ahead) for float32, and for float64 where
-  X is read ahead.
+  X is read ahead; the backward tiles are those of :mod:`._backward` (LLVM
+  IR) in both dtypes. Both block 4 rows x 5 classes there.
 * :func:`_loss_grad_gemm` -- large k. Row blocks of ``R`` rows go through
   BLAS GEMM (``np.dot`` with an output buffer for the logits; the
   backward product adds into the chunk's sum, ``_blas._gemm_into``), sized

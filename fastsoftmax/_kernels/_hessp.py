@@ -112,7 +112,8 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     ``_fused._rows_chunk``'s do (eight rows at a time in float32 where the
     gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,
     ``_micro.EIGHT_ROWS_MAX_K``, then two accumulations of four), and the
-    direction's product prefetches the rows ahead. ``width``, ``micro``: the
+    direction's product prefetches the rows ahead; the accumulation is
+    ``_backward.accumulate4`` (its IR tiles there). ``width``, ``micro``: the
     vector width's marker and the tiles', as for ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)

@@ -89,7 +89,10 @@ def _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, f0, f1):
     (BENCHMARKS.md, "Sixth session"); in float32 they gained nothing and
     lost up to 4 % at k = 12 and 48, so float32 keeps the 4 x 3 blocks.
     The backward sweep (:func:`_accumulate4`) has no 4 x 5 block: with five
-    rows of G loaded and stored per step it ran 1.7x slower at k = 10.
+    rows of G loaded and stored per step it ran 1.7x slower at k = 10 (Zen
+    4). On AVX-512 hosts the rows kernels take both sweeps from the tiles
+    written in LLVM IR instead (:mod:`._ahead`, :mod:`._backward`), 4 x 5
+    in both dtypes there.
     """
     k = Wt.shape[0]
     nf = f1 - f0
