@@ -44,6 +44,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._config import JIT, WIDE_REGISTERS, itemsize
+from ._micro import _logits4_cols
 from ._width import _widen
 
 # The tiles run on hosts with AVX-512 only (a compile-time constant: other
@@ -95,13 +96,18 @@ def tail_mask(b, rest, L):
 
 
 class _TileCode:
-    """The IR of one R x C tile: see :func:`_make_tile`."""
+    """The IR of one R x C tile: see :func:`_make_tile` and :func:`_make_rows_tile`.
 
-    def __init__(self, context, builder, sig, args, R, C):
+    ``rows``: the R row indices (IR values); the tile reads the features
+    [f0, f1) of those rows of X and of the rows j ... j + C - 1 of Wt, and
+    prefetches ``lines`` lines a step from element ``p`` of X (``lines``
+    zero: none).
+    """
+
+    def __init__(self, context, builder, types_, X, rows, Wt, j, b, z, zr, f0, f1, p, lines, C):
         self.builder = builder
-        X, i, Wt, j, b, z, zr, p, lines = args
-        xty, _, wty, _, bty, zty = sig.args[:6]
-        self.R, self.C = R, C
+        xty, wty, bty, zty = types_
+        self.R, self.C = len(rows), C
         self.fty = context.get_value_type(xty.dtype)
         itemsize = context.get_abi_sizeof(self.fty)
         self.L = _LINE // itemsize
@@ -119,11 +125,14 @@ class _TileCode:
                                       [_I8P, _I32, _I32, _I32])
         xa = context.make_array(xty)(context, builder, X)
         wa = context.make_array(wty)(context, builder, Wt)
-        self.n = builder.extract_value(xa.shape, 1)
+        n = builder.extract_value(xa.shape, 1)
         wn = builder.extract_value(wa.shape, 1)
-        self.xs = [builder.gep(xa.data, [builder.mul(builder.add(i, _const(q)), self.n)])
-                   for q in range(R)]
-        self.ws = [builder.gep(wa.data, [builder.mul(builder.add(j, _const(c)), wn)])
+        if f1 is None:
+            f1 = n
+        self.n = builder.sub(f1, f0)  # the features the loop runs over
+        self.xs = [builder.gep(xa.data, [builder.add(builder.mul(i, n), f0)]) for i in rows]
+        self.ws = [builder.gep(wa.data, [builder.add(builder.mul(builder.add(j, _const(c)), wn),
+                                                     f0)])
                    for c in range(C)]
         self.pf = builder.bitcast(builder.gep(xa.data, [p]), _I8P)
         self.lines = lines
@@ -364,7 +373,11 @@ def _make_tile(R: int, C: int):
             _widen(builder.function, prefer=False)
             args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
                     for a, t in zip(args, sig.args, strict=True)]
-            _TileCode(context, builder, sig, args, R, C).emit()
+            X, i, Wt, j, b, z, zr, p, lines = args
+            rows = [builder.add(i, _const(q)) for q in range(R)]
+            types_ = (sig.args[0], sig.args[2], sig.args[4], sig.args[5])
+            _TileCode(context, builder, types_, X, rows, Wt, j, b, z, zr, _const(0), None,
+                      p, lines, C).emit()
             return context.get_dummy_value()
 
         return sig, codegen
@@ -378,6 +391,68 @@ _tile_4x2 = _make_tile(4, 2)
 _tile_4x1 = _make_tile(4, 1)
 _tile_8x2 = _make_tile(8, 2)
 _tile_8x1 = _make_tile(8, 1)
+
+
+def _make_rows_tile(C: int):
+    """Return a 4 x C forward tile, ``tile(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)``.
+
+    z[zr + q, j + c] = X[i_q, f0:f1] . Wt[j + c, f0:f1] + b[j + c] for q <
+    4, c < C: :func:`_make_tile`'s sums for rows in any order (the SGD
+    epochs' shuffled rows) over a range of the features (a batch split by
+    features), without prefetches (the epochs prefetch their rows
+    themselves).
+    """
+
+    @intrinsic
+    def tile(typingctx, X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1):
+        sig = types.void(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+
+        def codegen(context, builder, sig, args):
+            _widen(builder.function, prefer=False)
+            args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
+                    for a, t in zip(args, sig.args, strict=True)]
+            X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1 = args
+            types_ = (sig.args[0], sig.args[5], sig.args[7], sig.args[8])
+            _TileCode(context, builder, types_, X, [i0, i1, i2, i3], Wt, j, b, z, zr, f0, f1,
+                      _const(0), _const(0), C).emit()
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_rows_tile_5 = _make_rows_tile(5)
+_rows_tile_3 = _make_rows_tile(3)
+_rows_tile_2 = _make_rows_tile(2)
+_rows_tile_1 = _make_rows_tile(1)
+
+
+@njit(inline="always", **JIT)
+def logits4_cols(X, i0, i1, i2, i3, Wt, b, z, zr, f0, f1):
+    """z[zr + q, j] = X[i_q, f0:f1] . Wt[j, f0:f1] + b[j] for the four rows i0 ... i3, every class.
+
+    By the tiles here on AVX-512 hosts (:data:`AHEAD_TILES`, a compile-time
+    constant), blocked as :func:`_logits_ahead` blocks four rows; else by
+    :func:`._micro._logits4_cols`. IN: X (m, n), Wt (k, n' >= f1), b (k,).
+    OUT: z (any 2-D array; rows zr ... zr + 3).
+    """
+    if AHEAD_TILES:
+        k = Wt.shape[0]
+        j = 0
+        while j < k:
+            c = _next_tile(k, j, 4)
+            if c == 5:
+                _rows_tile_5(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+            elif c == 3:
+                _rows_tile_3(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+            elif c == 2:
+                _rows_tile_2(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+            else:
+                _rows_tile_1(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+            j += c
+    else:
+        _logits4_cols(X, i0, i1, i2, i3, Wt, b, z[zr:zr + 4], f0, f1)
 
 
 def micro_tiles(dtype) -> bool | None:

@@ -29,7 +29,7 @@ from numba.extending import intrinsic
 
 from ._ahead import _I1, _I32, _I64, _LINE, _const, _enter_loop, _intrinsic_fn, tail_mask
 from ._config import JIT, WIDE_REGISTERS
-from ._micro import _accumulate4
+from ._micro import _accumulate4_cols
 from ._width import _widen
 
 # The tiles run on hosts with AVX-512 only (a compile-time constant).
@@ -37,8 +37,8 @@ BACKWARD_TILES = WIDE_REGISTERS
 
 
 def _emit(context, b, sig, args, C):
-    """G[j + c, :n] += Σ_q Z[zr + q, j + c] X[i_q, :n] for c < C, q < 4."""
-    X, i0, i1, i2, i3, Z, zr, j, G = args
+    """G[j + c, f0:f1] += Σ_q Z[zr + q, j + c] X[i_q, f0:f1] for c < C, q < 4."""
+    X, i0, i1, i2, i3, Z, zr, j, G, f0, f1 = args
     xty, zty, gty = sig.args[0], sig.args[5], sig.args[8]
     fty = context.get_value_type(xty.dtype)
     itemsize = context.get_abi_sizeof(fty)
@@ -59,8 +59,9 @@ def _emit(context, b, sig, args, C):
     ga = context.make_array(gty)(context, b, G)
     n = b.extract_value(xa.shape, 1)
     gn = b.extract_value(ga.shape, 1)
-    xs = [b.gep(xa.data, [b.mul(i, n)]) for i in (i0, i1, i2, i3)]
-    gs = [b.gep(ga.data, [b.mul(b.add(j, _const(c)), gn)]) for c in range(C)]
+    xs = [b.gep(xa.data, [b.add(b.mul(i, n), f0)]) for i in (i0, i1, i2, i3)]
+    gs = [b.gep(ga.data, [b.add(b.mul(b.add(j, _const(c)), gn), f0)]) for c in range(C)]
+    count = b.sub(f1, f0)
     splat = ir.Constant(ir.VectorType(_I32, L), [0] * L)
     errors = []
     for q in range(4):
@@ -91,7 +92,7 @@ def _emit(context, b, sig, args, C):
             else:
                 b.call(mstore, [g, gp, align, mask])
 
-    whole = b.and_(n, _const(-L))
+    whole = b.and_(count, _const(-L))
     pre, loop, tail = _enter_loop(b, whole, "acc.loop")
     f = b.phi(_I64)
     f.add_incoming(_const(0), pre)
@@ -100,23 +101,24 @@ def _emit(context, b, sig, args, C):
     f.add_incoming(f1, b.block)
     b.cbranch(b.icmp_signed("<", f1, whole), loop, tail)
     b.position_at_end(tail)
-    rest = b.sub(n, whole)
+    rest = b.sub(count, whole)
     with b.if_then(b.icmp_signed(">", rest, _const(0))):
         step(whole, tail_mask(b, rest, L))
 
 
 def _make_tile(C: int):
-    """Return a 4 x C tile, ``tile(X, i0, i1, i2, i3, Z, zr, j, G)``.
+    """Return a 4 x C tile, ``tile(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)``.
 
-    G[j + c, :n] += Σ_q Z[zr + q, j + c] X[i_q, :n] for c < C (X (m, n)
-    C-contiguous, rows i0 ... i3 in any order; Z any 2-D array of X's
+    G[j + c, f0:f1] += Σ_q Z[zr + q, j + c] X[i_q, f0:f1] for c < C (X (m,
+    n) C-contiguous, rows i0 ... i3 in any order; Z any 2-D array of X's
     dtype, the four rows' errors: a transposed view reads them in place;
-    G (k, n' >= n) C-contiguous, its entries beyond n untouched).
+    G (k, n' >= n) C-contiguous, its entries outside [f0, f1) untouched;
+    0 <= f0 <= f1 <= n).
     """
 
     @intrinsic
-    def tile(typingctx, X, i0, i1, i2, i3, Z, zr, j, G):
-        sig = types.void(X, i0, i1, i2, i3, Z, zr, j, G)
+    def tile(typingctx, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1):
+        sig = types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
 
         def codegen(context, builder, sig, args):
             _widen(builder.function, prefer=False)
@@ -138,43 +140,53 @@ _tile_4x1 = _make_tile(1)
 
 
 @njit(inline="always", **JIT)
-def _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G):
-    """G[j] += Σ_q Z[zr + q, j] X[i_q] for every class j, by 4 x 5 tiles and a rest.
+def _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1):
+    """G[j, f0:f1] += Σ_q Z[zr + q, j] X[i_q, f0:f1] for every class j, by 4 x 5 tiles and a rest.
 
     IN: X (m, n), the row indices i0 ... i3, Z (any 2-D array: its rows zr
-    ... zr + 3 are the four rows' errors). IN/OUT: G (k, n' >= n). A rest
-    of 6 classes goes as 3 + 3, not 5 + 1 (a 4 x 1 tile loads 5 vectors
-    for 4 FMAs).
+    ... zr + 3 are the four rows' errors), the features [f0, f1). IN/OUT:
+    G (k, n' >= n). A rest of 6 classes goes as 3 + 3, not 5 + 1 (a 4 x 1
+    tile loads 5 vectors for 4 FMAs).
     """
     k = G.shape[0]
     j = 0
     while j < k:
         left = k - j
         if left >= 5 and left != 6:
-            _tile_4x5(X, i0, i1, i2, i3, Z, zr, j, G)
+            _tile_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
             j += 5
         elif left == 4:
-            _tile_4x4(X, i0, i1, i2, i3, Z, zr, j, G)
+            _tile_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
             j += 4
         elif left >= 3:
-            _tile_4x3(X, i0, i1, i2, i3, Z, zr, j, G)
+            _tile_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
             j += 3
         elif left == 2:
-            _tile_4x2(X, i0, i1, i2, i3, Z, zr, j, G)
+            _tile_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
             j += 2
         else:
-            _tile_4x1(X, i0, i1, i2, i3, Z, zr, j, G)
+            _tile_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
             j += 1
+
+
+@njit(inline="always", **JIT)
+def accumulate4_cols(X, i0, i1, i2, i3, Z, zr, G, f0, f1):
+    """G[j, f0:f1] += Σ_q Z[zr + q, j] X[i_q, f0:f1] for every class j.
+
+    By the tiles here on AVX-512 hosts (:data:`BACKWARD_TILES`, a
+    compile-time constant), else by :func:`._micro._accumulate4_cols`. The
+    SGD epochs' batches split by features take a range each.
+    """
+    if BACKWARD_TILES:
+        _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1)
+    else:
+        _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
 
 
 @njit(inline="always", **JIT)
 def accumulate4(X, i0, i1, i2, i3, Z, zr, G):
     """G[j] += Σ_q Z[zr + q, j] X[i_q] for every class j: the rows kernels' backward step.
 
-    By the tiles here on AVX-512 hosts (:data:`BACKWARD_TILES`, a
-    compile-time constant), else by :func:`._micro._accumulate4`.
+    :func:`accumulate4_cols` over all of X's features.
     """
-    if BACKWARD_TILES:
-        _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G)
-    else:
-        _accumulate4(X, i0, i1, i2, i3, Z[zr:zr + 4], G)
+    accumulate4_cols(X, i0, i1, i2, i3, Z, zr, G, 0, X.shape[1])

@@ -40,11 +40,12 @@ from collections import namedtuple
 import numpy as np
 from numba import njit, prange
 
-from ._ahead import prefetch_row
+from ._ahead import logits4_cols, prefetch_row
+from ._backward import accumulate4_cols
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._fused import _block_error_t, _error4, _row_error
-from ._micro import _accumulate1, _accumulate4, _accumulate4_cols, _logits1, _logits4, _logits4_cols
+from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
 from ._width import _wide_vectors
 
 SCHEDULE_CONSTANT = 0
@@ -750,8 +751,8 @@ def _columns_update(X, order, start, stop, E, G, Wt, VWt, a, mu, eta, nesterov, 
     last = stop - 1
     for p in range(start, stop, 4):
         q = p - start
-        _accumulate4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
-                          order[min(p + 3, last)], E[q:q + 4], G, f0, f1)
+        accumulate4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
+                         order[min(p + 3, last)], E, q, G, f0, f1)
     _update(Wt, VWt, G, a, mu, eta, nesterov, f0, f1)
 
 
@@ -769,8 +770,8 @@ def _columns_logits(X, order, start, stop, Wt, no_bias, P, f0, f1):
         q = p - start
         for ahead in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
             prefetch_row(X, order[ahead], f0, f1)
-        _logits4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
-                      order[min(p + 3, last)], Wt, no_bias, P[q:q + 4], f0, f1)
+        logits4_cols(X, order[p], order[min(p + 1, last)], order[min(p + 2, last)],
+                     order[min(p + 3, last)], Wt, no_bias, P, q, f0, f1)
 
 
 @njit(**JIT)
