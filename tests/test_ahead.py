@@ -9,7 +9,9 @@ beyond it); a NaN or inf of X must reach the logits (masked lanes must not
 hide it, lanes beyond n must not add one); the prefetch instructions and
 the 512-bit legality must be in the compiled code. The kernels that use the
 tiles are tested against the reference in test_dense.py
-(``test_rows_kernels_reading_ahead`` and the rest).
+(``test_rows_kernels_reading_ahead`` and the rest). The tiles of rows by
+index over a range of features (``logits4_cols``, the SGD epochs') the
+same way, with rows in any order.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastsoftmax._kernels._ahead import AHEAD_TILES, _ahead_tiles, _logits_ahead
+from fastsoftmax._kernels._ahead import AHEAD_TILES, _ahead_tiles, _logits_ahead, logits4_cols
 
 DTYPES = [np.float32, np.float64]
 IDS = ["float32", "float64"]
@@ -204,3 +206,29 @@ def test_prefetch_row_reads_nothing_and_prefetches_each_line(dt):
         two_for_one(np.zeros(3, dt))
     with pytest.raises(TypingError):
         one_for_two(np.zeros((3, 3), dt))
+
+
+@njit(error_model="numpy")
+def _logits_cols(X, i0, i1, i2, i3, Wt, b, z, zr, f0, f1):
+    logits4_cols(X, i0, i1, i2, i3, Wt, b, z, zr, f0, f1)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", [1, 9, 16, 17, 100, 784])
+def test_row_tiles_over_a_feature_range_match_numpy(dt, n):
+    """Rows by index (any order, one twice) and the features [f0, f1): the
+    SGD epochs' tiles, into a C-ordered and a transposed output."""
+    rng = np.random.default_rng(n + 1)
+    rows = (5, 0, 9, 0)
+    for k in (1, 2, 3, 5, 6, 7, 10, 11):
+        X, Wt, b = _problem(rng, dt, 12, n, k)
+        # (An empty range of a split batch can start past its end: nothing.)
+        for f0, f1 in ((0, n), (0, n // 2), (min(16, n), n), (n, n), (16, min(n, 1))):
+            want = X[list(rows), f0:f1] @ Wt[:, f0:f1].T + b
+            z = np.full((9, k), -7.0, dt)
+            _logits_cols(X, *rows, Wt, b, z, 3, f0, f1)
+            _close(z[3:7], want, dt, n)
+            assert np.all(z[:3] == -7.0) and np.all(z[7:] == -7.0)
+            ZT = np.full((k, 9), -7.0, dt)
+            _logits_cols(X, *rows, Wt, b, ZT.T, 2, f0, f1)
+            np.testing.assert_array_equal(ZT.T[2:6], z[3:7])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastsoftmax._kernels._backward import BACKWARD_TILES, accumulate4
+from fastsoftmax._kernels._backward import BACKWARD_TILES, accumulate4, accumulate4_cols
 
 DTYPES = [np.float32, np.float64]
 IDS = ["float32", "float64"]
@@ -52,6 +52,29 @@ def test_tiles_match_numpy(dt, n):
         GT = G0.copy()
         _accumulate(X, *rows, ZT.T, 2, GT)
         np.testing.assert_array_equal(GT, G)
+
+
+@njit(error_model="numpy")
+def _accumulate_cols(X, i0, i1, i2, i3, Z, zr, G, f0, f1):
+    accumulate4_cols(X, i0, i1, i2, i3, Z, zr, G, f0, f1)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", [1, 17, 100, 784])
+def test_tiles_over_a_feature_range_touch_only_it(dt, n):
+    """The SGD epochs' batches split by features: G[:, f0:f1] only; an
+    empty range that starts past its end (f0 > f1) adds nothing."""
+    rng = np.random.default_rng(n + 3)
+    X = rng.standard_normal((8, n)).astype(dt)
+    for k in (2, 5, 7, 10):
+        E = rng.standard_normal((4, k)).astype(dt)
+        for f0, f1 in ((0, n), (0, n // 2), (min(16, n), n), (16, min(n, 1))):
+            G = np.full((k, n + 16), -7.0, dt)
+            _accumulate_cols(X, 1, 6, 3, 0, E, 0, G, f0, f1)
+            want = np.full_like(G, -7.0)
+            want[:, f0:f1] += E.T @ X[[1, 6, 3, 0], f0:f1]
+            tol = 1e-5 if dt == np.float32 else 1e-13
+            np.testing.assert_allclose(G, want, rtol=tol, atol=tol)
 
 
 def test_tiles_run_where_the_forward_tiles_do():

@@ -129,7 +129,10 @@ class _TileCode:
         wn = builder.extract_value(wa.shape, 1)
         if f1 is None:
             f1 = n
-        self.n = builder.sub(f1, f0)  # the features the loop runs over
+        # The features the loop runs over; none where f1 <= f0 (an empty
+        # range of a batch split by features can have f0 > f1).
+        count = builder.sub(f1, f0)
+        self.n = builder.select(builder.icmp_signed(">", count, _const(0)), count, _const(0))
         self.xs = [builder.gep(xa.data, [builder.add(builder.mul(i, n), f0)]) for i in rows]
         self.ws = [builder.gep(wa.data, [builder.add(builder.mul(builder.add(j, _const(c)), wn),
                                                      f0)])

@@ -61,7 +61,8 @@ def _emit(context, b, sig, args, C):
     gn = b.extract_value(ga.shape, 1)
     xs = [b.gep(xa.data, [b.add(b.mul(i, n), f0)]) for i in (i0, i1, i2, i3)]
     gs = [b.gep(ga.data, [b.add(b.mul(b.add(j, _const(c)), gn), f0)]) for c in range(C)]
-    count = b.sub(f1, f0)
+    count = b.sub(f1, f0)  # none where f1 <= f0, as a range(f0, f1)
+    count = b.select(b.icmp_signed(">", count, _const(0)), count, _const(0))
     splat = ir.Constant(ir.VectorType(_I32, L), [0] * L)
     errors = []
     for q in range(4):
@@ -113,7 +114,7 @@ def _make_tile(C: int):
     n) C-contiguous, rows i0 ... i3 in any order; Z any 2-D array of X's
     dtype, the four rows' errors: a transposed view reads them in place;
     G (k, n' >= n) C-contiguous, its entries outside [f0, f1) untouched;
-    0 <= f0 <= f1 <= n).
+    f1 <= n; nothing where f1 <= f0).
     """
 
     @intrinsic

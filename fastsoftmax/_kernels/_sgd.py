@@ -45,7 +45,7 @@ from ._backward import accumulate4_cols
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
 from ._fused import _block_error_t, _error4, _row_error
-from ._micro import _accumulate1, _accumulate4, _logits1, _logits4
+from ._micro import _accumulate1, _logits1
 from ._width import _wide_vectors
 
 SCHEDULE_CONSTANT = 0
@@ -163,12 +163,12 @@ def _batch_gradient(X, y, Y, sw, soft, weighted, order, lo, hi, coef, Wt, b,
         i3 = order[p + 3]
         for ahead in range(p + AHEAD_ROWS, min(m, p + AHEAD_ROWS + 4)):
             prefetch_row(X, order[ahead], 0, n)
-        _logits4(X, i0, i1, i2, i3, Wt, b, z4)
+        logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, 0, 0, n)
         part, bad = _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, coef, gb)
         if bad >= 0:
             return total, False
         total += part
-        _accumulate4(X, i0, i1, i2, i3, z4, G)
+        accumulate4_cols(X, i0, i1, i2, i3, z4, 0, G, 0, n)
         p += 4
     # The last r = (hi - lo) mod 4 rows: one block of r rows (the indices
     # past them repeat the last one and are not read).
