@@ -355,6 +355,23 @@ def prefetch_row(X, i, f0, f1):
     prefetch(X, (i, f1 - 1))
 
 
+def tile_codegen(emit):
+    """Return an IR tile's codegen: ``emit(context, builder, sig, args)`` with integers as int64.
+
+    The function the tile is compiled into is marked so that 512-bit
+    vectors are legal in it (``_width._widen`` without the preference).
+    """
+
+    def codegen(context, builder, sig, args):
+        _widen(builder.function, prefer=False)
+        args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
+                for a, t in zip(args, sig.args, strict=True)]
+        emit(context, builder, sig, args)
+        return context.get_dummy_value()
+
+    return codegen
+
+
 def _make_tile(R: int, C: int):
     """Return an R x C forward tile, ``tile(X, i, Wt, j, b, z, zr, p, lines)``.
 
@@ -368,22 +385,16 @@ def _make_tile(R: int, C: int):
     steps a tile asks for about ``lines`` rows starting at element p.
     """
 
+    def emit(context, builder, sig, args):
+        X, i, Wt, j, b, z, zr, p, lines = args
+        rows = [builder.add(i, _const(q)) for q in range(R)]
+        types_ = (sig.args[0], sig.args[2], sig.args[4], sig.args[5])
+        _TileCode(context, builder, types_, X, rows, Wt, j, b, z, zr, _const(0), None,
+                  p, lines, C).emit()
+
     @intrinsic
     def tile(typingctx, X, i, Wt, j, b, z, zr, p, lines):
-        sig = types.void(X, i, Wt, j, b, z, zr, p, lines)
-
-        def codegen(context, builder, sig, args):
-            _widen(builder.function, prefer=False)
-            args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
-                    for a, t in zip(args, sig.args, strict=True)]
-            X, i, Wt, j, b, z, zr, p, lines = args
-            rows = [builder.add(i, _const(q)) for q in range(R)]
-            types_ = (sig.args[0], sig.args[2], sig.args[4], sig.args[5])
-            _TileCode(context, builder, types_, X, rows, Wt, j, b, z, zr, _const(0), None,
-                      p, lines, C).emit()
-            return context.get_dummy_value()
-
-        return sig, codegen
+        return types.void(X, i, Wt, j, b, z, zr, p, lines), tile_codegen(emit)
 
     return tile
 
@@ -406,21 +417,15 @@ def _make_rows_tile(C: int):
     themselves).
     """
 
+    def emit(context, builder, sig, args):
+        X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1 = args
+        types_ = (sig.args[0], sig.args[5], sig.args[7], sig.args[8])
+        _TileCode(context, builder, types_, X, [i0, i1, i2, i3], Wt, j, b, z, zr, f0, f1,
+                  _const(0), _const(0), C).emit()
+
     @intrinsic
     def tile(typingctx, X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1):
-        sig = types.void(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
-
-        def codegen(context, builder, sig, args):
-            _widen(builder.function, prefer=False)
-            args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
-                    for a, t in zip(args, sig.args, strict=True)]
-            X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1 = args
-            types_ = (sig.args[0], sig.args[5], sig.args[7], sig.args[8])
-            _TileCode(context, builder, types_, X, [i0, i1, i2, i3], Wt, j, b, z, zr, f0, f1,
-                      _const(0), _const(0), C).emit()
-            return context.get_dummy_value()
-
-        return sig, codegen
+        return types.void(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1), tile_codegen(emit)
 
     return tile
 

@@ -27,10 +27,19 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._ahead import _I1, _I32, _I64, _LINE, _const, _enter_loop, _intrinsic_fn, tail_mask
+from ._ahead import (
+    _I1,
+    _I32,
+    _I64,
+    _LINE,
+    _const,
+    _enter_loop,
+    _intrinsic_fn,
+    tail_mask,
+    tile_codegen,
+)
 from ._config import JIT, WIDE_REGISTERS
 from ._micro import _accumulate4_cols
-from ._width import _widen
 
 # The tiles run on hosts with AVX-512 only (a compile-time constant).
 BACKWARD_TILES = WIDE_REGISTERS
@@ -119,16 +128,9 @@ def _make_tile(C: int):
 
     @intrinsic
     def tile(typingctx, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1):
-        sig = types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
-
-        def codegen(context, builder, sig, args):
-            _widen(builder.function, prefer=False)
-            args = [context.cast(builder, a, t, types.int64) if isinstance(t, types.Integer) else a
-                    for a, t in zip(args, sig.args, strict=True)]
-            _emit(context, builder, sig, args, C)
-            return context.get_dummy_value()
-
-        return sig, codegen
+        return (types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1),
+                tile_codegen(lambda context, builder, sig, args: _emit(context, builder, sig,
+                                                                       args, C)))
 
     return tile
 
