@@ -37,7 +37,6 @@ function is marked so that 512-bit vectors are legal in it
 itself keep their width).
 """
 
-import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -466,33 +465,20 @@ def logits4_cols(X, i0, i1, i2, i3, Wt, b, z, zr, f0, f1):
 def micro_tiles(dtype) -> bool | None:
     """Return the rows kernels' ``micro`` argument for X of this dtype (None: these tiles alone).
 
-    On AVX-512 hosts float32 logits always come from the tiles here
-    (:func:`_ahead_tiles`), so the rows kernels are compiled without the
-    tiles of :mod:`._micro` where ``micro`` is None: Numba prunes a branch
-    on ``micro is None`` before typing, where the dtype itself is a
-    constant only from typing on (BENCHMARKS.md, "Twenty-third session":
-    the float32 rows kernel compiled in about 25 s instead of 33). True
-    elsewhere: both kinds of tiles are compiled in and X decides.
+    On AVX-512 hosts (:data:`AHEAD_TILES`) the rows kernels take every
+    logit from the tiles here, so they are compiled without the tiles of
+    :mod:`._micro` where ``micro`` is None: Numba prunes a branch on
+    ``micro is None`` before typing, where a constant such as the dtype is
+    known only from typing on (BENCHMARKS.md, "Twenty-third session": the
+    float32 rows kernel compiled in about 25 s instead of 33). Against the
+    tiles of :mod:`._micro` the gradient took 0.65-0.95x the time with X
+    read ahead, 0.89-0.97x in float32 on X in the caches ("Twenty-first
+    session"), and 0.91-0.96x in float64 there ("Twenty-seventh session",
+    where float64 rows not read ahead moved to these tiles). True
+    elsewhere: the tiles of :mod:`._micro` alone run. The dtype no longer
+    decides; the argument stays for the engine's call.
     """
-    return None if AHEAD_TILES and np.dtype(dtype) == np.float32 else True
-
-
-@njit(inline="always", **JIT)
-def _ahead_tiles(X, touch):
-    """Whether the rows kernels take X's logits from these tiles rather than :mod:`._micro`'s.
-
-    On AVX-512 hosts (:data:`AHEAD_TILES`): where X is read ahead
-    (``touch``), and for float32 everywhere. Against the tiles of
-    :mod:`._micro` (BENCHMARKS.md, "Twenty-first session"; 2 cores), the
-    gradient took 0.65-0.95x the time with X read ahead (0.97-1.00x at 48
-    classes), and in float32 0.89-0.97x on X in the caches. Float64 rows
-    not read ahead keep the tiles of :mod:`._micro`: with the tiles here,
-    (30000, 50, 5) and (30000, 30, 5) took 1.31-1.46x the time in two
-    runs, though that shape's time also moves between two levels from
-    compile to compile with either tiles (0.65x and 1.47x in two runs of
-    unchanged code), so the question is open there.
-    """
-    return AHEAD_TILES and (touch or itemsize(X) == 4)
+    return None if AHEAD_TILES else True
 
 
 @njit(inline="always", **JIT)

@@ -12,9 +12,9 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
   4 rows x 3 classes are processed per pass over the features (register
   blocking): each loaded weight serves four rows, each loaded row three
   classes. On AVX-512 hosts the forward tiles are those of :mod:`._ahead`
-  (LLVM IR, prefetching the rows ahead) for float32, and for float64 where
-  X is read ahead; the backward tiles are those of :mod:`._backward` (LLVM
-  IR) in both dtypes. Both block 4 rows x 5 classes there.
+  (LLVM IR, prefetching the rows ahead where X is read ahead) and the
+  backward tiles those of :mod:`._backward` (LLVM IR), in both dtypes:
+  both block 4 rows x 5 classes there.
 * :func:`_loss_grad_gemm` -- large k. Row blocks of ``R`` rows go through
   BLAS GEMM (``np.dot`` with an output buffer for the logits; the
   backward product adds into the chunk's sum, ``_blas._gemm_into``), sized
@@ -56,7 +56,7 @@ branch per block of rows, not a second compiled specialisation.
 import numpy as np
 from numba import njit, prange
 
-from ._ahead import _ahead_tiles, _logits_ahead
+from ._ahead import AHEAD_TILES, _logits_ahead
 from ._backward import accumulate4
 from ._blas import _gemm_into
 from ._common import (
@@ -450,8 +450,9 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     more classes or of more features) goes four rows at a time through
     logits, softmax error and gradient, so each block of X (4 x n) is read
     from memory once and is still in L1 for the backward sweep. On AVX-512
-    hosts the logits come from the tiles of :mod:`._ahead` (``_ahead._ahead_tiles``: float32,
-    and float64 where X is read ahead), blocked the same way, eight rows at
+    hosts (``_ahead.AHEAD_TILES``) the logits come from the tiles of
+    :mod:`._ahead` and the gradient from those of :mod:`._backward` (4 x 5
+    blocks), the logits eight rows at
     a time in float32 where ``_micro.EIGHT_ROWS_N`` and
     ``_micro.EIGHT_ROWS_MAX_K`` say; they write a block's transposed logits
     straight into Zᵀ and, where X is read ahead, prefetch the rows
@@ -484,7 +485,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # The forward tiles of _ahead where they run (_ahead.ahead_tiles); when
     # X is read ahead, the reads are theirs (prefetches ahead_rows rows
     # ahead): only the chunk's first rows are read ahead as before.
-    tiles = _ahead_tiles(X, touch)
+    tiles = AHEAD_TILES
     # Eight-row blocks come from those tiles only (both are float32 on
     # AVX-512 hosts); Numba's tiles take four rows.
     eight = tiles and _eight_rows(X, k)

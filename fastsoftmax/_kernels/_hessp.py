@@ -53,7 +53,7 @@ the error against the float64 reference).
 import numpy as np
 from numba import njit, prange
 
-from ._ahead import _ahead_tiles, _logits_ahead
+from ._ahead import AHEAD_TILES, _logits_ahead
 from ._backward import accumulate4
 from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _touch, _touch_rows, _touches, _zero1, _zero2
@@ -104,11 +104,11 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     OUT   G[c] (k, n) = this chunk's sum_i s_i x_iᵀ; gc[c] (k,) = sum_i s_i.
     SCRATCH scratch[c] (16, k): eight rows of probabilities, eight of u / s.
 
-    Four rows at a time: u = X Vᵀ + c by the 4 x 3 tile, s in place, and
-    the 4 x 3 accumulation tile while the rows are still in L1; with P not
+    Four rows at a time: u = X Vᵀ + c by the logit tiles, s in place, and
+    the accumulation tiles while the rows are still in L1; with P not
     cached the forward sweep runs the logit tile twice (W, then V) on the
     same four rows, so X is still read from memory once. On AVX-512 hosts
-    the logits come from the tiles of :mod:`._ahead` where
+    the logits come from the tiles of :mod:`._ahead`, as
     ``_fused._rows_chunk``'s do (eight rows at a time in float32 where the
     gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,
     ``_micro.EIGHT_ROWS_MAX_K``, then two accumulations of four), and the
@@ -131,7 +131,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     ahead_rows = _touch_rows(X)
     # The forward tiles of _ahead where they run, as in _fused._rows_chunk;
     # the direction's product (which always runs) prefetches.
-    tiles = _ahead_tiles(X, touch)
+    tiles = AHEAD_TILES
     eight = tiles and _eight_rows(X, Wt.shape[0])  # as in _fused._rows_chunk
     if tiles and touch:
         touched += _touch(X, start, min(stop, start + ahead_rows))
