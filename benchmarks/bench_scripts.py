@@ -133,3 +133,9 @@ def test_threads_script_refuses_bad_options_before_any_job(args, option):
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and option in out.stderr, out.stderr
     assert out.stdout == ""
+
+
+def test_backward_tiles_script():
+    # Two shapes in one dtype: a row each (the script checks both tiles against NumPy).
+    assert_table(run_script("benchmarks/backward_tiles.py", "--shapes", "17x3,16x6",
+                            "--dtypes", "float32", "--rounds", "1"), 2)

@@ -250,17 +250,16 @@ class _TileCode:
     def _store(self, sums):
         """z[zr + q, j + c] = the lanes of sums[q C + c] summed, plus b[j + c].
 
-        Float32 tiles of 8 accumulators or more (all but 4 x 1) sum them 16
-        at a time by :meth:`_lane_sums`: lane c R + q of the tile's lanes
-        holds row q of class c. Into a transposed z (Fortran order: the rows
-        kernels' blocks, where a class's rows lie side by side) each class's
-        R logits go as one vector store, into any other z lane by lane.
-        Against a reduction per accumulator (4 x 3 tiles then) the float32
-        gradient took 0.84-0.97x the time at n = 20 ... 256 with k = 5 ...
-        20, 0.97-1.02x at n = 784 or k = 2 (BENCHMARKS.md, "Twenty-seventh
-        session"). Float64 tiles (8 lanes) and smaller ones reduce each
-        accumulator alone: there the tree saves less, and lane extraction
-        costs more per sum.
+        Tiles of L / 2 accumulators or more (all but float32's 4 x 1) sum
+        them L at a time by :meth:`_lane_sums`: lane c R + q of the tile's
+        lanes holds row q of class c. Into a transposed z (Fortran order:
+        the rows kernels' blocks, where a class's rows lie side by side)
+        each class's R logits go as one vector store, into any other z lane
+        by lane. Against a reduction per accumulator (4 x 3 tiles then) the
+        float32 gradient took 0.84-0.97x the time at n = 20 ... 256 with k =
+        5 ... 20, 0.97-1.02x at n = 784 or k = 2; the float64 Hessian
+        product 0.82-0.98x at n = 20 ... 784, the float64 gradient
+        0.98-1.02x (BENCHMARKS.md, "Twenty-seventh session").
         """
         b, context = self.builder, self.context
         bty, bval = self.b
@@ -276,7 +275,7 @@ class _TileCode:
             return cgutils.get_item_pointer(context, b, zty, za,
                                             [b.add(self.zr, _const(q)), b.add(self.j, _const(c))])
 
-        if L != 16 or 2 * R * C < L:
+        if 2 * R * C < L:
             for q in range(R):
                 for c in range(C):
                     s = b.call(self.reduce, [ir.Constant(self.fty, -0.0), sums[q * C + c]],
