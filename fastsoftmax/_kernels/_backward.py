@@ -13,10 +13,10 @@ Numba's loop carries a vectorised remainder, and its blocks stop at 4 x 3
 (16 vector registers). With AVX-512's 32 registers a 4 x 5 tile holds 20
 broadcast errors, 4 row vectors and 5 of G, and per step loads 4 rows and 5
 vectors of G for 20 FMAs where 4 x 3 loads 4 and 3 for 12. One thread,
-rows in L2 (ad hoc, a block of 4,096 rows; BENCHMARKS.md, "Twenty-seventh
-session"): float32 at (n, k) = (100, 10) 28 -> 20 ns a row, (20, 10) 15 ->
-6.4, (784, 10) 184-194 -> 166-169, (3000, 10) 1,025 -> 706, (300, 20) 129
--> 95; float64 (100, 10) 70 -> 48, (784, 10) 524 -> 399.
+a block of 4,096 rows in L2 (``python benchmarks/backward_tiles.py``;
+BENCHMARKS.md, "Twenty-seventh session"): 0.40-0.89x the time of
+Numba's tiles in float32 (n = 20 ... 3000, k = 3 ... 48), 0.52-0.95x in
+float64, and 1.04x at (n, k) = (784, 48) in float64.
 
 Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``, as the forward
 tiles of :mod:`._ahead`): elsewhere the kernels keep :mod:`._micro`'s.
