@@ -23,7 +23,12 @@ remainder), and the accumulators summed across their lanes at the end
 2- and 1-class tiles), 8 x 2 in float32 where ``_micro.EIGHT_ROWS_N``
 says. The 4 x 5 blocks, once float64's only, took 0.85-0.96x the time of
 the 4 x 3 blocks in float32 too (the gradient at n = 20 ... 3000, k = 7 ...
-48; BENCHMARKS.md, "Twenty-seventh session").
+48; BENCHMARKS.md, "Twenty-seventh session"). On AVX-512 hosts the rows
+kernels take every logit from these tiles, X read ahead or not (where it
+is not, ``lines`` is zero: no prefetch). :func:`logits4_cols` is the same
+tile for four rows given by index over a range of the features: the SGD
+epochs' batches. :func:`tail_mask` and :func:`tile_codegen` serve the
+backward tiles of :mod:`._backward` too.
 
 The module also gives Numba code a prefetch of its own (:func:`prefetch`,
 :func:`prefetch_row`), for loops that read memory in an order no hardware

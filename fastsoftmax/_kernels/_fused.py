@@ -482,7 +482,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # loads stay), not in a register through the whole chunk.
     touched = flat[(8 + R) * k + 2 * R:(8 + R) * k + 2 * R + 1]
     touched[0] = 0
-    # The forward tiles of _ahead where they run (_ahead.ahead_tiles); when
+    # The tiles of _ahead and _backward on AVX-512 hosts (AHEAD_TILES); when
     # X is read ahead, the reads are theirs (prefetches ahead_rows rows
     # ahead): only the chunk's first rows are read ahead as before.
     tiles = AHEAD_TILES
