@@ -99,6 +99,54 @@ def tail_mask(b, rest, L):
     return b.icmp_signed("<", lanes, restv)
 
 
+def feature_count(b, f0, f1):
+    """Return the features of [f0, f1) as an IR value: f1 - f0, or 0 where f1 <= f0.
+
+    (An empty range of an SGD batch split by features can have f0 > f1.)
+    """
+    count = b.sub(f1, f0)
+    return b.select(b.icmp_signed(">", count, _const(0)), count, _const(0))
+
+
+class VectorOps:
+    """A 64-byte vector of a dtype (16 float32 or 8 float64 lanes) and the tiles' work on it."""
+
+    def __init__(self, context, builder, dtype):
+        self.builder = builder
+        self.fty = context.get_value_type(dtype)
+        self.itemsize = context.get_abi_sizeof(self.fty)
+        self.L = _LINE // self.itemsize
+        self.vec = ir.VectorType(self.fty, self.L)
+        self.zero = ir.Constant(self.vec, [0.0] * self.L)
+        mask_t = ir.VectorType(_I1, self.L)
+        mod = builder.module
+        sfx = f"v{self.L}f{self.itemsize * 8}"
+        self.fma = _intrinsic_fn(mod, f"llvm.fma.{sfx}", self.vec, [self.vec] * 3)
+        self._mload = _intrinsic_fn(mod, f"llvm.masked.load.{sfx}.p0", self.vec,
+                                    [self.vec.as_pointer(), _I32, mask_t, self.vec])
+        self._mstore = _intrinsic_fn(mod, f"llvm.masked.store.{sfx}.p0", ir.VoidType(),
+                                     [self.vec, self.vec.as_pointer(), _I32, mask_t])
+        self._align = ir.Constant(_I32, self.itemsize)
+
+    def at(self, ptr, f):
+        """Return a pointer to the vector at element f from ``ptr`` (a pointer to the dtype)."""
+        b = self.builder
+        return b.bitcast(b.gep(ptr, [f]), self.vec.as_pointer())
+
+    def load(self, vp, mask=None):
+        """Load the vector at ``vp``; with a mask, its lanes only (zeros elsewhere)."""
+        if mask is None:
+            return self.builder.load(vp, align=self.itemsize)
+        return self.builder.call(self._mload, [vp, self._align, mask, self.zero])
+
+    def store(self, v, vp, mask=None):
+        """Store ``v`` at ``vp``; with a mask, its lanes only."""
+        if mask is None:
+            self.builder.store(v, vp, align=self.itemsize)
+        else:
+            self.builder.call(self._mstore, [v, vp, self._align, mask])
+
+
 class _TileCode:
     """The IR of one R x C tile: see :func:`_make_tile` and :func:`_make_rows_tile`.
 
@@ -112,56 +160,36 @@ class _TileCode:
         self.builder = builder
         xty, wty, bty, zty = types_
         self.R, self.C = len(rows), C
-        self.fty = context.get_value_type(xty.dtype)
-        itemsize = context.get_abi_sizeof(self.fty)
-        self.L = _LINE // itemsize
-        self.align = itemsize
-        self.vec = ir.VectorType(self.fty, self.L)
-        self.mask_t = ir.VectorType(_I1, self.L)
+        self.ops = ops = VectorOps(context, builder, xty.dtype)
+        self.fty, self.L, self.vec, self.zero = ops.fty, ops.L, ops.vec, ops.zero
+        self.align = ops.itemsize
         mod = builder.module
-        sfx = f"v{self.L}f{itemsize * 8}"
-        self.fma = _intrinsic_fn(mod, f"llvm.fma.{sfx}", self.vec, [self.vec] * 3)
-        self.mload = _intrinsic_fn(mod, f"llvm.masked.load.{sfx}.p0", self.vec,
-                                   [self.vec.as_pointer(), _I32, self.mask_t, self.vec])
-        self.reduce = _intrinsic_fn(mod, f"llvm.vector.reduce.fadd.{sfx}", self.fty,
-                                    [self.fty, self.vec])
+        self.reduce = _intrinsic_fn(mod, f"llvm.vector.reduce.fadd.v{self.L}f{ops.itemsize * 8}",
+                                    self.fty, [self.fty, self.vec])
         self.prefetch = _intrinsic_fn(mod, "llvm.prefetch.p0", ir.VoidType(),
                                       [_I8P, _I32, _I32, _I32])
         xa = context.make_array(xty)(context, builder, X)
         wa = context.make_array(wty)(context, builder, Wt)
         n = builder.extract_value(xa.shape, 1)
         wn = builder.extract_value(wa.shape, 1)
-        if f1 is None:
-            f1 = n
-        # The features the loop runs over; none where f1 <= f0 (an empty
-        # range of a batch split by features can have f0 > f1).
-        count = builder.sub(f1, f0)
-        self.n = builder.select(builder.icmp_signed(">", count, _const(0)), count, _const(0))
+        self.n = feature_count(builder, f0, n if f1 is None else f1)  # the loop's features
         self.xs = [builder.gep(xa.data, [builder.add(builder.mul(i, n), f0)]) for i in rows]
         self.ws = [builder.gep(wa.data, [builder.add(builder.mul(builder.add(j, _const(c)), wn),
                                                      f0)])
                    for c in range(C)]
         self.pf = builder.bitcast(builder.gep(xa.data, [p]), _I8P)
         self.lines = lines
-        self.zero = ir.Constant(self.vec, [0.0] * self.L)
         self.context = context
         self.b = (bty, b)
         self.z = (zty, z)
         self.j, self.zr = j, zr
 
     def _loads(self, at, mask):
-        b = self.builder
-        out = []
-        for ptr in (*self.xs, *self.ws):
-            vp = b.bitcast(b.gep(ptr, [at]), self.vec.as_pointer())
-            if mask is None:
-                out.append(b.load(vp, align=self.align))
-            else:
-                out.append(b.call(self.mload, [vp, ir.Constant(_I32, self.align), mask, self.zero]))
+        out = [self.ops.load(self.ops.at(ptr, at), mask) for ptr in (*self.xs, *self.ws)]
         return out[:self.R], out[self.R:]
 
     def _fmas(self, xv, wv, accs):
-        return [self.builder.call(self.fma, [xv[q], wv[c], accs[q * self.C + c]])
+        return [self.builder.call(self.ops.fma, [xv[q], wv[c], accs[q * self.C + c]])
                 for q in range(self.R) for c in range(self.C)]
 
     def _prefetch_lines(self, pos):

@@ -28,13 +28,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._ahead import (
-    _I1,
     _I32,
     _I64,
-    _LINE,
+    VectorOps,
     _const,
     _enter_loop,
-    _intrinsic_fn,
+    feature_count,
     tail_mask,
     tile_codegen,
 )
@@ -49,20 +48,8 @@ def _emit(context, b, sig, args, C):
     """G[j + c, f0:f1] += Σ_q Z[zr + q, j + c] X[i_q, f0:f1] for c < C, q < 4."""
     X, i0, i1, i2, i3, Z, zr, j, G, f0, f1 = args
     xty, zty, gty = sig.args[0], sig.args[5], sig.args[8]
-    fty = context.get_value_type(xty.dtype)
-    itemsize = context.get_abi_sizeof(fty)
-    L = _LINE // itemsize
-    vec = ir.VectorType(fty, L)
-    mask_t = ir.VectorType(_I1, L)
-    sfx = f"v{L}f{itemsize * 8}"
-    mod = b.module
-    fma = _intrinsic_fn(mod, f"llvm.fma.{sfx}", vec, [vec] * 3)
-    mload = _intrinsic_fn(mod, f"llvm.masked.load.{sfx}.p0", vec,
-                          [vec.as_pointer(), _I32, mask_t, vec])
-    mstore = _intrinsic_fn(mod, f"llvm.masked.store.{sfx}.p0", ir.VoidType(),
-                           [vec, vec.as_pointer(), _I32, mask_t])
-    align = ir.Constant(_I32, itemsize)
-    zero = ir.Constant(vec, [0.0] * L)
+    ops = VectorOps(context, b, xty.dtype)
+    L = ops.L
     xa = context.make_array(xty)(context, b, X)
     za = context.make_array(zty)(context, b, Z)
     ga = context.make_array(gty)(context, b, G)
@@ -70,8 +57,7 @@ def _emit(context, b, sig, args, C):
     gn = b.extract_value(ga.shape, 1)
     xs = [b.gep(xa.data, [b.add(b.mul(i, n), f0)]) for i in (i0, i1, i2, i3)]
     gs = [b.gep(ga.data, [b.add(b.mul(b.add(j, _const(c)), gn), f0)]) for c in range(C)]
-    count = b.sub(f1, f0)  # none where f1 <= f0, as a range(f0, f1)
-    count = b.select(b.icmp_signed(">", count, _const(0)), count, _const(0))
+    count = feature_count(b, f0, f1)
     splat = ir.Constant(ir.VectorType(_I32, L), [0] * L)
     errors = []
     for q in range(4):
@@ -79,28 +65,19 @@ def _emit(context, b, sig, args, C):
         for c in range(C):
             ptr = cgutils.get_item_pointer(context, b, zty, za,
                                            [b.add(zr, _const(q)), b.add(j, _const(c))])
-            one = b.insert_element(ir.Constant(vec, None), b.load(ptr), ir.Constant(_I32, 0))
+            one = b.insert_element(ir.Constant(ops.vec, None), b.load(ptr),
+                                   ir.Constant(_I32, 0))
             row.append(b.shuffle_vector(one, one, splat))
         errors.append(row)
 
-    def at(ptr, f):
-        return b.bitcast(b.gep(ptr, [f]), vec.as_pointer())
-
     def step(f, mask):
-        if mask is None:
-            xv = [b.load(at(x, f), align=itemsize) for x in xs]
-        else:
-            xv = [b.call(mload, [at(x, f), align, mask, zero]) for x in xs]
+        xv = [ops.load(ops.at(x, f), mask) for x in xs]
         for c in range(C):
-            gp = at(gs[c], f)
-            g = (b.load(gp, align=itemsize) if mask is None
-                 else b.call(mload, [gp, align, mask, zero]))
+            gp = ops.at(gs[c], f)
+            g = ops.load(gp, mask)
             for q in range(4):
-                g = b.call(fma, [xv[q], errors[q][c], g])
-            if mask is None:
-                b.store(g, gp, align=itemsize)
-            else:
-                b.call(mstore, [g, gp, align, mask])
+                g = b.call(ops.fma, [xv[q], errors[q][c], g])
+            ops.store(g, gp, mask)
 
     whole = b.and_(count, _const(-L))
     pre, loop, tail = _enter_loop(b, whole, "acc.loop")
