@@ -139,3 +139,9 @@ def test_backward_tiles_script():
     # Two shapes in one dtype: a row each (the script checks both tiles against NumPy).
     assert_table(run_script("benchmarks/backward_tiles.py", "--shapes", "17x3,16x6",
                             "--dtypes", "float32", "--rounds", "1"), 2)
+
+
+def test_blas_choice_script():
+    # One shape in each dtype: a row each (the script checks every candidate's gradient).
+    assert_table(run_script("benchmarks/blas_choice.py", "--shapes", "300x30x60",
+                            "--rounds", "1"), 2)

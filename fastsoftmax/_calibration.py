@@ -15,12 +15,14 @@ own X the rows kernels do not read ahead, but a larger one of its rows
 they would, is timed on such an X too, for shapes read ahead
 (:func:`ahead_cell`).
 The same calibration times the GEMM strategy's block size for narrow rows
-of many classes (:func:`narrow_block_bytes`).
+of many classes (:func:`narrow_block_bytes`) and, where the process holds
+more than one BLAS library the kernels can call, which of them multiplies
+faster for each dtype (:func:`blas_library`, :mod:`._blas_choice`).
 
 Where the file lives: ``$FASTSOFTMAX_CACHE_DIR``, else beside Numba's cache
 (``$NUMBA_CACHE_DIR/fastsoftmax``), else ``~/.cache/fastsoftmax``. Its name
-carries the host (CPU model, core count), the versions of Numba and SciPy
-(whose BLAS the GEMM kernels call), a digest of the kernels' source and
+carries the host (CPU model, core count), the versions of Numba, SciPy and
+NumPy (whose BLAS libraries the GEMM kernels call), a digest of the kernels' source and
 the file's layout, so a new machine, library or kernel calibrates afresh.
 ``FASTSOFTMAX_STRATEGY`` overrides everything: "rows" or "gemm" for every
 shape, "fixed" for the fixed rule (no wisdom read, no calibration: the
@@ -120,8 +122,8 @@ AHEAD_X_BYTES = 1 << 28
 COLD_X_BYTES = 1 << 28
 # The layout of the wisdom file, in its name: another layout is not read.
 # (4: cells timed on an X read ahead, "n,k,ahead"; 5: cells timed with X
-# from memory too, COLD_X_BYTES.)
-WISDOM_FORMAT = 5
+# from memory too, COLD_X_BYTES; 6: the BLAS library, "blas".)
+WISDOM_FORMAT = 6
 
 # The GEMM strategy's blocks for narrow rows of many classes hold as many
 # rows as fit this many bytes of X and logits (``_dense.gemm_block_rows``).
@@ -143,6 +145,17 @@ NARROW_SHAPES = ((100, 100), (50, 200), (64, 64))
 # Multiply-adds per timed call there: these kernels are fast, and at
 # CELL_WORK a call took about a millisecond, mostly its fixed costs.
 NARROW_WORK = 1 << 26
+
+# The BLAS library (_blas_choice.candidates) is timed on the GEMM strategy's
+# gradient at these (n, k), at least NARROW_WORK multiply-adds a call,
+# interleaved: shapes whose time is mostly the products (on narrow rows of
+# a few classes the row-wise work hides the libraries' difference, measured
+# in BENCHMARKS.md, "Twenty-eighth session"). A candidate other than the
+# default must take at most BLAS_MARGIN of the default's summed relative
+# time to be chosen: the candidates are builds of one library family, often
+# within noise of each other.
+BLAS_SHAPES = ((784, 100), (100, 1000), (3072, 48))
+BLAS_MARGIN = 0.97
 
 # strategy() remembers its answers by the problem's m n k: a program of
 # ever new sizes starts afresh beyond this many.
@@ -185,7 +198,8 @@ def _host_key() -> str:
     import scipy
 
     text = (f"{cpu_model()}|{os.cpu_count()}|numba {numba.__version__}|"
-            f"scipy {scipy.__version__}|kernels {_kernels_digest()}|wisdom {WISDOM_FORMAT}")
+            f"scipy {scipy.__version__}|numpy {np.__version__}|"
+            f"kernels {_kernels_digest()}|wisdom {WISDOM_FORMAT}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -563,6 +577,33 @@ def _block_bytes(dtype: str) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
+def blas_library(dtype: np.dtype, work: int = 0) -> str:
+    """Return this host's BLAS library for ``dtype``'s products (without wisdom: the default).
+
+    Read from the wisdom when a calibration wrote it; else, with ``work``
+    of at least :data:`AUTO_WORK`, timed now (and remembered). The "fixed"
+    override (``FASTSOFTMAX_STRATEGY``) always gives the default.
+    """
+    from ._blas_choice import DEFAULT
+
+    override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
+    if override.strip().lower() == "fixed":
+        return DEFAULT
+
+    def find() -> str | None:
+        name = np.dtype(dtype).name
+        return _known_or_timed(lambda: _blas_name(name),
+                               lambda: calibrate((name,), cells=[], blocks=True), work)
+
+    value = _remembered(override, ("blas", dtype, work >= AUTO_WORK), find)
+    return value if value is not None else DEFAULT
+
+
+def _blas_name(dtype: str) -> str | None:
+    value = _table(_load().get(dtype)).get("blas")
+    return value if isinstance(value, str) and value else None
+
+
 def winner_grid(table: dict, ahead: bool = False,
                 cold: bool = False) -> list[list[str | None]]:
     """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed).
@@ -576,6 +617,56 @@ def winner_grid(table: dict, ahead: bool = False,
         return entry.get("winner_cold", entry.get("winner")) if cold else entry.get("winner")
 
     return [[winner(cells.get(_cell_key(n, k, ahead)) or {}) for k in GRID_K] for n in GRID_N]
+
+
+def _time_blas(dtype: str, rng: np.random.Generator) -> dict[str, list[float]]:
+    """Fastest of ROUNDS gradient timings per BLAS candidate, per BLAS_SHAPES shape.
+
+    The GEMM engine, every candidate in turn before each timed call. Leaves
+    the kernels calling the default.
+    """
+    from ._blas_choice import DEFAULT, candidates, use
+    from ._data import make_dataset
+    from ._dense import DenseEngine
+
+    names = list(candidates())
+    times: dict[str, list[float]] = {name: [] for name in names}
+    try:
+        for n, k in BLAS_SHAPES:
+            m = max(MIN_ROWS, NARROW_WORK // (n * k))
+            X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
+            data = make_dataset(X, rng.integers(0, k, m), None, None, k)
+            coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
+            b = np.zeros(k, dtype)
+            eng = DenseEngine(data, "gemm", warm=True, block_bytes=NARROW_BLOCK_BYTES)
+            best = dict.fromkeys(names, float("inf"))
+            for name in names:
+                use(dtype, name)
+                for _ in range(WARMUP_CALLS):
+                    eng.gradient(coef, b)
+            for _ in range(ROUNDS):
+                for name in names:
+                    use(dtype, name)
+                    t0 = time.perf_counter()
+                    eng.gradient(coef, b)
+                    best[name] = min(best[name], time.perf_counter() - t0)
+            for name in names:
+                times[name].append(best[name])
+    finally:
+        use(dtype, DEFAULT)
+    return times
+
+
+def _blas_winner(times: dict[str, list[float]]) -> str:
+    """Return the candidate of least summed relative time (the default unless BLAS_MARGIN below)."""
+    from ._blas_choice import DEFAULT
+
+    n_shapes = len(times[DEFAULT])
+    fastest = [min(t[i] for t in times.values()) for i in range(n_shapes)]
+    cost = {name: sum(t / f for t, f in zip(ts, fastest, strict=True))
+            for name, ts in times.items()}
+    best = min(cost, key=cost.__getitem__)
+    return best if cost[best] <= BLAS_MARGIN * cost[DEFAULT] else DEFAULT
 
 
 def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]:
@@ -752,6 +843,7 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
     into this host's wisdom file (written atomically) and into what this
     process has read from it.
     """
+    from ._blas_choice import chosen, use
     from ._threads import thread_policy
 
     todo = _cells_to_time(dtypes, cells)
@@ -762,6 +854,13 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
         try:
             for dtype in dtypes:
                 table: dict = {"cells": {}}
+                if blocks:
+                    blas_s = _time_blas(dtype, rng)
+                    table["blas"] = _blas_winner(blas_s)
+                    table["blas_s"] = blas_s
+                    use(dtype, table["blas"])
+                else:
+                    use(dtype, chosen(dtype))  # the cells timed on the kernels' BLAS
                 for n, k, ahead in todo[dtype]:
                     table["cells"][_cell_key(n, k, ahead)] = _time_cell(n, k, dtype, rng, ahead)
                 if blocks:

@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from ._blas_choice import use_chosen
 from ._kernels._ahead import micro_tiles
 from ._kernels._common import LANES_FROM
 from ._kernels._fused import (
@@ -244,12 +245,14 @@ class DenseEngine:
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.data = data
         self.strategy = strategy
-        if strategy == "gemm":
-            load_kernel_blas()  # before any kernel multiplies (_threads.load_kernel_blas)
         X = data.X
         m, n = X.shape
         self.k = data.n_classes
         self.dtype = X.dtype
+        if strategy == "gemm":
+            load_kernel_blas()  # before any kernel multiplies (_threads.load_kernel_blas)
+            # This host's BLAS for the dtype (a large problem without it times it first).
+            use_chosen(self.dtype, work=m * n * self.k)
         self.mode = choose_mode(X, self.k) if mode is None else mode
         if self.mode not in ("cached", "recompute"):
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._blas_choice import use_chosen
 from ._launch import first_bad, n_chunks, rowwise_kernel
 from ._threads import blas_map, check_n_threads, load_kernel_blas, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row
@@ -81,6 +82,7 @@ def scores(est, X, mode):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             if isinstance(X, np.ndarray):
                 load_kernel_blas()
+                use_chosen(X.dtype)
                 _scores(X, W, est.intercept_, code, out, bad_row)
             else:
                 _sparse.logits(X, W, est.intercept_, out)

@@ -233,6 +233,12 @@ def load_kernel_blas() -> None:
             _hold(_blas_controller().select(filepath=new))
 
 
+def blas_libraries() -> list[str]:
+    """Return the file paths of the BLAS libraries loaded now (those this module limits)."""
+    with _controller_lock:
+        return [lib.filepath for lib in _blas_controller().lib_controllers]
+
+
 def single_threaded_blas():
     """Limit every loaded BLAS library to one thread for the block (see :func:`_blas_limit`)."""
     return _blas_limit(1)

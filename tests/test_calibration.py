@@ -408,31 +408,32 @@ def test_block_winner_is_the_least_relative_time():
 
 
 def test_a_large_problem_on_narrow_blocks_times_them_once(fresh, monkeypatch):
-    """The GEMM engine of a large narrow problem times the blocks' budget
-    first (and no strategy cell); a shape that does not size its blocks by
-    it, or the rows strategy, does not."""
+    """The GEMM engine of a large problem times the blocks' budget (with the
+    BLAS library, tests/test_blas_choice.py) first, and no strategy cell;
+    the rows strategy does not; a later narrow engine sizes its blocks by
+    what was timed, without timing again."""
     from fastsoftmax._data import make_dataset
     from fastsoftmax._dense import DenseEngine, gemm_block_rows
 
     timed = []
     time_blocks = cal._time_blocks
     monkeypatch.setattr(cal, "_time_blocks", lambda *a: timed.append(a[0]) or time_blocks(*a))
+    monkeypatch.setattr(cal, "BLAS_SHAPES", ((20, 100),))
     monkeypatch.setattr(cal, "AUTO_WORK", 10)
 
     def engine(n, k, strategy):
         X = np.zeros((600, n), np.float32)
         return DenseEngine(make_dataset(X, np.arange(600) % k, None, None, k), strategy)
 
-    engine(784, 100, "gemm")  # wide rows: blocks sized by L2 alone
     engine(20, 100, "rows")
     assert timed == [] and not list(fresh.iterdir())
-    eng = engine(20, 100, "gemm")
+    engine(784, 100, "gemm")  # wide rows: blocks sized by L2 alone, but the BLAS timed
     on_disk = json.loads(cal.wisdom_path().read_text())["float32"]
     assert timed == ["float32"] and on_disk["cells"] == {}
     chosen = on_disk["narrow_block_bytes"]
     assert chosen in cal.NARROW_CANDIDATES
+    eng = engine(20, 100, "gemm")
     assert eng._rows == min(gemm_block_rows(20, 4, 100, 600, chosen), 600)
-    engine(20, 100, "gemm")
     assert timed == ["float32"]
 
 

@@ -1,16 +1,32 @@
-"""A BLAS matrix product that adds into its output: C = A B + beta C.
+"""A BLAS matrix product that adds into its output, C = A B + beta C, by a routine set at run time.
 
 ``np.dot(A, B, out)`` in Numba always overwrites ``out`` (beta = 0), so a
 sum of products over row blocks, Σ_blocks Xbᵀ E_b, needed a second buffer
 for each block's product and a pass adding it into the sum: n k entries
 read twice and written once per block, which made small blocks expensive
-however well they fit the caches. :func:`_gemm_into` passes beta to the
-same BLAS entry point Numba's ``np.dot`` calls (``numba_xxgemm`` in
-Numba's helper library, which forwards to SciPy's BLAS), so the GEMM
-kernels accumulate straight into their partial sums. Compiled code that
-calls it is cached on disk like ``np.dot``'s.
+however well they fit the caches. :func:`_gemm_into` passes beta to BLAS,
+so the GEMM kernels accumulate straight into their partial sums; every
+product of the kernels goes through it, ``np.dot``'s included.
+
+Which BLAS: by default the one Numba's ``np.dot`` calls (``numba_xxgemm``
+in Numba's helper library, which forwards to SciPy's BLAS). A process
+often holds a second one, NumPy's own build, and the two need not be
+equally fast: on the 2-core AVX-512 host the float32 products of the
+GEMM kernels ran 5-8 % faster through NumPy's newer OpenBLAS
+(BENCHMARKS.md, "Twenty-eighth session"). So the compiled code reads the
+routine's address from :data:`TABLE`, a small array that this module
+exports to the JIT linker under :data:`TABLE_SYMBOL` and that Python sets
+(:func:`set_routine`; :mod:`fastsoftmax._blas_choice` finds the
+candidates and the calibration picks one per dtype). Compiled code
+refers to the table by name, so it is cached on disk as before and a
+later process may point it elsewhere. An address of 0 (the default) calls
+Numba's entry point, exactly the routine ``np.dot`` would.
 """
 
+import ctypes
+
+import llvmlite.binding as llvm
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -19,11 +35,66 @@ from numba.np.linalg import check_blas_return, ensure_blas, get_blas_kind
 
 _CHAR = ir.IntType(8)
 _VOID_P = _CHAR.as_pointer()
+_I64 = ir.IntType(64)
+
+TABLE_SYMBOL = "fastsoftmax_gemm_table"
+# [sgemm's address, 1 if its integers are 64-bit (ILP64) else 0, dgemm's
+# address, its integer flag]: Fortran ?gemm routines (every argument by
+# reference). Registered with the linker before any kernel is compiled or
+# loaded from the cache (this module is imported by every kernel module
+# that multiplies).
+TABLE = (ctypes.c_int64 * 4)()
+llvm.add_symbol(TABLE_SYMBOL, ctypes.addressof(TABLE))
+
+
+def set_routine(dtype, address: int, ilp64: bool) -> None:
+    """Point the kernels' ``dtype`` products (float32, float64) at the Fortran ?gemm ``address``.
+
+    ``ilp64``: the routine takes 64-bit integers. ``address`` 0: Numba's
+    own (SciPy's BLAS). The caller vouches for the routine and its integer
+    width: a wrong one is undefined behaviour, not an error.
+    """
+    slot = 0 if np.dtype(dtype) == np.float32 else 2
+    TABLE[slot + 1] = int(bool(ilp64))
+    TABLE[slot] = int(address)
+
+
+def routine(dtype) -> tuple[int, bool]:
+    """Return (address, ilp64) of the routine ``dtype``'s products call (address 0: Numba's own)."""
+    slot = 0 if np.dtype(dtype) == np.float32 else 2
+    return int(TABLE[slot]), bool(TABLE[slot + 1])
+
+
+def _table_ref(module):
+    gv = module.globals.get(TABLE_SYMBOL)
+    if gv is None:
+        gv = ir.GlobalVariable(module, ir.ArrayType(_I64, 4), TABLE_SYMBOL)
+        gv.linkage = "external"
+    return gv
+
+
+def _fortran_gemm(builder, address, int_t, float_t, trans, mnk, alpha, b, a, beta, c):
+    """Call the Fortran ?gemm at ``address`` (every argument by reference)."""
+    def ref(value, ty):
+        return cgutils.alloca_once_value(builder, value if value.type == ty
+                                         else builder.trunc(value, ty))
+    int_p = int_t.as_pointer()
+    float_p = float_t.as_pointer()
+    fnty = ir.FunctionType(ir.VoidType(), [_VOID_P, _VOID_P, int_p, int_p, int_p, float_p,
+                                           float_p, int_p, float_p, int_p, float_p, float_p,
+                                           int_p])
+    fn = builder.inttoptr(address, fnty.as_pointer())
+    args = [ref(t, _CHAR) for t in trans] + [ref(x, int_t) for x in mnk]
+    args.append(builder.bitcast(alpha, float_p))
+    for data, ld in (b, a):
+        args += [builder.bitcast(data, float_p), ref(ld, int_t)]
+    args += [builder.bitcast(beta, float_p), builder.bitcast(c[0], float_p), ref(c[1], int_t)]
+    builder.call(fn, args)
 
 
 @intrinsic
 def _gemm_into(typingctx, A, B, C, beta):
-    """C = A @ B + beta * C, through BLAS.
+    """C = A @ B + beta * C by BLAS: the routine in :data:`TABLE` for the dtype, else Numba's.
 
     A (m, k) and B (k, n) C- or F-contiguous (a transposed view of a
     C-contiguous array is F-contiguous), or strided views with unit stride
@@ -93,11 +164,28 @@ def _gemm_into(typingctx, A, B, C, beta):
         transb, ldb, data_b = operand(B, shapes[1], arr[1])
         transa, lda, data_a = operand(A, shapes[0], arr[0])
         ldc = shapes[2][1]
-        res = builder.call(fn, (ir.Constant(_CHAR, ord(kind)), transb, transa, n, m, k,
-                                builder.bitcast(alpha, _VOID_P), data_b, ldb,
-                                data_a, lda, builder.bitcast(beta_slot, _VOID_P),
-                                builder.bitcast(arr[2].data, _VOID_P), ldc))
-        check_blas_return(context, builder, res)
+        alpha_p = builder.bitcast(alpha, _VOID_P)
+        beta_p = builder.bitcast(beta_slot, _VOID_P)
+        data_c = builder.bitcast(arr[2].data, _VOID_P)
+        table = _table_ref(builder.module)
+        slot = 0 if dtype == types.float32 else 2
+        entry = [builder.load(builder.gep(table, [ir.Constant(ir.IntType(32), 0),
+                                                  ir.Constant(ir.IntType(32), slot + i)]))
+                 for i in (0, 1)]
+        chosen = builder.icmp_unsigned("!=", entry[0], ir.Constant(_I64, 0))
+        with builder.if_else(chosen) as (then, otherwise):
+            with then:
+                wide = builder.icmp_unsigned("!=", entry[1], ir.Constant(_I64, 0))
+                with builder.if_else(wide) as (ilp64, lp64):
+                    for block, int_t in ((ilp64, _I64), (lp64, ir.IntType(32))):
+                        with block:
+                            _fortran_gemm(builder, entry[0], int_t, context.get_data_type(dtype),
+                                          (transb, transa), (n, m, k), alpha_p,
+                                          (data_b, ldb), (data_a, lda), beta_p, (data_c, ldc))
+            with otherwise:
+                res = builder.call(fn, (ir.Constant(_CHAR, ord(kind)), transb, transa, n, m, k,
+                                        alpha_p, data_b, ldb, data_a, lda, beta_p, data_c, ldc))
+                check_blas_return(context, builder, res)
         return context.get_dummy_value()
 
     return types.none(A, B, C, beta), codegen

@@ -608,7 +608,7 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
         rr = min(R, stop - r0)
         Xb = X[r0:r0 + rr]
         Zb = scratch[c, :rr]
-        np.dot(Xb, W, Zb)
+        _gemm_into(Xb, W, Zb, 0.0)
         for q in range(rr):
             for j in range(k):
                 Zb[q, j] += b[j]
@@ -693,7 +693,7 @@ def _gemm_split_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
         Zb = E[r0:r0 + rr]
-        np.dot(X[r0:r0 + rr], W, Zb)
+        _gemm_into(X[r0:r0 + rr], W, Zb, 0.0)
         for q in range(rr):
             for j in range(k):
                 Zb[q, j] += b[j]
@@ -761,7 +761,7 @@ def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
         rr = min(R, stop - r0)
         Xb = X[r0:r0 + rr]
         ZT = flat[:k * rr].reshape(k, rr)
-        np.dot(Wt, Xb.T, ZT)
+        _gemm_into(Wt, Xb.T, ZT, 0.0)
         for j in range(k):
             bj = b[j]
             zj = ZT[j]

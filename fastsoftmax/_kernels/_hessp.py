@@ -195,7 +195,7 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width,
 @njit(inline="always", **JIT)
 def _block_proba(Xb, W, b, Pb):
     """OUT Pb (rr, k) = softmax(Xb W + b), one BLAS product and row softmaxes."""
-    np.dot(Xb, W, Pb)
+    _gemm_into(Xb, W, Pb, 0.0)
     for q in range(Pb.shape[0]):
         z = Pb[q]
         for j in range(z.shape[0]):
@@ -234,7 +234,7 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch)
             Pb = scratch[c, :rr]
             _block_proba(Xb, W, b, Pb)
         Ub = scratch[c, R:R + rr]
-        np.dot(Xb, V, Ub)
+        _gemm_into(Xb, V, Ub, 0.0)
         for q in range(rr):
             u = Ub[q]
             for j in range(u.shape[0]):
@@ -280,7 +280,7 @@ def _hessp_split_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, gc, S, scratch
             Pb = scratch[c, :rr]
             _block_proba(Xb, W, b, Pb)
         Ub = S[r0:r0 + rr]
-        np.dot(Xb, V, Ub)
+        _gemm_into(Xb, V, Ub, 0.0)
         for q in range(rr):
             u = Ub[q]
             for j in range(u.shape[0]):

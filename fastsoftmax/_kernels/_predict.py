@@ -13,6 +13,7 @@ parallelism is over row chunks.
 import numpy as np
 from numba import njit, prange
 
+from ._blas import _gemm_into
 from ._common import _chunk, _log_softmax_row, _max_finite, _softmax_row
 from ._config import PJIT
 
@@ -44,7 +45,7 @@ def _scores(X, W, b, mode, out, bad_row):
         for r0 in range(start, stop, BLOCK_ROWS):
             rr = min(BLOCK_ROWS, stop - r0)
             Zb = out[r0:r0 + rr]
-            np.dot(X[r0:r0 + rr], W, Zb)
+            _gemm_into(X[r0:r0 + rr], W, Zb, 0.0)
             failed = False
             for q in range(rr):
                 z = Zb[q]

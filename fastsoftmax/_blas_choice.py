@@ -1,0 +1,157 @@
+"""Which BLAS library the GEMM kernels call: the candidates in this process, and the choice.
+
+The kernels multiply through :func:`fastsoftmax._kernels._blas._gemm_into`,
+whose routine is read from a table at run time. By default it is the one
+Numba's ``np.dot`` calls: SciPy's BLAS, reached through
+``scipy.linalg.cython_blas`` (its own OpenBLAS build in SciPy's wheels).
+A process usually holds a second BLAS, NumPy's, often a different OpenBLAS
+version; where it is faster for a dtype's products, the kernels may call it
+instead. :func:`candidates` lists the libraries whose Fortran ``?gemm`` can
+be called safely: SciPy's (the default, :data:`DEFAULT`), and every other
+loaded BLAS that exports the routines under a name that states their
+integer width (``scipy_sgemm_64_`` or ``sgemm_64_``: 64-bit integers, as
+in NumPy's wheels; ``scipy_sgemm_``: 32-bit). A library that exports only
+``sgemm_`` is not a candidate: its integer width cannot be told from
+outside, and a wrong guess is a crash rather than an error.
+
+The calibration times the candidates on the GEMM kernels and remembers the
+faster per dtype (``fastsoftmax._calibration.blas_library``, by a margin,
+else the default); :func:`use_chosen` points the table at that choice.
+``FASTSOFTMAX_BLAS`` overrides it: "scipy", or the file name of a
+candidate library ("numpy" for NumPy's own). The "fixed"
+strategy override (``FASTSOFTMAX_STRATEGY=fixed``) keeps the default.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT = "scipy"
+
+# The Fortran names probed in each loaded BLAS library, "{}" the type letter,
+# with whether the routine takes 64-bit integers.
+_SYMBOLS = (("scipy_{}gemm_64_", True), ("{}gemm_64_", True), ("scipy_{}gemm_", False))
+
+
+@dataclass(frozen=True)
+class Routines:
+    """One library's sgemm and dgemm: addresses (0: Numba's own), integer width."""
+
+    name: str
+    path: str
+    sgemm: int
+    dgemm: int
+    ilp64: bool
+
+    def address(self, dtype) -> int:
+        return self.sgemm if np.dtype(dtype) == np.float32 else self.dgemm
+
+
+_lock = threading.Lock()
+_found: dict[str, Routines] | None = None
+
+
+def _owned(path: str, module) -> bool:
+    """Whether ``path`` ships with ``module``'s package (in it, or in its wheel's ``.libs``)."""
+    root = os.path.realpath(os.path.dirname(module.__file__))
+    real = os.path.realpath(path)
+    return real.startswith(root + os.sep) or real.startswith(root + ".libs" + os.sep)
+
+
+def _probe(path: str) -> tuple[int, int, bool] | None:
+    try:
+        lib = ctypes.CDLL(path)  # already loaded: the same handle
+    except OSError:
+        return None
+    for pattern, ilp64 in _SYMBOLS:
+        try:
+            s = getattr(lib, pattern.format("s"))
+            d = getattr(lib, pattern.format("d"))
+        except AttributeError:
+            continue
+        return (int(ctypes.cast(s, ctypes.c_void_p).value or 0),
+                int(ctypes.cast(d, ctypes.c_void_p).value or 0), ilp64)
+    return None
+
+
+def candidates() -> dict[str, Routines]:
+    """Return the BLAS routines the kernels may call, by name; :data:`DEFAULT` first.
+
+    Found once per process (loading SciPy's BLAS first,
+    ``_threads.load_kernel_blas``): every BLAS loaded then that
+    threadpoolctl sees (and so holds to one thread inside the kernels,
+    ``_threads.single_threaded_blas``) and whose routines name their
+    integer width, except SciPy's own (the default reaches it already).
+    NumPy's is named "numpy", any other by its file name.
+    """
+    global _found
+    with _lock:
+        if _found is None:
+            import scipy
+
+            from ._threads import blas_libraries, load_kernel_blas
+
+            load_kernel_blas()
+            found = {DEFAULT: Routines(DEFAULT, "scipy.linalg.cython_blas", 0, 0, False)}
+            for path in blas_libraries():
+                routines = None if _owned(path, scipy) else _probe(path)
+                if routines is None or 0 in routines[:2]:
+                    continue
+                name = "numpy" if _owned(path, np) else os.path.basename(path)
+                found.setdefault(name, Routines(name, path, *routines))
+            _found = found
+        return _found
+
+
+def use(dtype, name: str) -> None:
+    """Point the kernels' ``dtype`` products at the routines of candidate ``name``."""
+    from ._kernels._blas import set_routine
+
+    routines = candidates().get(name)
+    if routines is None:
+        raise ValueError(f"no BLAS library {name!r} to call in this process; "
+                         f"candidates: {', '.join(candidates())}")
+    set_routine(dtype, routines.address(dtype), routines.ilp64)
+
+
+def in_use(dtype) -> str:
+    """Return the name of the candidate that ``dtype``'s products call now."""
+    from ._kernels._blas import routine
+
+    address, _ = routine(dtype)
+    for name, routines in candidates().items():
+        if routines.address(dtype) == address:
+            return name
+    return DEFAULT
+
+
+def chosen(dtype, work: int = 0) -> str:
+    """Return the candidate for ``dtype``: ``FASTSOFTMAX_BLAS``, else the calibration's.
+
+    ``work``: the problem's multiply-adds per gradient; from
+    ``_calibration.AUTO_WORK`` a host without the choice times it now.
+    """
+    override = os.environ.get("FASTSOFTMAX_BLAS", "").strip()
+    if override:
+        if override not in candidates():
+            raise ValueError(f"FASTSOFTMAX_BLAS={override!r} names no BLAS library of this "
+                             f"process; candidates: {', '.join(candidates())}")
+        return override
+    from ._calibration import blas_library
+
+    name = blas_library(np.dtype(dtype), work)
+    # A library the wisdom named but this process lacks: the default.
+    return name if name in candidates() else DEFAULT
+
+
+def use_chosen(dtype, work: int = 0) -> None:
+    """Point the kernels' ``dtype`` products at :func:`chosen`'s (not inside a calibration)."""
+    from ._calibration import _busy
+
+    if not _busy():
+        use(dtype, chosen(dtype, work))
