@@ -171,6 +171,10 @@ def _calibrate() -> None:
             _print_grid(ahead)
         print(f"{dtype}: GEMM blocks for narrow rows of many classes within "
               f"{table['narrow_block_bytes'] // 1024} KiB of X and logits")
+        blas_ms = ", ".join(f"{name} {1e3 * sum(t):.1f} ms"
+                            for name, t in table["blas_s"].items())
+        print(f"{dtype}: the GEMM kernels multiply with {table['blas']}'s BLAS "
+              f"(summed over {len(cal.BLAS_SHAPES)} shapes: {blas_ms})")
     print(f"written to {cal.wisdom_path()}")
 
 

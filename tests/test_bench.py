@@ -52,6 +52,7 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
                                   "rows_cold_s": 1.0, "gemm_cold_s": 2.0, "x_bytes": 1 << 20})
     monkeypatch.setattr(cal, "_time_blocks", lambda dtype, rng: {
         c: [1.0 if c == cal.NARROW_CANDIDATES[1] else 2.0] for c in cal.NARROW_CANDIDATES})
+    monkeypatch.setattr(cal, "_time_blas", lambda dtype, rng: {"scipy": [0.001, 0.002, 0.003]})
     cal.forget()
     try:
         assert bench.main(["--calibrate", "--threads", "1"]) == 0
@@ -70,6 +71,9 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
         assert wisdom[dtype]["narrow_block_bytes"] == cal.NARROW_CANDIDATES[1]
         assert f"{dtype}: GEMM blocks for narrow rows of many classes within " \
                f"{cal.NARROW_CANDIDATES[1] // 1024} KiB" in out
+        assert wisdom[dtype]["blas"] == "scipy"
+        assert f"{dtype}: the GEMM kernels multiply with scipy's BLAS " \
+               "(summed over 3 shapes: scipy 6.0 ms)" in out
     assert out.count("| 16 | gemm | gemm |") == 2 and out.count("| 16 | rows | rows |") == 2
     assert out.count("| 784 | rows | rows |") == 4
     assert out.count("| 16 | - | - |") == 2 and out.count("| 784 | - | rows |") == 2
