@@ -154,7 +154,10 @@ NARROW_WORK = 1 << 26
 # default must take at most BLAS_MARGIN of the default's summed relative
 # time to be chosen: the candidates are builds of one library family, often
 # within noise of each other.
-BLAS_SHAPES = ((784, 100), (100, 1000), (3072, 48))
+# All of at least _common.LANES_FROM classes and fewer features than
+# MIN_ROWS: the one GEMM kernel that a large fit of such rows compiles
+# anyway (not the features-split one, _dense.split_features).
+BLAS_SHAPES = ((784, 100), (100, 1000), (1536, 48))
 BLAS_MARGIN = 0.97
 
 # strategy() remembers its answers by the problem's m n k: a program of

@@ -251,8 +251,10 @@ class DenseEngine:
         self.dtype = X.dtype
         if strategy == "gemm":
             load_kernel_blas()  # before any kernel multiplies (_threads.load_kernel_blas)
-            # This host's BLAS for the dtype (a large problem without it times it first).
-            use_chosen(self.dtype, work=m * n * self.k)
+            # This host's BLAS for the dtype. A large problem without it times
+            # it first where its products weigh (rows of LANES_FROM classes or
+            # more, on the kernel the fit uses: nothing else compiled for it).
+            use_chosen(self.dtype, work=m * n * self.k if self.k >= LANES_FROM else 0)
         self.mode = choose_mode(X, self.k) if mode is None else mode
         if self.mode not in ("cached", "recompute"):
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
