@@ -142,6 +142,9 @@ def test_backward_tiles_script():
 
 
 def test_blas_choice_script():
-    # One shape in each dtype: a row each (the script checks every candidate's gradient).
-    assert_table(run_script("benchmarks/blas_choice.py", "--shapes", "300x30x60",
-                            "--rounds", "1"), 2)
+    # One shape in each dtype: a row each in both tables (the script checks
+    # every candidate's products and gradient).
+    rows = run_script("benchmarks/blas_choice.py", "--shapes", "300x30x60", "--rounds", "1",
+                      "--products", "40x30x20")
+    assert_table(rows[:4], 2)
+    assert_table(rows[4:], 2)
