@@ -137,9 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None,
                     help="Numba threads (default: Numba's current setting)")
     ap.add_argument("--calibrate", action="store_true",
-                    help="instead: time both dense kernel strategies on a grid of shapes "
-                         "and the GEMM block size for narrow rows, and remember this "
-                         "host's winners (done by itself on the first large fit otherwise)")
+                    help="instead: time both dense kernel strategies on a grid of shapes, "
+                         "the GEMM block size for narrow rows and the BLAS library the GEMM "
+                         "kernels call, and remember this host's winners (done by itself on "
+                         "the first large fit otherwise)")
     args = ap.parse_args(list(argv) if argv is not None else None)
     rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
     if rounds < 1:
