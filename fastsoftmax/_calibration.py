@@ -556,55 +556,45 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
 def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
     """Return this host's block bytes for narrow rows (:data:`NARROW_BLOCK_BYTES` without wisdom).
 
-    Read from the wisdom of ``dtype`` when a calibration wrote it; else,
-    with ``work`` of at least :data:`AUTO_WORK`, timed now (and
-    remembered). The "fixed" override (``FASTSOFTMAX_STRATEGY``) always
-    gives the default, as it does the fixed strategy rule.
+    As :func:`_blocks_step`'s value "narrow_block_bytes".
     """
-    override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
-    if override.strip().lower() == "fixed":
-        return NARROW_BLOCK_BYTES
-
-    def find() -> int | None:
-        name = np.dtype(dtype).name
-        return _known_or_timed(lambda: _block_bytes(name),
-                               lambda: calibrate((name,), cells=[], blocks=True), work)
-
-    value = _remembered(override, ("narrow_block_bytes", dtype, work >= AUTO_WORK), find)
-    return value if value is not None else NARROW_BLOCK_BYTES
-
-
-def _block_bytes(dtype: str) -> int | None:
-    value = _table(_load().get(dtype)).get("narrow_block_bytes")
-    # A hand-edited or damaged file must not size the blocks.
-    return value if isinstance(value, int) and value > 0 else None
+    return _blocks_step("narrow_block_bytes", dtype, work,
+                        lambda v: isinstance(v, int) and v > 0, NARROW_BLOCK_BYTES)
 
 
 def blas_library(dtype: np.dtype, work: int = 0) -> str:
-    """Return this host's BLAS library for ``dtype``'s products (without wisdom: the default).
+    """Return this host's BLAS library for ``dtype``'s products (``_blas_choice.DEFAULT`` without).
 
-    Read from the wisdom when a calibration wrote it; else, with ``work``
-    of at least :data:`AUTO_WORK`, timed now (and remembered). The "fixed"
-    override (``FASTSOFTMAX_STRATEGY``) always gives the default.
+    As :func:`_blocks_step`'s value "blas".
     """
     from ._blas_choice import DEFAULT
 
+    return _blocks_step("blas", dtype, work, lambda v: isinstance(v, str) and bool(v), DEFAULT)
+
+
+def _blocks_step(key: str, dtype: np.dtype, work: int, valid, default):
+    """Return what the calibration's ``blocks`` step wrote under ``key`` for ``dtype``.
+
+    Read from the wisdom when a calibration wrote it (and ``valid`` holds
+    for it: a hand-edited or damaged file must not decide); else, with
+    ``work`` of at least :data:`AUTO_WORK`, timed now (and remembered);
+    else ``default``. The "fixed" override (``FASTSOFTMAX_STRATEGY``)
+    always gives the default, as it does the fixed strategy rule.
+    """
     override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
     if override.strip().lower() == "fixed":
-        return DEFAULT
+        return default
+    name = np.dtype(dtype).name
 
-    def find() -> str | None:
-        name = np.dtype(dtype).name
-        return _known_or_timed(lambda: _blas_name(name),
-                               lambda: calibrate((name,), cells=[], blocks=True), work)
+    def lookup():
+        value = _table(_load().get(name)).get(key)
+        return value if valid(value) else None
 
-    value = _remembered(override, ("blas", dtype, work >= AUTO_WORK), find)
-    return value if value is not None else DEFAULT
+    def find():
+        return _known_or_timed(lookup, lambda: calibrate((name,), cells=[], blocks=True), work)
 
-
-def _blas_name(dtype: str) -> str | None:
-    value = _table(_load().get(dtype)).get("blas")
-    return value if isinstance(value, str) and value else None
+    value = _remembered(override, (key, dtype, work >= AUTO_WORK), find)
+    return value if value is not None else default
 
 
 def winner_grid(table: dict, ahead: bool = False,

@@ -13,6 +13,7 @@ from fastsoftmax import _calibration as cal
 def fresh(tmp_path, monkeypatch):
     """No override, an empty cache folder of our own, a small grid."""
     monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
+    monkeypatch.delenv("FASTSOFTMAX_BLAS", raising=False)
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cal, "GRID_N", (16, 784))
     monkeypatch.setattr(cal, "GRID_K", (3, 10))
