@@ -18,7 +18,7 @@ The calibration times the candidates on the GEMM kernels and remembers the
 faster per dtype (``fastsoftmax._calibration.blas_library``, by a margin,
 else the default); :func:`use_chosen` points the table at that choice.
 ``FASTSOFTMAX_BLAS`` overrides it: "scipy", or the file name of a
-candidate library ("numpy" for NumPy's own). The "fixed"
+candidate library ("numpy" for NumPy's own). Without it, the "fixed"
 strategy override (``FASTSOFTMAX_STRATEGY=fixed``) keeps the default.
 """
 
