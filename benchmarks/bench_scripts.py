@@ -148,3 +148,9 @@ def test_blas_choice_script():
                       "--products", "40x30x20")
     assert_table(rows[:4], 2)
     assert_table(rows[4:], 2)
+
+
+def test_gemm_blocks_script():
+    # One wide shape in each dtype: a row each.
+    assert_table(run_script("benchmarks/gemm_blocks.py", "--ns", "300", "--ks", "40",
+                            "--work", "2e6", "--sizes", "64,128", "--rounds", "1"), 2)
