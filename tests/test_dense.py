@@ -171,15 +171,17 @@ def test_which_rows_are_read_ahead(dt, n, least):
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("n,k", [(210, 3), (300, 30), (100, 3), (1100, 5)])
+@pytest.mark.parametrize("n,k", [(210, 3), (300, 30), (100, 3), (1100, 5), (1100, 10)])
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 def test_rows_kernels_reading_ahead(dt, n, k, mode, rng, monkeypatch):
     """X just beyond the size from which the rows kernels read each block
     of rows in order before their tiles do (_common._touch: TOUCH_X_BYTES
     for long rows; TOUCH_SHORT_X_BYTES for float32 rows of 100 features),
     in the float32 blocks of transposed logits (k <= 24 over at most
-    ERROR_T_MAX_FEATURES features; n = 100 and 210 take the eight-row
-    logits) and in the four- and eight-row loop (n = 300, 1100); an odd number of
+    ERROR_T_MAX_FEATURES features, or longer rows of at least PANEL_MIN_K
+    classes, whose gradient goes in panels of features: (1100, 10), three
+    panels, the last partial; n = 100 and 210 take the eight-row
+    logits) and in the four- and eight-row loop (n = 300, (1100, 5)); an odd number of
     rows leaves a partial block at each chunk's end. Gradient and Hessian
     products (P cached and recomputed) against the reference."""
     from fastsoftmax._kernels._common import (

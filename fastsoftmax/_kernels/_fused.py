@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import AHEAD_TILES, _logits_ahead
-from ._backward import accumulate4
+from ._backward import accumulate4, accumulate4_cols
 from ._blas import _gemm_into
 from ._common import (
     _chunk,
@@ -412,6 +412,26 @@ ERROR_T_MAX_K = 24
 # classes 0.97-1.05x, at 784 features 0.96x (k = 2) and 0.92x (k = 10)
 # (BENCHMARKS.md, "Twenty-fifth session").
 ERROR_T_MAX_FEATURES = 1024
+# Longer rows go in the blocks from PANEL_MIN_K classes on, their gradient's
+# accumulation in panels of features: for each panel, every four rows of
+# the block in turn, so that the panel of G (PANEL_G_BYTES) and the rows'
+# stretches stay in L1 (over whole rows, G's k rows of n features and four
+# rows of X outgrow L1 past about a thousand features and come from L2 at
+# every step). Each entry of G gets the same additions in the same order
+# as over whole rows. The 4 x 5 tiles alone on a block in L2 (ad hoc):
+# 0.80x the time at 3,000 features, 0.84x at 1,536, the same at 784; whole
+# gradients 0.82-0.94x at 1,100-6,000 features and 8-24 classes, but
+# 1.09-1.25x at 3 and 5 classes, where the blocks' second read of X from
+# L2 weighs more than the tiles' gain (BENCHMARKS.md, "Twenty-eighth
+# session").
+PANEL_G_BYTES = 1 << 14
+PANEL_MIN_K = 8
+
+
+@njit(inline="always", **JIT)
+def _panel_features(k):
+    """Features a panel of the wide blocks' backward sweep: k float32 rows in PANEL_G_BYTES."""
+    return max(16, PANEL_G_BYTES // (4 * k) // 16 * 16)
 
 
 def rows_blocks(dtype) -> bool | None:
@@ -441,13 +461,15 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     for problems too small for a parallel region (``_launch.run_one_chunk``).
 
     Float32 rows of up to ERROR_T_MAX_K classes over at most
-    ERROR_T_MAX_FEATURES features go ERROR_T_ROWS at a
+    ERROR_T_MAX_FEATURES features (longer ones from PANEL_MIN_K classes)
+    go ERROR_T_ROWS at a
     time: their logits by the register tiles below, stored transposed (one
     column a row), their softmax error by :func:`_block_error_t` (every
     loop along the block's rows, where a row of a few classes alone is too
     short for a vector loop), then the gradient from the block's rows,
-    still in L1/L2. The rest of the chunk (and every row in float64, of
-    more classes or of more features) goes four rows at a time through
+    still in L1/L2 (longer rows in panels of features). The rest of the
+    chunk (and every row in float64, of more classes, or of more features
+    and fewer classes) goes four rows at a time through
     logits, softmax error and gradient, so each block of X (4 x n) is read
     from memory once and is still in L1 for the backward sweep. On AVX-512
     hosts (``_ahead.AHEAD_TILES``) the logits come from the tiles of
@@ -497,8 +519,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # rows_blocks): typed and compiled, it was half of the float64 kernel's
     # compile time, though that kernel never runs it.
     if blocks is not None:
-        while (itemsize(X) == 4 and k <= ERROR_T_MAX_K and X.shape[1] <= ERROR_T_MAX_FEATURES
-               and i + R <= stop):
+        n = X.shape[1]
+        panel = n if n <= ERROR_T_MAX_FEATURES else _panel_features(k)
+        while (itemsize(X) == 4 and k <= ERROR_T_MAX_K
+               and (n <= ERROR_T_MAX_FEATURES or k >= PANEL_MIN_K) and i + R <= stop):
             if touch and not tiles:
                 touched[0] += _touch(X, i, i + R)
             h = 0
@@ -522,9 +546,11 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             # Each four rows' errors read straight from Zᵀ (a transposed
             # view), not copied out first: the gradient took 0.89-0.96x
             # the time at n = 20 ... 256 (BENCHMARKS.md, "Twenty-seventh session").
-            for h in range(0, R, 4):
-                r0 = i + h
-                accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G)
+            for f0 in range(0, n, panel):
+                f1 = min(n, f0 + panel)
+                for h in range(0, R, 4):
+                    r0 = i + h
+                    accumulate4_cols(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G, f0, f1)
             i += R
     ahead = i
     while i + 4 <= stop:
