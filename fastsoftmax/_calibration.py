@@ -612,6 +612,21 @@ def winner_grid(table: dict, ahead: bool = False,
     return [[winner(cells.get(_cell_key(n, k, ahead)) or {}) for k in GRID_K] for n in GRID_N]
 
 
+def _gemm_problem(n: int, k: int, dtype: str, rng: np.random.Generator):
+    """Return (data, coef, b): a random problem of n features and k classes.
+
+    NARROW_WORK multiply-adds and at least MIN_ROWS rows: the problems the
+    calibration's blocks step times the GEMM engine on.
+    """
+    from ._data import make_dataset
+
+    m = max(MIN_ROWS, NARROW_WORK // (n * k))
+    X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
+    data = make_dataset(X, rng.integers(0, k, m), None, None, k)
+    coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
+    return data, coef, np.zeros(k, dtype)
+
+
 def _time_blas(dtype: str, rng: np.random.Generator) -> dict[str, list[float]]:
     """Fastest of ROUNDS gradient timings per BLAS candidate, per BLAS_SHAPES shape.
 
@@ -619,18 +634,13 @@ def _time_blas(dtype: str, rng: np.random.Generator) -> dict[str, list[float]]:
     the kernels calling the default.
     """
     from ._blas_choice import DEFAULT, candidates, use
-    from ._data import make_dataset
     from ._dense import DenseEngine
 
     names = list(candidates())
     times: dict[str, list[float]] = {name: [] for name in names}
     try:
         for n, k in BLAS_SHAPES:
-            m = max(MIN_ROWS, NARROW_WORK // (n * k))
-            X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
-            data = make_dataset(X, rng.integers(0, k, m), None, None, k)
-            coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
-            b = np.zeros(k, dtype)
+            data, coef, b = _gemm_problem(n, k, dtype, rng)
             eng = DenseEngine(data, "gemm", warm=True, block_bytes=NARROW_BLOCK_BYTES)
             best = dict.fromkeys(names, float("inf"))
             for name in names:
@@ -667,16 +677,11 @@ def _time_blocks(dtype: str, rng: np.random.Generator) -> dict[int, list[float]]
 
     The GEMM engine with each block size, interleaved within a shape.
     """
-    from ._data import make_dataset
     from ._dense import DenseEngine
 
     times: dict[int, list[float]] = {b: [] for b in NARROW_CANDIDATES}
     for n, k in NARROW_SHAPES:
-        m = max(MIN_ROWS, NARROW_WORK // (n * k))
-        X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
-        data = make_dataset(X, rng.integers(0, k, m), None, None, k)
-        coef = (0.01 * rng.standard_normal((k, n))).astype(dtype)
-        b = np.zeros(k, dtype)
+        data, coef, b = _gemm_problem(n, k, dtype, rng)
         engines = {c: DenseEngine(data, "gemm", warm=True, block_bytes=c)
                    for c in NARROW_CANDIDATES}
         # One engine per distinct block size (see NARROW_SHAPES).
