@@ -37,6 +37,7 @@ from ._kernels._fused import (
     rows_scratch_length,
 )
 from ._kernels._hessp import (
+    HESSP_SCRATCH_ROWS,
     _hessp_gemm,
     _hessp_gemm_chunk,
     _hessp_gemm_split,
@@ -476,7 +477,7 @@ class DenseEngine:
         chunks = self._chunks()
         if self.strategy == "rows":
             def make(c):
-                return (*self._accumulators(c), self._row_scratch(c, 16))
+                return (*self._accumulators(c), self._row_scratch(c, HESSP_SCRATCH_ROWS))
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch)

@@ -179,8 +179,8 @@ def test_rows_kernels_reading_ahead(dt, n, k, mode, rng, monkeypatch):
     for long rows; TOUCH_SHORT_X_BYTES for float32 rows of 100 features),
     in the float32 blocks of transposed logits (k <= 24 over at most
     ERROR_T_MAX_FEATURES features, or longer rows of at least PANEL_MIN_K
-    classes, whose gradient goes in panels of features: (1100, 10), three
-    panels, the last partial; n = 100 and 210 take the eight-row
+    classes, whose gradient and Hessian products go in panels of features:
+    (1100, 10), three panels, the last partial; n = 100 and 210 take the eight-row
     logits) and in the four- and eight-row loop (n = 300, (1100, 5)); an odd number of
     rows leaves a partial block at each chunk's end. Gradient and Hessian
     products (P cached and recomputed) against the reference."""

@@ -54,10 +54,11 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import AHEAD_TILES, _logits_ahead
-from ._backward import accumulate4
+from ._backward import accumulate4, accumulate4_cols
 from ._blas import _gemm_into
 from ._common import _chunk, _softmax_inplace, _touch, _touch_rows, _touches, _zero1, _zero2
-from ._config import JIT, PJIT
+from ._config import JIT, PJIT, itemsize
+from ._fused import ERROR_T_MAX_FEATURES, ERROR_T_ROWS, PANEL_MIN_K, _panel_features
 from ._micro import _accumulate1, _eight_rows, _logits1, _logits4
 from ._sparse import (
     ROW_AHEAD,
@@ -90,6 +91,12 @@ def _row_hvp(p, u, d, gc):
         gc[j] += s
 
 
+# Scratch rows per chunk of the rows kernel (_hessp_rows_chunk): two blocks
+# of ERROR_T_ROWS for wide float32 rows (the loop of four or eight rows
+# uses the first 16).
+HESSP_SCRATCH_ROWS = 2 * ERROR_T_ROWS
+
+
 @njit(**JIT)
 def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width,
                       micro):
@@ -102,7 +109,9 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
           may have padded rows (k, n' >= n): only the first n entries of a
           row are read or written.
     OUT   G[c] (k, n) = this chunk's sum_i s_i x_iᵀ; gc[c] (k,) = sum_i s_i.
-    SCRATCH scratch[c] (16, k): eight rows of probabilities, eight of u / s.
+    SCRATCH scratch[c] (r, k), r >= 16: eight rows of probabilities, eight
+          of u / s; with r >= 2 ERROR_T_ROWS, wide float32 rows go in
+          blocks (below).
 
     Four rows at a time: u = X Vᵀ + c by the logit tiles, s in place, and
     the accumulation tiles while the rows are still in L1; with P not
@@ -113,8 +122,12 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,
     ``_micro.EIGHT_ROWS_MAX_K``, then two accumulations of four), and the
     direction's product prefetches the rows ahead; the accumulation is
-    ``_backward.accumulate4`` (its IR tiles there). ``width``, ``micro``: the
-    vector width's marker and the tiles', as for ``_fused._rows_chunk``.
+    ``_backward.accumulate4`` (its IR tiles there). Float32 rows of more
+    than ``_fused.ERROR_T_MAX_FEATURES`` features and ``_fused.PANEL_MIN_K``
+    classes or more go ``_fused.ERROR_T_ROWS`` at a time there, the
+    accumulation in panels of features, as the gradient's do. ``width``,
+    ``micro``: the vector width's marker and the tiles', as for
+    ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)
     m = X.shape[0]
@@ -137,6 +150,39 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         touched += _touch(X, start, min(stop, start + ahead_rows))
     pf_rows = ahead_rows if touch else 0
     i = start
+    k = Wt.shape[0]
+    n = X.shape[1]
+    R = ERROR_T_ROWS
+    # Wide float32 rows of PANEL_MIN_K classes or more (as in
+    # _fused._rows_chunk): blocks of R rows, their accumulation in panels of
+    # features that keep G's slice in L1; the rows' probabilities and u / s
+    # in scratch rows [0, R) and [R, 2 R).
+    if (tiles and itemsize(X) == 4 and n > ERROR_T_MAX_FEATURES and PANEL_MIN_K <= k
+            and scratch.shape[1] >= 2 * R):
+        panel = _panel_features(k)
+        pR = scratch[c, :R]
+        uR = scratch[c, R:2 * R]
+        while i + R <= stop:
+            h = 0
+            while h < R:
+                nb = 8 if eight else 4
+                if not cached:
+                    _logits_ahead(X, i + h, nb, Wt, b, pR, h, 0, stop)
+                _logits_ahead(X, i + h, nb, Vt, cv, uR, h, pf_rows, stop)
+                for q in range(nb):
+                    if cached:
+                        p = P[i + h + q]
+                    else:
+                        p = pR[h + q]
+                        _softmax_inplace(p)
+                    _row_hvp(p, uR[h + q], _row_weight(i + h + q, sw, weighted, scale), gcc)
+                h += nb
+            for f0 in range(0, n, panel):
+                f1 = min(n, f0 + panel)
+                for h in range(0, R, 4):
+                    r0 = i + h
+                    accumulate4_cols(X, r0, r0 + 1, r0 + 2, r0 + 3, uR, h, Gc, f0, f1)
+            i += R
     ahead = i
     while i + 4 <= stop:
         if touch and not tiles and i >= ahead:
