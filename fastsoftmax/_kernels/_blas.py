@@ -47,6 +47,11 @@ TABLE = (ctypes.c_int64 * 4)()
 llvm.add_symbol(TABLE_SYMBOL, ctypes.addressof(TABLE))
 
 
+def _slot(dtype) -> int:
+    """Return the index of ``dtype``'s routine in :data:`TABLE` (float32 0, float64 2)."""
+    return 0 if np.dtype(dtype) == np.float32 else 2
+
+
 def set_routine(dtype, address: int, ilp64: bool) -> None:
     """Point the kernels' ``dtype`` products (float32, float64) at the Fortran ?gemm ``address``.
 
@@ -54,14 +59,14 @@ def set_routine(dtype, address: int, ilp64: bool) -> None:
     own (SciPy's BLAS). The caller vouches for the routine and its integer
     width: a wrong one is undefined behaviour, not an error.
     """
-    slot = 0 if np.dtype(dtype) == np.float32 else 2
+    slot = _slot(dtype)
     TABLE[slot + 1] = int(bool(ilp64))
     TABLE[slot] = int(address)
 
 
 def routine(dtype) -> tuple[int, bool]:
     """Return (address, ilp64) of the routine ``dtype``'s products call (address 0: Numba's own)."""
-    slot = 0 if np.dtype(dtype) == np.float32 else 2
+    slot = _slot(dtype)
     return int(TABLE[slot]), bool(TABLE[slot + 1])
 
 
