@@ -65,7 +65,6 @@ from ._common import (
     _exp_shifted,
     _max_chain,
     _max_finite,
-    _max_finite_lanes,
     _max_lanes,
     _touch,
     _touch_rows,
@@ -73,6 +72,7 @@ from ._common import (
 )
 from ._config import JIT, PJIT, itemsize
 from ._micro import _accumulate1, _eight_rows, _logits1, _logits4
+from ._rowvec import exp_row, max_finite_row, scale_add_row
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -237,11 +237,12 @@ def _store_proba(Zb, nrows, r0, P, row_max):
 
 
 @njit(inline="always", **JIT)
-def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
+def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, mx, s):
     """:func:`_error4` on the rows Zb[:nrows] (data rows r0...), four at a time.
 
     Returns the summed loss terms (float64) and -1, or the block-local
-    index of the first row with non-finite logits.
+    index of the first row with non-finite logits. (``mx`` and ``s``, the
+    scratch of :func:`_block_error_lanes`, are not used.)
     """
     loss = 0.0
     for q in range(0, nrows, 4):
@@ -255,21 +256,66 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
 
 
 @njit(inline="always", **JIT)
-def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb):
+def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, mx, s):
     """:func:`_block_error` for rows of at least ``_common.LANES_FROM`` classes.
 
-    One row at a time, its maximum by ``_common._max_lanes``: on rows that
-    long the exp vectorises by itself, and the row maximum was the slow
-    part (see ``_common.LANES_FROM``).
+    SCRATCH mx, s: at least nrows entries of Zb's dtype (the rows' maxima
+    and sums).
+
+    Three sweeps over the block, each a pass over every row: the maxima
+    (:func:`._rowvec.max_finite_row`), the exps and their sums
+    (:func:`._rowvec.exp_row`), the scaling into the error
+    (:func:`._rowvec.scale_add_row`, which adds it into ``gb`` too). Row by
+    row, each step waited for the one before it on the same row (the
+    maximum's reduction before the exp, the sum's before the division);
+    sweep by sweep the rows' steps are independent and overlap. Without
+    sample weights the logs of the row sums are one log of their product
+    (a product of values in [1, k], taken in float64 and flushed into the
+    sum before it could overflow).
     """
-    loss = 0.0
+    dt = Zb.dtype.type
     for q in range(nrows):
-        z = Zb[q]
-        mx, fin = _max_finite_lanes(z)
+        m, fin = max_finite_row(Zb[q])
         if not fin:
-            return loss, q
-        loss += _shifted_error(z, mx, r0 + q, y, Y, sw, soft, weighted, scale, gb)
-    return loss, -1
+            return 0.0, q
+        mx[q] = m
+    # <Y_i, z_i - max_i> before z is overwritten (zero targets skipped, as
+    # in _row_error), weighted.
+    loss = 0.0
+    k = Zb.shape[1]
+    for q in range(nrows):
+        i = r0 + q
+        z = Zb[q]
+        if soft:
+            yz = dt(0)
+            for j in range(k):
+                t = Y[i, j]
+                if t != 0:
+                    yz += t * (z[j] - mx[q])
+        else:
+            yz = z[y[i]] - mx[q]
+        loss -= (sw[i] * yz) if weighted else yz
+    for q in range(nrows):
+        s[q] = exp_row(Zb[q], mx[q])
+    prod = 1.0
+    for q in range(nrows):
+        i = r0 + q
+        z = Zb[q]
+        if soft:
+            w = _scale_error(z, s[q], i, y, Y, sw, soft, weighted, scale, gb)
+        else:
+            w = sw[i] if weighted else dt(1)
+            scale_add_row(z, scale * w / s[q], gb)
+            z[y[i]] -= scale * w
+            gb[y[i]] -= scale * w
+        if weighted:
+            loss += w * np.log(s[q])
+        else:
+            prod *= s[q]
+            if prod > 1e250:
+                loss += np.log(prod)
+                prod = 1.0
+    return loss + np.log(prod), -1
 
 
 @njit(inline="always", **JIT)
@@ -629,6 +675,8 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
     k = W.shape[1]
     R = scratch.shape[1]
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
+    mx = np.empty(R, dtype=X.dtype)
+    s = np.empty(R, dtype=X.dtype)
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
@@ -640,7 +688,7 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
                 Zb[q, j] += b[j]
         if P.shape[0] != 0:
             _store_proba(Zb, rr, r0, P, row_max)
-        part, bad = block_error(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc)
+        part, bad = block_error(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc, mx, s)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
@@ -715,6 +763,8 @@ def _gemm_split_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     gbc = gb[c]
     gbc[:] = zero
     bad_row[c] = -1
+    mx = np.empty(R, dtype=X.dtype)
+    s = np.empty(R, dtype=X.dtype)
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
@@ -725,7 +775,7 @@ def _gemm_split_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
                 Zb[q, j] += b[j]
         if P.shape[0] != 0:
             _store_proba(Zb, rr, r0, P, _max_lanes)
-        part, bad = _block_error_lanes(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc)
+        part, bad = _block_error_lanes(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc, mx, s)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break

@@ -1,0 +1,307 @@
+"""Row passes of the many-class kernels in 64-byte vectors, written in LLVM IR.
+
+The softmax error of a row of k classes takes three passes over it: the
+maximum (and whether every logit is finite), the shifted exp and its sum,
+and the scaling into the error with its sum into the intercept's gradient.
+Here each is one loop of explicit vectors (16 float32 or 8 float64 lanes)
+with a masked last step:
+
+- :func:`max_finite_row`: (max of z, whether every entry is finite);
+- :func:`exp_row`: z[j] = exp(z[j] - mx) in place, returning the sum
+  (:func:`._common._exp_shifted`'s scheme and constants, see
+  ``_common._exp_loop``);
+- :func:`scale_add_row`: z[j] *= f, then g[j] += z[j].
+
+Why: LLVM vectorises the Numba loops at 8 float32 lanes, four vectors a
+step, and the entries past the last whole step go through scalar code;
+on rows of a hundred classes that remainder, an exp each, was a large
+part of a row's time, and in 512-bit vectors through the loop vectoriser
+it grew (BENCHMARKS.md, "Tenth session"). The maximum, as eight scalar
+chains that LLVM's SLP vectoriser joins (``_common._max_lanes``) plus a
+separate count of the finite entries, took more than half the exp's time.
+Here no entry goes through scalar code.
+
+Two changes of form against ``_exp_loop``, neither of accuracy: n =
+round(t log2 e) comes from the "magic number" addition (t log2 e + 1.5
+2^23 in float32, 1.5 2^52 in float64, whose low mantissa bits then hold
+n), which also gives 2^n by an integer add and shift of the same bits (no
+rounding instruction, no conversion); n differs from floor(t log2 e + 1/2)
+only at exact halves, where either keeps |r| <= ln2 / 2.
+
+Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``): masked loads and
+stores are cheap there. Each calling function is marked so that 512-bit
+vectors are legal in it (``_width._widen`` without the preference).
+"""
+
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from ._ahead import _I32, _I64, VectorOps, _const, _intrinsic_fn, tail_mask
+from ._common import (
+    _EXP_LO32,
+    _EXP_LO64,
+    _EXP_POLY32,
+    _EXP_POLY64,
+    _LN2_HI32,
+    _LN2_HI64,
+    _LN2_LO32,
+    _LN2_LO64,
+    _LOG2E,
+    _exp_shifted,
+    _max_finite_lanes,
+)
+from ._config import JIT, WIDE_REGISTERS
+from ._width import _widen
+
+ROW_VECTORS = WIDE_REGISTERS
+
+_FLAGS = ("reassoc", "nsz", "contract", "afn", "arcp")
+_I1 = ir.IntType(1)
+
+
+def _splat(b, vec_t, v):
+    """Return a vector of vec_t with every lane the scalar IR value v."""
+    L = vec_t.count
+    one = b.insert_element(ir.Constant(vec_t, ir.Undefined), v, ir.Constant(_I32, 0))
+    return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, L), [0] * L))
+
+
+def _row_loop(b, ops, n, carried, step):
+    """Run ``step`` over the n entries of a row, a vector at a time, the last one masked.
+
+    ``carried``: the loop's carried IR values at the start; ``step(f,
+    mask, values)`` emits one step at element f (mask None for a whole
+    vector, else the lanes within the row) and returns the new values.
+    Returns the values after the last step.
+    """
+    L = ops.L
+    whole = b.and_(n, _const(-L))
+    start = b.block
+    loop = b.append_basic_block("row.loop")
+    tail = b.append_basic_block("row.tail")
+    b.cbranch(b.icmp_signed(">", whole, _const(0)), loop, tail)
+    b.position_at_end(loop)
+    f = b.phi(_I64)
+    vals = [b.phi(v.type) for v in carried]
+    f.add_incoming(_const(0), start)
+    for p, v in zip(vals, carried, strict=True):
+        p.add_incoming(v, start)
+    new = step(f, None, vals)
+    f1 = b.add(f, _const(L))
+    end = b.block
+    f.add_incoming(f1, end)
+    for p, v in zip(vals, new, strict=True):
+        p.add_incoming(v, end)
+    b.cbranch(b.icmp_signed("<", f1, whole), loop, tail)
+    b.position_at_end(tail)
+    out = []
+    for v0, v1 in zip(carried, new, strict=True):
+        p = b.phi(v0.type)
+        p.add_incoming(v0, start)
+        p.add_incoming(v1, end)
+        out.append(p)
+    # The masked step only where the row has a rest: on a row of whole
+    # vectors it would cost a whole vector's work for nothing.
+    rest = b.sub(n, whole)
+    masked = b.append_basic_block("row.masked")
+    done = b.append_basic_block("row.done")
+    b.cbranch(b.icmp_signed(">", rest, _const(0)), masked, done)
+    b.position_at_end(masked)
+    last = step(whole, tail_mask(b, rest, L), out)
+    from_masked = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    result = []
+    for v0, v1 in zip(out, last, strict=True):
+        p = b.phi(v0.type)
+        p.add_incoming(v0, tail)
+        p.add_incoming(v1, from_masked)
+        result.append(p)
+    return result
+
+
+def _row_args(context, builder, aty, a):
+    """(entries, pointer to the data) of a 1-D array."""
+    arr = context.make_array(aty)(context, builder, a)
+    return builder.extract_value(arr.shape, 0), arr.data
+
+
+def _is_row(z) -> bool:
+    return (isinstance(z, types.Array) and z.ndim == 1 and z.layout == "C"
+            and z.dtype in (types.float32, types.float64))
+
+
+class _Exp:
+    """exp(x - mx) of one vector, as ``_common._exp_loop`` computes it (see the module)."""
+
+    def __init__(self, b, ops):
+        self.b, self.ops = b, ops
+        L, vec = ops.L, ops.vec
+        wide = ops.itemsize == 8
+        ivec = ir.VectorType(ir.IntType(ops.itemsize * 8), L)
+        lo, hi, lo2, poly = ((_EXP_LO64, _LN2_HI64, _LN2_LO64, _EXP_POLY64) if wide
+                             else (_EXP_LO32, _LN2_HI32, _LN2_LO32, _EXP_POLY32))
+        magic = 1.5 * 2.0 ** (52 if wide else 23)
+        magic_bits = 0x4338000000000000 if wide else 0x4B400000
+        bias, shift = (1023, 52) if wide else (127, 23)
+
+        def splat(v):
+            return ir.Constant(vec, [float(v)] * L)
+
+        self.ivec = ivec
+        self.lo, self.neg_one, self.one = splat(lo), splat(-1.0), splat(1.0)
+        self.log2e, self.magic = splat(_LOG2E), splat(magic)
+        self.ln2_hi, self.ln2_lo = splat(-hi), splat(-lo2)
+        self.poly = [splat(c) for c in poly]
+        self.exp_bias = ir.Constant(ivec, [bias - magic_bits] * L)
+        self.shift = ir.Constant(ivec, [shift] * L)
+        sfx = f"v{L}f{ops.itemsize * 8}"
+        self.maxnum = _intrinsic_fn(b.module, f"llvm.maxnum.{sfx}", vec, [vec, vec])
+
+    def __call__(self, z, mxv):
+        b, fma = self.b, self.ops.fma
+        x = b.fsub(z, mxv, flags=_FLAGS)
+        keep = b.fcmp_ordered(">=", x, self.lo)
+        t = b.call(self.maxnum, [x, self.lo])
+        kf = b.call(fma, [t, self.log2e, self.magic])
+        nf = b.fsub(kf, self.magic)
+        # (t - n hi) - n lo, grouped as in _exp_loop: the max with -1 (a
+        # no-op) keeps the rounding of n ln2 out.
+        r = b.call(self.maxnum, [b.call(fma, [nf, self.ln2_hi, t]), self.neg_one])
+        r = b.call(fma, [nf, self.ln2_lo, r])
+        p = self.poly[0]
+        for c in self.poly[1:]:
+            p = b.call(fma, [p, r, c])
+        p = b.fadd(b.call(fma, [p, b.fmul(r, r), r]), self.one)
+        bits = b.shl(b.add(b.bitcast(kf, self.ivec), self.exp_bias), self.shift)
+        p = b.fmul(p, b.bitcast(bits, self.ops.vec))
+        return b.select(keep, p, self.ops.zero)
+
+
+@intrinsic
+def _exp_row_ir(typingctx, z, mx):
+    """z[j] = exp(z[j] - mx) in place (z 1-D, C-contiguous); returns the sum."""
+    if not _is_row(z):
+        return None
+    dtype = z.dtype
+
+    def codegen(context, b, sig, args):
+        _widen(b.function, prefer=False)
+        ops = VectorOps(context, b, dtype)
+        n, ptr = _row_args(context, b, sig.args[0], args[0])
+        mxv = _splat(b, ops.vec, context.cast(b, args[1], sig.args[1], dtype))
+        exp = _Exp(b, ops)
+
+        def step(f, mask, vals):
+            vp = ops.at(ptr, f)
+            e = exp(ops.load(vp, mask), mxv)
+            ops.store(e, vp, mask)
+            if mask is not None:
+                e = b.select(mask, e, ops.zero)
+            return [b.fadd(vals[0], e, flags=_FLAGS)]
+
+        total, = _row_loop(b, ops, n, [ops.zero], step)
+        reduce = _intrinsic_fn(b.module, f"llvm.vector.reduce.fadd.v{ops.L}f{ops.itemsize * 8}",
+                               ops.fty, [ops.fty, ops.vec])
+        return b.call(reduce, [ir.Constant(ops.fty, 0.0), total], fastmath=("reassoc", "nsz"))
+
+    return dtype(z, mx), codegen
+
+
+@intrinsic
+def _max_finite_ir(typingctx, z):
+    """(max of z, every entry finite) of a row of at least one entry."""
+    if not _is_row(z):
+        return None
+    dtype = z.dtype
+    ret = types.Tuple((dtype, types.boolean))
+
+    def codegen(context, b, sig, args):
+        _widen(b.function, prefer=False)
+        ops = VectorOps(context, b, dtype)
+        L, vec = ops.L, ops.vec
+        n, ptr = _row_args(context, b, sig.args[0], args[0])
+        sfx = f"v{L}f{ops.itemsize * 8}"
+        maxnum = _intrinsic_fn(b.module, f"llvm.maxnum.{sfx}", vec, [vec, vec])
+        fabs = _intrinsic_fn(b.module, f"llvm.fabs.{sfx}", vec, [vec])
+        mask_t = ir.VectorType(_I1, L)
+        big = ir.Constant(vec, [float(_big(dtype))] * L)
+        low = ir.Constant(vec, [float("-inf")] * L)
+        all_true = ir.Constant(mask_t, [1] * L)
+
+        def step(f, mask, vals):
+            v = ops.load(ops.at(ptr, f), mask)
+            fin = b.fcmp_ordered("<=", b.call(fabs, [v]), big)
+            if mask is not None:
+                v = b.select(mask, v, low)
+                fin = b.or_(fin, b.not_(mask))
+            return [b.call(maxnum, [vals[0], v]), b.and_(vals[1], fin)]
+
+        mx, fin = _row_loop(b, ops, n, [low, all_true], step)
+        rmax = _intrinsic_fn(b.module, f"llvm.vector.reduce.fmax.{sfx}", ops.fty, [vec])
+        rand = _intrinsic_fn(b.module, f"llvm.vector.reduce.and.v{L}i1", _I1, [mask_t])
+        return context.make_tuple(b, ret, [b.call(rmax, [mx]), b.call(rand, [fin])])
+
+    return ret(z), codegen
+
+
+def _big(dtype) -> float:
+    import numpy as np
+
+    return float(np.finfo(str(dtype)).max)
+
+
+@intrinsic
+def _scale_add_ir(typingctx, z, f, g):
+    """z[j] *= f, then g[j] += z[j] (z, g 1-D C-contiguous; g at least as long as z)."""
+    if not (_is_row(z) and _is_row(g) and g.dtype == z.dtype):
+        return None
+    dtype = z.dtype
+
+    def codegen(context, b, sig, args):
+        _widen(b.function, prefer=False)
+        ops = VectorOps(context, b, dtype)
+        n, zp = _row_args(context, b, sig.args[0], args[0])
+        _, gp = _row_args(context, b, sig.args[2], args[2])
+        fv = _splat(b, ops.vec, context.cast(b, args[1], sig.args[1], dtype))
+
+        def step(at, mask, vals):
+            vz, vg = ops.at(zp, at), ops.at(gp, at)
+            e = b.fmul(ops.load(vz, mask), fv, flags=_FLAGS)
+            ops.store(e, vz, mask)
+            ops.store(b.fadd(ops.load(vg, mask), e, flags=_FLAGS), vg, mask)
+            return []
+
+        _row_loop(b, ops, n, [], step)
+        return context.get_dummy_value()
+
+    return types.void(z, f, g), codegen
+
+
+@njit(inline="always", **JIT)
+def exp_row(z, mx):
+    """z[j] = exp(z[j] - mx) in place; returns the row sum (see the module)."""
+    if ROW_VECTORS:
+        return _exp_row_ir(z, mx)
+    return _exp_shifted(z, mx, z)
+
+
+@njit(inline="always", **JIT)
+def max_finite_row(z):
+    """(max of z, whether every entry is finite): ``_common._max_finite_lanes``."""
+    if ROW_VECTORS:
+        return _max_finite_ir(z)
+    return _max_finite_lanes(z)
+
+
+@njit(inline="always", **JIT)
+def scale_add_row(z, f, g):
+    """z[j] *= f, then g[j] += z[j] for j < len(z)."""
+    if ROW_VECTORS:
+        _scale_add_ir(z, f, g)
+    else:
+        for j in range(z.shape[0]):
+            e = z[j] * f
+            z[j] = e
+            g[j] += e

@@ -1,0 +1,99 @@
+"""_kernels._rowvec: the many-class kernels' row passes in explicit vectors.
+
+Each pass against NumPy on every row length around the vector width (the
+masked last step, and rows of whole vectors, which skip it): the exp
+within 2 ulp over the whole range of arguments and exactly 0 below the
+normal range, the maximum wherever it sits and every non-finite entry
+reported wherever it sits, the scaling with its sum into a longer array
+whose entries past the row are never written. The kernels that use the
+passes are tested against the reference in test_dense.py and
+test_loss_and_grad.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fastsoftmax._kernels._common import _EXP_LO32, _EXP_LO64
+from fastsoftmax._kernels._rowvec import exp_row, max_finite_row, scale_add_row
+
+DTYPES = [np.float32, np.float64]
+IDS = ["float32", "float64"]
+LENGTHS = [1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 64, 100, 1000]
+
+
+def _ulps(got, truth, dt):
+    return np.abs(got - truth) / np.spacing(truth.astype(dt))
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+def test_exp_row_over_the_whole_range(dt):
+    lo = _EXP_LO32 if dt == np.float32 else _EXP_LO64
+    x = np.concatenate([[0.0, -np.inf, lo * 1.01, -1e30, lo],
+                        -np.logspace(-9, np.log10(-lo), 5001)]).astype(dt)
+    z = x.copy()
+    total = exp_row(z, dt(0))
+    truth = np.exp(x.astype(np.float64))
+    normal = x >= lo
+    assert _ulps(z[normal], truth[normal], dt).max() <= 2
+    assert np.all(z[~normal] == 0)
+    assert z[0] == 1
+    assert total == pytest.approx(truth.sum(), rel=10 * float(np.finfo(dt).eps))
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_exp_row_every_length_with_a_shift(dt, n):
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 5).astype(dt)
+    mx = x.max()
+    z = x.copy()
+    total = exp_row(z, mx)
+    # (the shift rounds in the row's dtype, as in the kernels)
+    truth = np.exp((x - mx).astype(np.float64))
+    assert _ulps(z, truth, dt).max() <= 2
+    assert total == pytest.approx(truth.sum(), rel=10 * float(np.finfo(dt).eps))
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+def test_exp_row_writes_only_the_row(dt):
+    """A row that is a slice of a longer buffer: the entries after it stay."""
+    buf = np.full(40, 7.0, dt)
+    buf[:21] = -np.arange(21, dtype=dt)
+    total = exp_row(buf[:21], dt(0))
+    assert np.all(buf[21:] == 7)
+    assert total == pytest.approx(np.exp(-np.arange(21.0)).sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_max_finite_row_every_length_and_position(dt, n):
+    rng = np.random.default_rng(n)
+    base = (rng.standard_normal(n) - 10).astype(dt)
+    for pos in {0, n // 2, n - 1}:
+        z = base.copy()
+        z[pos] = 3
+        mx, fin = max_finite_row(z)
+        assert fin and mx == 3
+        for bad in (np.nan, np.inf, -np.inf):
+            z = base.copy()
+            z[pos] = bad
+            assert not max_finite_row(z)[1]
+    # All negative (the masked lanes must not count as zeros).
+    mx, fin = max_finite_row(base)
+    assert fin and mx == base.max()
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_scale_add_row(dt, n):
+    rng = np.random.default_rng(n)
+    z0 = rng.standard_normal(n).astype(dt)
+    g0 = rng.standard_normal(n + 20).astype(dt)
+    z, g = z0.copy(), g0.copy()
+    f = dt(0.37)
+    scale_add_row(z, f, g)
+    np.testing.assert_array_equal(z, z0 * f)
+    np.testing.assert_array_equal(g[:n], g0[:n] + z0 * f)
+    np.testing.assert_array_equal(g[n:], g0[n:])
