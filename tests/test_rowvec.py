@@ -3,8 +3,8 @@
 Each pass against NumPy on every row length around the vector width (the
 masked last step, and rows of whole vectors, which skip it): the exp
 within 2 ulp over the whole range of arguments and exactly 0 below the
-normal range, the maximum wherever it sits and every non-finite entry
-reported wherever it sits, the scaling with its sum into a longer array
+normal range, the bias added and the maximum wherever it sits, every
+non-finite entry reported wherever it sits, the scaling with its sum into a longer array
 whose entries past the row are never written. The kernels that use the
 passes are tested against the reference in test_dense.py and
 test_loss_and_grad.py.
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fastsoftmax._kernels._common import _EXP_LO32, _EXP_LO64
-from fastsoftmax._kernels._rowvec import exp_row, max_finite_row, scale_add_row
+from fastsoftmax._kernels._rowvec import bias_max_finite_row, exp_row, scale_add_row
 
 DTYPES = [np.float32, np.float64]
 IDS = ["float32", "float64"]
@@ -68,21 +68,33 @@ def test_exp_row_writes_only_the_row(dt):
 
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 @pytest.mark.parametrize("n", LENGTHS)
-def test_max_finite_row_every_length_and_position(dt, n):
+def test_bias_max_finite_row_every_length_and_position(dt, n):
+    """The bias added in place (entries past the row untouched), then the
+    maximum wherever it sits, and every non-finite entry reported wherever
+    it sits, the bias's own included."""
     rng = np.random.default_rng(n)
     base = (rng.standard_normal(n) - 10).astype(dt)
+    bias = rng.standard_normal(n + 5).astype(dt)
+    zero = np.zeros(n, dt)
+    buf = np.full(n + 5, 9.0, dt)
+    buf[:n] = base
+    mx, fin = bias_max_finite_row(buf[:n], bias)
+    np.testing.assert_array_equal(buf[:n], base + bias[:n])
+    assert np.all(buf[n:] == 9)
+    # All negative sums: the masked lanes must not count as zeros.
+    assert fin and mx == (base + bias[:n]).max()
     for pos in {0, n // 2, n - 1}:
         z = base.copy()
         z[pos] = 3
-        mx, fin = max_finite_row(z)
+        mx, fin = bias_max_finite_row(z, zero)
         assert fin and mx == 3
         for bad in (np.nan, np.inf, -np.inf):
             z = base.copy()
             z[pos] = bad
-            assert not max_finite_row(z)[1]
-    # All negative (the masked lanes must not count as zeros).
-    mx, fin = max_finite_row(base)
-    assert fin and mx == base.max()
+            assert not bias_max_finite_row(z, zero)[1]
+            b = zero.copy()
+            b[pos] = bad
+            assert not bias_max_finite_row(base.copy(), b)[1]
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)

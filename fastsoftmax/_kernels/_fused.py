@@ -65,14 +65,13 @@ from ._common import (
     _exp_shifted,
     _max_chain,
     _max_finite,
-    _max_lanes,
     _touch,
     _touch_rows,
     _touches,
 )
 from ._config import JIT, PJIT, itemsize
 from ._micro import _accumulate1, _eight_rows, _logits1, _logits4
-from ._rowvec import exp_row, max_finite_row, scale_add_row
+from ._rowvec import bias_max_finite_row, exp_row, scale_add_row
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -212,12 +211,12 @@ def _error4(z4, i0, i1, i2, i3, y, Y, sw, soft, weighted, scale, gb):
 
 
 @njit(inline="always", **JIT)
-def _store_proba(Zb, nrows, r0, P, row_max):
-    """OUT P[r0:r0 + nrows] = softmax(Zb[:nrows]), Zb unchanged.
+def _store_proba(Zb, nrows, r0, P):
+    """OUT P[r0:r0 + nrows] = softmax(Zb[:nrows]), Zb unchanged (rows of fewer than 32 classes).
 
     The same max, vector exp and sum as :func:`_row_error`, times 1 / sum
-    (as :mod:`._hessp` recomputes them); ``row_max`` gives a row's maximum
-    (``_common._max_chain``, or ``_common._max_lanes`` for long rows). A row
+    (as :mod:`._hessp` recomputes them). Longer rows store theirs in
+    :func:`_block_error_lanes`' last sweep. A row
     whose logits are not finite is left as garbage (its sum can be 0 or
     NaN): the error pass that follows reports it. A separate sweep rather
     than a store inside :func:`_row_error`: that per-row branch made the
@@ -229,7 +228,7 @@ def _store_proba(Zb, nrows, r0, P, row_max):
     for q in range(nrows):
         z = Zb[q]
         pr = P[r0 + q]
-        s = _exp_shifted(z, row_max(z), pr)
+        s = _exp_shifted(z, _max_chain(z), pr)
         if s > 0:
             inv = one / s
             for j in range(k):
@@ -237,13 +236,22 @@ def _store_proba(Zb, nrows, r0, P, row_max):
 
 
 @njit(inline="always", **JIT)
-def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, mx, s):
-    """:func:`_error4` on the rows Zb[:nrows] (data rows r0...), four at a time.
+def _block_error(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx, s, P):
+    """Turn a block's logits into their scaled error rows, four rows at a time.
 
-    Returns the summed loss terms (float64) and -1, or the block-local
-    index of the first row with non-finite logits. (``mx`` and ``s``, the
-    scratch of :func:`_block_error_lanes`, are not used.)
+    IN/OUT Zb[:nrows]: X_b W of data rows r0 ... in, their error rows out
+    (:func:`_error4`, after the bias b is added and, where P is not empty,
+    softmax stored in P[r0:r0 + nrows] by :func:`_store_proba`). Returns the
+    summed loss terms (float64) and -1, or the block-local index of the
+    first row with non-finite logits. (``mx`` and ``s``, the scratch of
+    :func:`_block_error_lanes`, are not used.)
     """
+    k = Zb.shape[1]
+    for q in range(nrows):
+        for j in range(k):
+            Zb[q, j] += b[j]
+    if P.shape[0] != 0:
+        _store_proba(Zb, nrows, r0, P)
     loss = 0.0
     for q in range(0, nrows, 4):
         i = r0 + q
@@ -256,16 +264,19 @@ def _block_error(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, mx, s):
 
 
 @njit(inline="always", **JIT)
-def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, mx, s):
+def _block_error_lanes(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx, s, P):
     """:func:`_block_error` for rows of at least ``_common.LANES_FROM`` classes.
 
     SCRATCH mx, s: at least nrows entries of Zb's dtype (the rows' maxima
     and sums).
 
-    Three sweeps over the block, each a pass over every row: the maxima
-    (:func:`._rowvec.max_finite_row`), the exps and their sums
-    (:func:`._rowvec.exp_row`), the scaling into the error
-    (:func:`._rowvec.scale_add_row`, which adds it into ``gb`` too). Row by
+    Three sweeps over the block, each a pass over every row: the bias and
+    the maxima (:func:`._rowvec.bias_max_finite_row`), the exps and their
+    sums (:func:`._rowvec.exp_row`), the scaling into the error
+    (:func:`._rowvec.scale_add_row`, which adds it into ``gb`` too); where
+    P is not empty, the rows' softmax, exp times 1 / sum as
+    :func:`_store_proba` computes it, is stored before the last sweep,
+    without a second exp. Row by
     row, each step waited for the one before it on the same row (the
     maximum's reduction before the exp, the sum's before the division);
     sweep by sweep the rows' steps are independent and overlap. Without
@@ -275,7 +286,7 @@ def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, mx, s
     """
     dt = Zb.dtype.type
     for q in range(nrows):
-        m, fin = max_finite_row(Zb[q])
+        m, fin = bias_max_finite_row(Zb[q], b)
         if not fin:
             return 0.0, q
         mx[q] = m
@@ -297,6 +308,14 @@ def _block_error_lanes(Zb, nrows, r0, y, Y, sw, soft, weighted, scale, gb, mx, s
         loss -= (sw[i] * yz) if weighted else yz
     for q in range(nrows):
         s[q] = exp_row(Zb[q], mx[q])
+    if P.shape[0] != 0:
+        one = dt(1)
+        for q in range(nrows):
+            z = Zb[q]
+            pr = P[r0 + q]
+            inv = one / s[q]
+            for j in range(k):
+                pr[j] = z[j] * inv
     prod = 1.0
     for q in range(nrows):
         i = r0 + q
@@ -609,7 +628,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         else:
             _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z8)
         if store:
-            _store_proba(z8, nb, i, P, _max_chain)
+            _store_proba(z8, nb, i, P)
         for h in range(0, nb, 4):
             z4 = z8[h:h + 4]
             r0 = i + h
@@ -630,7 +649,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         for q in range(r):
             _logits1(X[i + q], Wt, b, z4[q])
         if store:
-            _store_proba(z4, r, i, P, _max_chain)
+            _store_proba(z4, r, i, P)
         part, bad = _error4(z4[:r], i, i + 1, i + 2, i + 3, y, Y, sw, soft, weighted,
                             scale, gbc)
         if bad >= 0:
@@ -663,16 +682,13 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
 
 @njit(inline="always", **JIT)
 def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
-               gW, gb, loss, bad_row, scratch, P, block_error, row_max):
-    """Chunk c of the GEMM strategy, finishing each block by ``block_error``.
+               gW, gb, loss, bad_row, scratch, P, block_error):
+    """Chunk c of the GEMM strategy, each block's logits into its error by ``block_error``.
 
-    ``block_error`` and ``row_max`` are compiled functions:
-    :func:`_block_error` and ``_common._max_chain`` in :func:`_gemm_chunk`,
-    :func:`_block_error_lanes` and ``_common._max_lanes`` in
-    :func:`_gemm_chunk_lanes`.
+    ``block_error`` is a compiled function: :func:`_block_error` in
+    :func:`_gemm_chunk`, :func:`_block_error_lanes` in :func:`_gemm_chunk_lanes`.
     """
     m, n = X.shape
-    k = W.shape[1]
     R = scratch.shape[1]
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
     mx = np.empty(R, dtype=X.dtype)
@@ -683,12 +699,7 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
         Xb = X[r0:r0 + rr]
         Zb = scratch[c, :rr]
         _gemm_into(Xb, W, Zb, 0.0)
-        for q in range(rr):
-            for j in range(k):
-                Zb[q, j] += b[j]
-        if P.shape[0] != 0:
-            _store_proba(Zb, rr, r0, P, row_max)
-        part, bad = block_error(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc, mx, s)
+        part, bad = block_error(Zb, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
@@ -703,7 +714,7 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
                 gW, gb, loss, bad_row, scratch, P):
     """Chunk c of the GEMM strategy (as :func:`_rows_chunk`), rows of fewer than 32 classes."""
     _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
-               scratch, P, _block_error, _max_chain)
+               scratch, P, _block_error)
 
 
 @njit(**JIT)
@@ -712,7 +723,7 @@ def _gemm_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, W, b,
     """:func:`_gemm_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
     _wide_vectors_float64(X)
     _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
-               scratch, P, _block_error_lanes, _max_lanes)
+               scratch, P, _block_error_lanes)
 
 
 @njit(**PJIT)
@@ -751,13 +762,12 @@ def _gemm_split_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
     """Chunk c of :func:`_loss_grad_gemm_split`'s first pass: E of its rows.
 
     Row blocks of ``R`` rows: Z = Xb W + b by BLAS into the block's rows
-    of E, P stored if asked, then the scaled error in place
+    of E, then the bias, P if asked and the scaled error in place
     (:func:`_block_error_lanes`). Sets gb[c], loss[c], bad_row[c] as
     :func:`_gemm_chunk` does.
     """
     _wide_vectors_float64(X)
     m = X.shape[0]
-    k = W.shape[1]
     zero = gb.dtype.type(0)
     start, stop = _chunk(m, gb.shape[0], c)
     gbc = gb[c]
@@ -770,12 +780,8 @@ def _gemm_split_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
         rr = min(R, stop - r0)
         Zb = E[r0:r0 + rr]
         _gemm_into(X[r0:r0 + rr], W, Zb, 0.0)
-        for q in range(rr):
-            for j in range(k):
-                Zb[q, j] += b[j]
-        if P.shape[0] != 0:
-            _store_proba(Zb, rr, r0, P, _max_lanes)
-        part, bad = _block_error_lanes(Zb, rr, r0, y, Y, sw, soft, weighted, scale, gbc, mx, s)
+        part, bad = _block_error_lanes(Zb, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
+                                       mx, s, P)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break

@@ -6,7 +6,8 @@ and the scaling into the error with its sum into the intercept's gradient.
 Here each is one loop of explicit vectors (16 float32 or 8 float64 lanes)
 with a masked last step:
 
-- :func:`max_finite_row`: (max of z, whether every entry is finite);
+- :func:`bias_max_finite_row`: z[j] += bias[j], then (max of z, whether
+  every entry is finite);
 - :func:`exp_row`: z[j] = exp(z[j] - mx) in place, returning the sum
   (:func:`._common._exp_shifted`'s scheme and constants, see
   ``_common._exp_loop``);
@@ -210,9 +211,9 @@ def _exp_row_ir(typingctx, z, mx):
 
 
 @intrinsic
-def _max_finite_ir(typingctx, z):
-    """(max of z, every entry finite) of a row of at least one entry."""
-    if not _is_row(z):
+def _bias_max_finite_ir(typingctx, z, bias):
+    """z[j] += bias[j]; returns (max of z, every entry finite) (a row of at least one entry)."""
+    if not (_is_row(z) and _is_row(bias) and bias.dtype == z.dtype):
         return None
     dtype = z.dtype
     ret = types.Tuple((dtype, types.boolean))
@@ -222,6 +223,7 @@ def _max_finite_ir(typingctx, z):
         ops = VectorOps(context, b, dtype)
         L, vec = ops.L, ops.vec
         n, ptr = _row_args(context, b, sig.args[0], args[0])
+        _, bp = _row_args(context, b, sig.args[1], args[1])
         sfx = f"v{L}f{ops.itemsize * 8}"
         maxnum = _intrinsic_fn(b.module, f"llvm.maxnum.{sfx}", vec, [vec, vec])
         fabs = _intrinsic_fn(b.module, f"llvm.fabs.{sfx}", vec, [vec])
@@ -231,7 +233,9 @@ def _max_finite_ir(typingctx, z):
         all_true = ir.Constant(mask_t, [1] * L)
 
         def step(f, mask, vals):
-            v = ops.load(ops.at(ptr, f), mask)
+            vp = ops.at(ptr, f)
+            v = b.fadd(ops.load(vp, mask), ops.load(ops.at(bp, f), mask))
+            ops.store(v, vp, mask)
             fin = b.fcmp_ordered("<=", b.call(fabs, [v]), big)
             if mask is not None:
                 v = b.select(mask, v, low)
@@ -243,7 +247,7 @@ def _max_finite_ir(typingctx, z):
         rand = _intrinsic_fn(b.module, f"llvm.vector.reduce.and.v{L}i1", _I1, [mask_t])
         return context.make_tuple(b, ret, [b.call(rmax, [mx]), b.call(rand, [fin])])
 
-    return ret(z), codegen
+    return ret(z, bias), codegen
 
 
 def _big(dtype) -> float:
@@ -288,10 +292,15 @@ def exp_row(z, mx):
 
 
 @njit(inline="always", **JIT)
-def max_finite_row(z):
-    """(max of z, whether every entry is finite): ``_common._max_finite_lanes``."""
+def bias_max_finite_row(z, bias):
+    """z[j] += bias[j]; returns (max of z, whether every entry is finite).
+
+    ``_common._max_finite_lanes`` after the addition.
+    """
     if ROW_VECTORS:
-        return _max_finite_ir(z)
+        return _bias_max_finite_ir(z, bias)
+    for j in range(z.shape[0]):
+        z[j] += bias[j]
     return _max_finite_lanes(z)
 
 
