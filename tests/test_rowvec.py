@@ -5,9 +5,10 @@ masked last step, and rows of whole vectors, which skip it): the exp
 within 2 ulp over the whole range of arguments and exactly 0 below the
 normal range, the bias added and the maximum wherever it sits, every
 non-finite entry reported wherever it sits, the scaling with its sum into a longer array
-whose entries past the row are never written. The kernels that use the
-passes are tested against the reference in test_dense.py and
-test_loss_and_grad.py.
+whose entries past the row are never written, and the two passes of a
+row's Hessian product. The kernels that use the
+passes are tested against the reference in test_dense.py,
+test_loss_and_grad.py and test_hessp.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import numpy as np
 import pytest
 
 from fastsoftmax._kernels._common import _EXP_LO32, _EXP_LO64
-from fastsoftmax._kernels._rowvec import bias_max_finite_row, exp_row, scale_add_row
+from fastsoftmax._kernels._rowvec import (
+    bias_dot_row,
+    bias_max_finite_row,
+    exp_row,
+    hvp_update_row,
+    scale_add_row,
+    scale_row,
+)
 
 DTYPES = [np.float32, np.float64]
 IDS = ["float32", "float64"]
@@ -108,4 +116,40 @@ def test_scale_add_row(dt, n):
     scale_add_row(z, f, g)
     np.testing.assert_array_equal(z, z0 * f)
     np.testing.assert_array_equal(g[:n], g0[:n] + z0 * f)
+    np.testing.assert_array_equal(g[n:], g0[n:])
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_scale_row(dt, n):
+    rng = np.random.default_rng(n)
+    buf = rng.standard_normal(n + 20).astype(dt)
+    z0 = buf.copy()
+    scale_row(buf[:n], dt(-1.5))
+    np.testing.assert_array_equal(buf[:n], z0[:n] * dt(-1.5))
+    np.testing.assert_array_equal(buf[n:], z0[n:])
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_hessian_row_passes(dt, n):
+    """u += cv and <p, u>; then u = d p (u - <p, u>) added into g: against
+    NumPy, g's entries past the row untouched."""
+    rng = np.random.default_rng(n)
+    p = rng.dirichlet(np.ones(n)).astype(dt)
+    u0 = rng.standard_normal(n).astype(dt)
+    cv = rng.standard_normal(n).astype(dt)
+    g0 = rng.standard_normal(n + 20).astype(dt)
+    u, g = u0.copy(), g0.copy()
+    pu = bias_dot_row(u, cv, p)
+    np.testing.assert_array_equal(u, u0 + cv)
+    truth = float(np.dot(p.astype(np.float64), (u0 + cv).astype(np.float64)))
+    tol = 8 * float(np.finfo(dt).eps) * float(np.abs(p * (u0 + cv)).sum())
+    assert abs(pu - truth) <= tol
+    d = dt(0.25)
+    hvp_update_row(u, p, pu, d, g)
+    s = d * p * ((u0 + cv) - pu)
+    np.testing.assert_allclose(u, s, rtol=4 * float(np.finfo(dt).eps), atol=0)
+    np.testing.assert_allclose(g[:n], g0[:n] + s, rtol=4 * float(np.finfo(dt).eps),
+                               atol=4 * float(np.finfo(dt).eps))
     np.testing.assert_array_equal(g[n:], g0[n:])

@@ -11,7 +11,12 @@ with a masked last step:
 - :func:`exp_row`: z[j] = exp(z[j] - mx) in place, returning the sum
   (:func:`._common._exp_shifted`'s scheme and constants, see
   ``_common._exp_loop``);
-- :func:`scale_add_row`: z[j] *= f, then g[j] += z[j].
+- :func:`scale_add_row`: z[j] *= f, then g[j] += z[j] (:func:`scale_row`
+  without the sum).
+
+and the two passes of a row's Hessian product (``_hessp``): :func:`bias_dot_row`
+(u += cv, then <p, u>) and :func:`hvp_update_row` (u = d p (u - <p, u>),
+added into g).
 
 Why: LLVM vectorises the Numba loops at 8 float32 lanes, four vectors a
 step, and the entries past the last whole step go through scalar code;
@@ -34,6 +39,7 @@ stores are cheap there. Each calling function is marked so that 512-bit
 vectors are legal in it (``_width._widen`` without the preference).
 """
 
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -122,15 +128,46 @@ def _row_loop(b, ops, n, carried, step):
     return result
 
 
-def _row_args(context, builder, aty, a):
-    """(entries, pointer to the data) of a 1-D array."""
-    arr = context.make_array(aty)(context, builder, a)
-    return builder.extract_value(arr.shape, 0), arr.data
+class _Row:
+    """What an intrinsic's code needs of its arguments, in the first array's dtype.
+
+    ``n``: the first array's length (the row's); ``ptrs``: the data pointer
+    of each array argument, in order; ``vecs``: each scalar argument cast to
+    the dtype and broadcast to a vector, in order. Marks the function the
+    code goes into so that 512-bit vectors are legal there.
+    """
+
+    def __init__(self, context, b, sig, args):
+        _widen(b.function, prefer=False)
+        dtype = sig.args[0].dtype
+        self.ops = VectorOps(context, b, dtype)
+        self.ptrs, self.vecs = [], []
+        for aty, a in zip(sig.args, args, strict=True):
+            if isinstance(aty, types.Array):
+                arr = context.make_array(aty)(context, b, a)
+                self.ptrs.append(arr.data)
+                if len(self.ptrs) == 1:
+                    self.n = b.extract_value(arr.shape, 0)
+            else:
+                self.vecs.append(_splat(b, self.ops.vec, context.cast(b, a, aty, dtype)))
+        self.sfx = f"v{self.ops.L}f{self.ops.itemsize * 8}"
+
+    def fn(self, b, name, ret, args):
+        """Return the LLVM intrinsic ``llvm.<name>.<vector suffix>``."""
+        return _intrinsic_fn(b.module, f"llvm.{name}.{self.sfx}", ret, args)
+
+    def lane_sum(self, b, v):
+        """Return the sum of v's lanes (a tree: reassociation allowed)."""
+        ops = self.ops
+        reduce = self.fn(b, "vector.reduce.fadd", ops.fty, [ops.fty, ops.vec])
+        return b.call(reduce, [ir.Constant(ops.fty, 0.0), v], fastmath=("reassoc", "nsz"))
 
 
-def _is_row(z) -> bool:
-    return (isinstance(z, types.Array) and z.ndim == 1 and z.layout == "C"
-            and z.dtype in (types.float32, types.float64))
+def _rows_of(*arrays) -> bool:
+    """Whether every argument is a 1-D C-contiguous float array of the first one's dtype."""
+    return all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
+               and a.dtype in (types.float32, types.float64) and a.dtype == arrays[0].dtype
+               for a in arrays)
 
 
 class _Exp:
@@ -183,15 +220,12 @@ class _Exp:
 @intrinsic
 def _exp_row_ir(typingctx, z, mx):
     """z[j] = exp(z[j] - mx) in place (z 1-D, C-contiguous); returns the sum."""
-    if not _is_row(z):
+    if not _rows_of(z):
         return None
-    dtype = z.dtype
 
     def codegen(context, b, sig, args):
-        _widen(b.function, prefer=False)
-        ops = VectorOps(context, b, dtype)
-        n, ptr = _row_args(context, b, sig.args[0], args[0])
-        mxv = _splat(b, ops.vec, context.cast(b, args[1], sig.args[1], dtype))
+        row = _Row(context, b, sig, args)
+        ops, (ptr,), (mxv,) = row.ops, row.ptrs, row.vecs
         exp = _Exp(b, ops)
 
         def step(f, mask, vals):
@@ -202,35 +236,28 @@ def _exp_row_ir(typingctx, z, mx):
                 e = b.select(mask, e, ops.zero)
             return [b.fadd(vals[0], e, flags=_FLAGS)]
 
-        total, = _row_loop(b, ops, n, [ops.zero], step)
-        reduce = _intrinsic_fn(b.module, f"llvm.vector.reduce.fadd.v{ops.L}f{ops.itemsize * 8}",
-                               ops.fty, [ops.fty, ops.vec])
-        return b.call(reduce, [ir.Constant(ops.fty, 0.0), total], fastmath=("reassoc", "nsz"))
+        total, = _row_loop(b, ops, row.n, [ops.zero], step)
+        return row.lane_sum(b, total)
 
-    return dtype(z, mx), codegen
+    return z.dtype(z, mx), codegen
 
 
 @intrinsic
 def _bias_max_finite_ir(typingctx, z, bias):
     """z[j] += bias[j]; returns (max of z, every entry finite) (a row of at least one entry)."""
-    if not (_is_row(z) and _is_row(bias) and bias.dtype == z.dtype):
+    if not _rows_of(z, bias):
         return None
-    dtype = z.dtype
-    ret = types.Tuple((dtype, types.boolean))
+    ret = types.Tuple((z.dtype, types.boolean))
 
     def codegen(context, b, sig, args):
-        _widen(b.function, prefer=False)
-        ops = VectorOps(context, b, dtype)
+        row = _Row(context, b, sig, args)
+        ops, (ptr, bp) = row.ops, row.ptrs
         L, vec = ops.L, ops.vec
-        n, ptr = _row_args(context, b, sig.args[0], args[0])
-        _, bp = _row_args(context, b, sig.args[1], args[1])
-        sfx = f"v{L}f{ops.itemsize * 8}"
-        maxnum = _intrinsic_fn(b.module, f"llvm.maxnum.{sfx}", vec, [vec, vec])
-        fabs = _intrinsic_fn(b.module, f"llvm.fabs.{sfx}", vec, [vec])
+        maxnum = row.fn(b, "maxnum", vec, [vec, vec])
+        fabs = row.fn(b, "fabs", vec, [vec])
         mask_t = ir.VectorType(_I1, L)
-        big = ir.Constant(vec, [float(_big(dtype))] * L)
+        big = ir.Constant(vec, [_big(sig.args[0].dtype)] * L)
         low = ir.Constant(vec, [float("-inf")] * L)
-        all_true = ir.Constant(mask_t, [1] * L)
 
         def step(f, mask, vals):
             vp = ops.at(ptr, f)
@@ -242,8 +269,8 @@ def _bias_max_finite_ir(typingctx, z, bias):
                 fin = b.or_(fin, b.not_(mask))
             return [b.call(maxnum, [vals[0], v]), b.and_(vals[1], fin)]
 
-        mx, fin = _row_loop(b, ops, n, [low, all_true], step)
-        rmax = _intrinsic_fn(b.module, f"llvm.vector.reduce.fmax.{sfx}", ops.fty, [vec])
+        mx, fin = _row_loop(b, ops, row.n, [low, ir.Constant(mask_t, [1] * L)], step)
+        rmax = row.fn(b, "vector.reduce.fmax", ops.fty, [vec])
         rand = _intrinsic_fn(b.module, f"llvm.vector.reduce.and.v{L}i1", _I1, [mask_t])
         return context.make_tuple(b, ret, [b.call(rmax, [mx]), b.call(rand, [fin])])
 
@@ -251,36 +278,91 @@ def _bias_max_finite_ir(typingctx, z, bias):
 
 
 def _big(dtype) -> float:
-    import numpy as np
-
     return float(np.finfo(str(dtype)).max)
 
 
+def _make_scale(add: bool):
+    """Return ``scale(z, f, g)``: z[j] *= f, and where ``add``, g[j] += z[j] after.
+
+    (z, g 1-D C-contiguous; g at least as long as z. Without ``add``, g is
+    not read: any row of the dtype.)
+    """
+
+    @intrinsic
+    def scale(typingctx, z, f, g):
+        if not _rows_of(z, g):
+            return None
+
+        def codegen(context, b, sig, args):
+            row = _Row(context, b, sig, args)
+            ops, (zp, gp), (fv,) = row.ops, row.ptrs, row.vecs
+
+            def step(at, mask, vals):
+                vz = ops.at(zp, at)
+                e = b.fmul(ops.load(vz, mask), fv, flags=_FLAGS)
+                ops.store(e, vz, mask)
+                if add:
+                    vg = ops.at(gp, at)
+                    ops.store(b.fadd(ops.load(vg, mask), e, flags=_FLAGS), vg, mask)
+                return []
+
+            _row_loop(b, ops, row.n, [], step)
+            return context.get_dummy_value()
+
+        return types.void(z, f, g), codegen
+
+    return scale
+
+
+_scale_add_ir = _make_scale(True)
+_scale_ir = _make_scale(False)
+
+
 @intrinsic
-def _scale_add_ir(typingctx, z, f, g):
-    """z[j] *= f, then g[j] += z[j] (z, g 1-D C-contiguous; g at least as long as z)."""
-    if not (_is_row(z) and _is_row(g) and g.dtype == z.dtype):
+def _bias_dot_ir(typingctx, u, cv, p):
+    """u[j] += cv[j]; returns the sum of p[j] u[j] (u, cv, p 1-D C-contiguous, as long as u)."""
+    if not _rows_of(u, cv, p):
         return None
-    dtype = z.dtype
 
     def codegen(context, b, sig, args):
-        _widen(b.function, prefer=False)
-        ops = VectorOps(context, b, dtype)
-        n, zp = _row_args(context, b, sig.args[0], args[0])
-        _, gp = _row_args(context, b, sig.args[2], args[2])
-        fv = _splat(b, ops.vec, context.cast(b, args[1], sig.args[1], dtype))
+        row = _Row(context, b, sig, args)
+        ops, (up, cp, pp) = row.ops, row.ptrs
 
         def step(at, mask, vals):
-            vz, vg = ops.at(zp, at), ops.at(gp, at)
-            e = b.fmul(ops.load(vz, mask), fv, flags=_FLAGS)
-            ops.store(e, vz, mask)
-            ops.store(b.fadd(ops.load(vg, mask), e, flags=_FLAGS), vg, mask)
+            vu = ops.at(up, at)
+            u_ = b.fadd(ops.load(vu, mask), ops.load(ops.at(cp, at), mask))
+            ops.store(u_, vu, mask)
+            # Masked lanes load as zeros: they add 0 to the sum.
+            return [b.call(ops.fma, [ops.load(ops.at(pp, at), mask), u_, vals[0]])]
+
+        total, = _row_loop(b, ops, row.n, [ops.zero], step)
+        return row.lane_sum(b, total)
+
+    return u.dtype(u, cv, p), codegen
+
+
+@intrinsic
+def _hvp_update_ir(typingctx, u, p, pu, d, g):
+    """u[j] = d p[j] (u[j] - pu), then g[j] += u[j] (u, p, g 1-D C-contiguous)."""
+    if not _rows_of(u, p, g):
+        return None
+
+    def codegen(context, b, sig, args):
+        row = _Row(context, b, sig, args)
+        ops, (up, pp, gp), (puv, dv) = row.ops, row.ptrs, row.vecs
+
+        def step(at, mask, vals):
+            vu, vg = ops.at(up, at), ops.at(gp, at)
+            dp = b.fmul(dv, ops.load(ops.at(pp, at), mask), flags=_FLAGS)
+            s_ = b.fmul(dp, b.fsub(ops.load(vu, mask), puv, flags=_FLAGS), flags=_FLAGS)
+            ops.store(s_, vu, mask)
+            ops.store(b.fadd(ops.load(vg, mask), s_, flags=_FLAGS), vg, mask)
             return []
 
-        _row_loop(b, ops, n, [], step)
+        _row_loop(b, ops, row.n, [], step)
         return context.get_dummy_value()
 
-    return types.void(z, f, g), codegen
+    return types.void(u, p, pu, d, g), codegen
 
 
 @njit(inline="always", **JIT)
@@ -314,3 +396,37 @@ def scale_add_row(z, f, g):
             e = z[j] * f
             z[j] = e
             g[j] += e
+
+
+@njit(inline="always", **JIT)
+def scale_row(z, f):
+    """z[j] *= f."""
+    if ROW_VECTORS:
+        _scale_ir(z, f, z)
+    else:
+        for j in range(z.shape[0]):
+            z[j] *= f
+
+
+@njit(inline="always", **JIT)
+def bias_dot_row(u, cv, p):
+    """u[j] += cv[j]; returns the sum of p[j] u[j] (for j < len(u))."""
+    if ROW_VECTORS:
+        return _bias_dot_ir(u, cv, p)
+    pu = u.dtype.type(0)
+    for j in range(u.shape[0]):
+        u[j] += cv[j]
+        pu += p[j] * u[j]
+    return pu
+
+
+@njit(inline="always", **JIT)
+def hvp_update_row(u, p, pu, d, g):
+    """u[j] = d p[j] (u[j] - pu), then g[j] += u[j] (for j < len(u))."""
+    if ROW_VECTORS:
+        _hvp_update_ir(u, p, pu, d, g)
+    else:
+        for j in range(u.shape[0]):
+            s = d * p[j] * (u[j] - pu)
+            u[j] = s
+            g[j] += s
