@@ -1,6 +1,6 @@
 """The working tree's kernels against an earlier commit's, side by side in one process.
 
-    python benchmarks/versions.py REV|FOLDER [--what grad|hessp|softmax|sgd1|sgd64]
+    python benchmarks/versions.py REV|FOLDER [--what grad|hessp|softmax|proba|sgd1|sgd64]
                                       [--dtypes float32,float64]
                                       [--shapes 60000x784x10,300000x20x2,...] [--rounds 11]
                                       [--reuse-cache] [--threads 16,1]
@@ -23,7 +23,8 @@ nothing. ``--threads``: time each shape at each of these Numba thread
 counts (``numba.set_num_threads``; by default the process's count).
 ``--what softmax`` reads a shape m x k (the middle number ignored);
 ``sgd1`` and ``sgd64`` time one SGD epoch in batches of 1 or 64 (the
-epoch of ``fastsoftmax.bench``'s SGD case: eta 0.01, no momentum).
+epoch of ``fastsoftmax.bench``'s SGD case: eta 0.01, no momentum);
+``proba`` times ``predict_proba`` of a model whose weights are set by hand.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import warnings
 from io import BytesIO
 from pathlib import Path
 
@@ -89,9 +91,24 @@ def calls(module, what: str, m: int, n: int, k: int, dtype: str):
         return _sgd_epoch(module, X, y, W, b, int(what[3:]), rng.permutation(m))
     if what == "grad":
         return lambda: module.loss_and_grad(X, y, W, b, alpha=1e-3)
+    if what == "proba":
+        est = _model(module, X, W, b)
+        return lambda: est.predict_proba(X)
     V = rng.standard_normal((n, k)).astype(dtype)
     c = rng.standard_normal(k).astype(dtype)
     return lambda: module.hessp(X, y, W, b, V, c, alpha=1e-3)
+
+
+def _model(module, X, W, b):
+    """A fitted ``SoftmaxRegression`` of ``module`` with coef_ = Wᵀ and intercept_ = b."""
+    k = W.shape[1]
+    rows = np.arange(2 * k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one iteration: a convergence warning
+        est = module.SoftmaxRegression(max_iter=1).fit(X[rows % X.shape[0]], rows % k)
+    est.coef_ = np.ascontiguousarray(W.T)
+    est.intercept_ = b.copy()
+    return est
 
 
 def _sgd_epoch(module, X, y, W, b, batch_size: int, order):
@@ -134,7 +151,7 @@ def _difference(a, b) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rev")
-    ap.add_argument("--what", choices=("grad", "hessp", "softmax", "sgd1", "sgd64"),
+    ap.add_argument("--what", choices=("grad", "hessp", "softmax", "proba", "sgd1", "sgd64"),
                     default="grad")
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--shapes", default=SHAPES)

@@ -83,7 +83,9 @@ def scores(est, X, mode):
             if isinstance(X, np.ndarray):
                 load_kernel_blas()
                 use_chosen(X.dtype)
-                _scores(X, W, est.intercept_, code, out, bad_row)
+                # (the kernel's row passes take contiguous rows: a user's
+                # intercept_ can be a strided view)
+                _scores(X, W, np.ascontiguousarray(est.intercept_), code, out, bad_row)
             else:
                 _sparse.logits(X, W, est.intercept_, out)
                 bad_code = np.empty_like(bad_row)

@@ -134,6 +134,32 @@ def test_string_labels_and_attributes():
                                   est.predict(X))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [3, 40, 100])
+def test_predictions_match_numpy_with_any_intercept_layout(dtype, k):
+    """predict_proba, predict_log_proba and decision_function against NumPy,
+    on both sides of LANES_FROM classes (the row passes of many classes run
+    in explicit vectors), with the model's attributes set by hand: a strided
+    intercept_ (a column of a matrix) is taken as well as a contiguous one."""
+    from scipy.special import log_softmax as sp_log_softmax
+    from scipy.special import softmax as sp_softmax
+
+    rng = np.random.default_rng(k)
+    X = rng.standard_normal((300, 20)).astype(dtype)
+    y = np.arange(300) % k
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the weights are set below
+        est = SoftmaxRegression(max_iter=2).fit(X, y)
+    est.coef_ = rng.standard_normal((k, 20)).astype(dtype)
+    est.intercept_ = rng.standard_normal((k, 2)).astype(dtype)[:, 1]
+    Z = X.astype(np.float64) @ est.coef_.T.astype(np.float64) + est.intercept_
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(est.decision_function(X), Z, rtol=tol, atol=tol)
+    np.testing.assert_allclose(est.predict_proba(X), sp_softmax(Z, axis=1), rtol=tol, atol=tol)
+    np.testing.assert_allclose(est.predict_log_proba(X), sp_log_softmax(Z, axis=1),
+                               rtol=tol, atol=tol)
+
+
 def test_feature_names_from_dataframe():
     pd = pytest.importorskip("pandas")
     X, y = toy_data()

@@ -467,9 +467,11 @@ def test_vector_exp_over_a_block_matches_numpy(dt):
 def test_row_maximum_helpers_match_numpy(dt, rng):
     """The kernels' row maxima (``_common``): one compare-and-select chain on
     short rows, eight interleaved chains (``_max_lanes``) from LANES_FROM
-    entries on. Every length across that boundary, the maximum at every
-    position, and the non-finite entries each helper must report wherever
-    they sit (the first entry included: it seeds all eight chains)."""
+    entries on, and the row-wise kernels' status of long rows from the
+    vector maximum (``_rowwise._row_max_vector``). Every length across that
+    boundary, the maximum at every position, and the non-finite entries
+    each helper must report wherever they sit (the first entry included:
+    it seeds all eight chains)."""
     from fastsoftmax._kernels._common import (
         ALL_NEGINF,
         LANES_FROM,
@@ -480,8 +482,8 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
         _max_finite_lanes,
         _max_lanes,
         _row_max,
-        _row_max_lanes,
     )
+    from fastsoftmax._kernels._rowwise import _row_max_vector
 
     for n in [1, 2, 7, 8, 9, 15, 16, 17, LANES_FROM - 1, LANES_FROM, LANES_FROM + 1, 40, 100]:
         z = rng.standard_normal(n).astype(dt)
@@ -493,7 +495,7 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
             if n >= 8:
                 assert _max_lanes(w) == 10
                 assert _max_finite_lanes(w) == (10, True)
-                assert _row_max_lanes(w) == (10, OK)
+                assert _row_max_vector(w) == (10, OK)
             for bad in (np.nan, np.inf, -np.inf):
                 b = w.copy()
                 b[at] = bad
@@ -502,7 +504,7 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
                     assert not _max_finite_lanes(b)[1]
                 status = _row_max(b)[1]
                 if n >= 8:
-                    assert _row_max_lanes(b)[1] == status
+                    assert _row_max_vector(b)[1] == status
                 if np.isnan(bad):
                     assert status == NAN
                 elif bad > 0:
@@ -514,5 +516,5 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
         nan_last[-1] = np.nan
         assert _row_max(nan_last)[1] == NAN
         if n >= 8:
-            assert _row_max_lanes(np.full(n, -np.inf, dt))[1] == ALL_NEGINF
-            assert _row_max_lanes(nan_last)[1] == NAN
+            assert _row_max_vector(np.full(n, -np.inf, dt))[1] == ALL_NEGINF
+            assert _row_max_vector(nan_last)[1] == NAN

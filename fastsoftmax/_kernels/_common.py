@@ -244,25 +244,6 @@ def _row_max(z):
 
 
 @njit(inline="always", **JIT)
-def _row_max_lanes(z):
-    """:func:`_row_max` of a row of at least :data:`LANES_FROM` entries.
-
-    :func:`_max_finite_lanes` first; a row with any NaN or infinite entry
-    (a -inf logit is a legitimate zero probability) is then classified by
-    :func:`_row_max` itself. A count of NaN entries before the maximum, as
-    this function did, made the float32 softmax that follows it run at
-    half speed (rows of 100 and 1000 classes, measured): whatever LLVM made
-    of it, the finiteness count that the gradient kernels already use does
-    not.
-    """
-    mx, finite = _max_finite_lanes(z)
-    if finite:
-        return mx, OK
-    # Without NaN, mx is the row's maximum whatever its infinities.
-    return mx, _row_max(z)[1]
-
-
-@njit(inline="always", **JIT)
 def _max_status(mx):
     """Return the status code of a row without NaN whose maximum is mx."""
     if mx == np.inf:
@@ -292,29 +273,32 @@ def _zero2(A):
 
 
 @njit(inline="always", **JIT)
-def _softmax_row(z, mx, o):
+def _softmax_row(z, mx, o, row_exp):
     """OUT o = softmax(z) for one row of maximum mx; ``o`` may be ``z``.
 
-    The row sum is >= 1 (the maximum contributes exp(0) = 1), so the
-    division is safe.
+    ``row_exp(z, mx, o)`` writes o = exp(z - mx) and returns its sum:
+    :func:`_exp_shifted`, or ``_rowvec.exp_row`` for long rows. The row
+    sum is >= 1 (the maximum contributes exp(0) = 1), so the division is
+    safe.
     """
-    inv = z.dtype.type(1) / _exp_shifted(z, mx, o)
+    inv = z.dtype.type(1) / row_exp(z, mx, o)
     for j in range(z.shape[0]):
         o[j] *= inv
 
 
 @njit(inline="always", **JIT)
-def _log_softmax_row(z, mx, o, ex):
+def _log_softmax_row(z, mx, o, ex, row_exp):
     """OUT o = z - logsumexp(z) for one row of maximum mx; ``o`` may be ``z``.
 
-    SCRATCH ex (k,): the exp terms. z - max is stored first and log(s)
+    SCRATCH ex (k,): the exp terms (``row_exp`` as in :func:`_softmax_row`).
+    z - max is stored first and log(s)
     subtracted in a second pass: z - (max + log(s)) would round
     max + log(s) at the magnitude of max and then cancel, losing the
     relative accuracy of log p ~ 0 (the likeliest classes). With "reassoc"
     an expression (z - max) - log(s) may be regrouped into exactly that, so
     the split goes through memory.
     """
-    ls = np.log(_exp_shifted(z, mx, ex))
+    ls = np.log(row_exp(z, mx, ex))
     k = z.shape[0]
     for j in range(k):
         o[j] = z[j] - mx
@@ -333,7 +317,7 @@ def _softmax_inplace(z):
     mx = z[0]
     for j in range(z.shape[0]):
         mx = max(mx, z[j])
-    _softmax_row(z, mx, z)
+    _softmax_row(z, mx, z, _exp_shifted)
 
 
 # Reading X ahead of the register tiles (the rows kernels of the gradient

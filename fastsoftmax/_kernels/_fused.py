@@ -307,7 +307,7 @@ def _block_error_lanes(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx
             yz = z[y[i]] - mx[q]
         loss -= (sw[i] * yz) if weighted else yz
     for q in range(nrows):
-        s[q] = exp_row(Zb[q], mx[q])
+        s[q] = exp_row(Zb[q], mx[q], Zb[q])
     if P.shape[0] != 0:
         one = dt(1)
         for q in range(nrows):

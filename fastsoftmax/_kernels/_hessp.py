@@ -271,7 +271,7 @@ def _block_proba(Xb, W, b, Pb, mx, s):
     for q in range(rr):
         mx[q] = bias_max_finite_row(Pb[q], b)[0]
     for q in range(rr):
-        s[q] = exp_row(Pb[q], mx[q])
+        s[q] = exp_row(Pb[q], mx[q], Pb[q])
     for q in range(rr):
         scale_row(Pb[q], one / s[q])
 

@@ -14,8 +14,9 @@ import numpy as np
 from numba import njit, prange
 
 from ._blas import _gemm_into
-from ._common import _chunk, _log_softmax_row, _max_finite, _softmax_row
+from ._common import LANES_FROM, _chunk, _exp_shifted, _log_softmax_row, _max_finite, _softmax_row
 from ._config import PJIT
+from ._rowvec import bias_max_finite_row, exp_row
 
 # What _scores writes for each row.
 LOGITS = 0
@@ -49,16 +50,28 @@ def _scores(X, W, b, mode, out, bad_row):
             failed = False
             for q in range(rr):
                 z = Zb[q]
-                for j in range(k):
-                    z[j] += b[j]
-                mx, fin = _max_finite(z)
+                # Rows of many classes: the bias, maximum and exp in the
+                # explicit vectors of _rowvec (a branch on k, the same for
+                # every row).
+                if k >= LANES_FROM:
+                    mx, fin = bias_max_finite_row(z, b)
+                else:
+                    for j in range(k):
+                        z[j] += b[j]
+                    mx, fin = _max_finite(z)
                 if not fin:
                     bad_row[c] = r0 + q
                     failed = True
                     break
                 if mode == PROBA:
-                    _softmax_row(z, mx, z)
+                    if k >= LANES_FROM:
+                        _softmax_row(z, mx, z, exp_row)
+                    else:
+                        _softmax_row(z, mx, z, _exp_shifted)
                 elif mode == LOG_PROBA:
-                    _log_softmax_row(z, mx, z, ex)
+                    if k >= LANES_FROM:
+                        _log_softmax_row(z, mx, z, ex, exp_row)
+                    else:
+                        _log_softmax_row(z, mx, z, ex, _exp_shifted)
             if failed:
                 break

@@ -7,8 +7,8 @@ Here each is one loop of explicit vectors (16 float32 or 8 float64 lanes)
 with a masked last step:
 
 - :func:`bias_max_finite_row`: z[j] += bias[j], then (max of z, whether
-  every entry is finite);
-- :func:`exp_row`: z[j] = exp(z[j] - mx) in place, returning the sum
+  every entry is finite) (:func:`max_finite_row` without the bias);
+- :func:`exp_row`: out[j] = exp(z[j] - mx) (out may be z), returning the sum
   (:func:`._common._exp_shifted`'s scheme and constants, see
   ``_common._exp_loop``);
 - :func:`scale_add_row`: z[j] *= f, then g[j] += z[j] (:func:`scale_row`
@@ -218,20 +218,19 @@ class _Exp:
 
 
 @intrinsic
-def _exp_row_ir(typingctx, z, mx):
-    """z[j] = exp(z[j] - mx) in place (z 1-D, C-contiguous); returns the sum."""
-    if not _rows_of(z):
+def _exp_row_ir(typingctx, z, mx, out):
+    """out[j] = exp(z[j] - mx) (z, out 1-D C-contiguous; out may be z); returns the sum."""
+    if not _rows_of(z, out):
         return None
 
     def codegen(context, b, sig, args):
         row = _Row(context, b, sig, args)
-        ops, (ptr,), (mxv,) = row.ops, row.ptrs, row.vecs
+        ops, (zp, op), (mxv,) = row.ops, row.ptrs, row.vecs
         exp = _Exp(b, ops)
 
         def step(f, mask, vals):
-            vp = ops.at(ptr, f)
-            e = exp(ops.load(vp, mask), mxv)
-            ops.store(e, vp, mask)
+            e = exp(ops.load(ops.at(zp, f), mask), mxv)
+            ops.store(e, ops.at(op, f), mask)
             if mask is not None:
                 e = b.select(mask, e, ops.zero)
             return [b.fadd(vals[0], e, flags=_FLAGS)]
@@ -239,42 +238,56 @@ def _exp_row_ir(typingctx, z, mx):
         total, = _row_loop(b, ops, row.n, [ops.zero], step)
         return row.lane_sum(b, total)
 
-    return z.dtype(z, mx), codegen
+    return z.dtype(z, mx, out), codegen
 
 
-@intrinsic
-def _bias_max_finite_ir(typingctx, z, bias):
-    """z[j] += bias[j]; returns (max of z, every entry finite) (a row of at least one entry)."""
-    if not _rows_of(z, bias):
-        return None
-    ret = types.Tuple((z.dtype, types.boolean))
+def _make_max(bias: bool):
+    """Return ``max_finite(z, b)``: (max of z, every entry finite).
 
-    def codegen(context, b, sig, args):
-        row = _Row(context, b, sig, args)
-        ops, (ptr, bp) = row.ops, row.ptrs
-        L, vec = ops.L, ops.vec
-        maxnum = row.fn(b, "maxnum", vec, [vec, vec])
-        fabs = row.fn(b, "fabs", vec, [vec])
-        mask_t = ir.VectorType(_I1, L)
-        big = ir.Constant(vec, [_big(sig.args[0].dtype)] * L)
-        low = ir.Constant(vec, [float("-inf")] * L)
+    Where ``bias``, z[j] += b[j] first. (z a row of at least one entry; b
+    as long, and not read without ``bias``.)
+    """
 
-        def step(f, mask, vals):
-            vp = ops.at(ptr, f)
-            v = b.fadd(ops.load(vp, mask), ops.load(ops.at(bp, f), mask))
-            ops.store(v, vp, mask)
-            fin = b.fcmp_ordered("<=", b.call(fabs, [v]), big)
-            if mask is not None:
-                v = b.select(mask, v, low)
-                fin = b.or_(fin, b.not_(mask))
-            return [b.call(maxnum, [vals[0], v]), b.and_(vals[1], fin)]
+    @intrinsic
+    def max_finite(typingctx, z, bz):
+        if not _rows_of(z, bz):
+            return None
+        ret = types.Tuple((z.dtype, types.boolean))
 
-        mx, fin = _row_loop(b, ops, row.n, [low, ir.Constant(mask_t, [1] * L)], step)
-        rmax = row.fn(b, "vector.reduce.fmax", ops.fty, [vec])
-        rand = _intrinsic_fn(b.module, f"llvm.vector.reduce.and.v{L}i1", _I1, [mask_t])
-        return context.make_tuple(b, ret, [b.call(rmax, [mx]), b.call(rand, [fin])])
+        def codegen(context, b, sig, args):
+            row = _Row(context, b, sig, args)
+            ops, (ptr, bp) = row.ops, row.ptrs
+            L, vec = ops.L, ops.vec
+            maxnum = row.fn(b, "maxnum", vec, [vec, vec])
+            fabs = row.fn(b, "fabs", vec, [vec])
+            mask_t = ir.VectorType(_I1, L)
+            big = ir.Constant(vec, [_big(sig.args[0].dtype)] * L)
+            low = ir.Constant(vec, [float("-inf")] * L)
 
-    return ret(z, bias), codegen
+            def step(f, mask, vals):
+                vp = ops.at(ptr, f)
+                v = ops.load(vp, mask)
+                if bias:
+                    v = b.fadd(v, ops.load(ops.at(bp, f), mask))
+                    ops.store(v, vp, mask)
+                fin = b.fcmp_ordered("<=", b.call(fabs, [v]), big)
+                if mask is not None:
+                    v = b.select(mask, v, low)
+                    fin = b.or_(fin, b.not_(mask))
+                return [b.call(maxnum, [vals[0], v]), b.and_(vals[1], fin)]
+
+            mx, fin = _row_loop(b, ops, row.n, [low, ir.Constant(mask_t, [1] * L)], step)
+            rmax = row.fn(b, "vector.reduce.fmax", ops.fty, [vec])
+            rand = _intrinsic_fn(b.module, f"llvm.vector.reduce.and.v{L}i1", _I1, [mask_t])
+            return context.make_tuple(b, ret, [b.call(rmax, [mx]), b.call(rand, [fin])])
+
+        return ret(z, bz), codegen
+
+    return max_finite
+
+
+_bias_max_finite_ir = _make_max(True)
+_max_finite_ir = _make_max(False)
 
 
 def _big(dtype) -> float:
@@ -366,11 +379,11 @@ def _hvp_update_ir(typingctx, u, p, pu, d, g):
 
 
 @njit(inline="always", **JIT)
-def exp_row(z, mx):
-    """z[j] = exp(z[j] - mx) in place; returns the row sum (see the module)."""
+def exp_row(z, mx, out):
+    """out[j] = exp(z[j] - mx) (out may be z); returns the row sum (see the module)."""
     if ROW_VECTORS:
-        return _exp_row_ir(z, mx)
-    return _exp_shifted(z, mx, z)
+        return _exp_row_ir(z, mx, out)
+    return _exp_shifted(z, mx, out)
 
 
 @njit(inline="always", **JIT)
@@ -383,6 +396,14 @@ def bias_max_finite_row(z, bias):
         return _bias_max_finite_ir(z, bias)
     for j in range(z.shape[0]):
         z[j] += bias[j]
+    return _max_finite_lanes(z)
+
+
+@njit(inline="always", **JIT)
+def max_finite_row(z):
+    """(max of z, whether every entry is finite): ``_common._max_finite_lanes``."""
+    if ROW_VECTORS:
+        return _max_finite_ir(z, z)
     return _max_finite_lanes(z)
 
 
