@@ -40,6 +40,8 @@ from ._kernels._hessp import (
     HESSP_SCRATCH_ROWS,
     _hessp_gemm,
     _hessp_gemm_chunk,
+    _hessp_gemm_chunk_lanes,
+    _hessp_gemm_lanes,
     _hessp_gemm_split,
     _hessp_rows,
     _hessp_rows_chunk,
@@ -492,7 +494,10 @@ class DenseEngine:
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     np.ascontiguousarray(V.T), cv, G, gc, scratch)
-            self._run(_hessp_gemm_chunk, _hessp_gemm, args)
+            if self.k >= LANES_FROM:
+                self._run(_hessp_gemm_chunk_lanes, _hessp_gemm_lanes, args)
+            else:
+                self._run(_hessp_gemm_chunk, _hessp_gemm, args)
             HV = self._to_coef(G)
         if alpha:
             add_l2(HV, V, alpha)

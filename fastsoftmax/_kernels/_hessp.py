@@ -57,7 +57,6 @@ from ._ahead import AHEAD_TILES, _logits_ahead
 from ._backward import accumulate4, accumulate4_cols
 from ._blas import _gemm_into
 from ._common import (
-    LANES_FROM,
     _chunk,
     _softmax_inplace,
     _touch,
@@ -250,23 +249,31 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width,
 
 @njit(inline="always", **JIT)
 def _block_proba(Xb, W, b, Pb, mx, s):
-    """OUT Pb (rr, k) = softmax(Xb W + b): one BLAS product, then the rows' softmax.
+    """OUT Pb (rr, k) = softmax(Xb W + b): one BLAS product, then each row's softmax.
 
-    Rows of at least ``_common.LANES_FROM`` classes in the sweeps of
-    ``_fused._block_error_lanes`` (the bias and the maxima, the exps and
-    their sums, times 1 / sum), shorter ones row by row as
-    ``_fused._store_proba``: the probabilities the gradient stores either
-    way. SCRATCH mx, s (at least rr entries).
+    As ``_fused._store_proba`` computes them: the probabilities the
+    gradient stores. (``mx`` and ``s``, the scratch of
+    :func:`_block_proba_lanes`, are not used.)
     """
     _gemm_into(Xb, W, Pb, 0.0)
     rr, k = Pb.shape
-    if k < LANES_FROM:
-        for q in range(rr):
-            z = Pb[q]
-            for j in range(k):
-                z[j] += b[j]
-            _softmax_inplace(z)
-        return
+    for q in range(rr):
+        z = Pb[q]
+        for j in range(k):
+            z[j] += b[j]
+        _softmax_inplace(z)
+
+
+@njit(inline="always", **JIT)
+def _block_proba_lanes(Xb, W, b, Pb, mx, s):
+    """:func:`_block_proba` for rows of at least ``_common.LANES_FROM`` classes.
+
+    The sweeps of ``_fused._block_error_lanes`` (the bias and the maxima,
+    the exps and their sums, times 1 / sum), as the gradient stores them.
+    SCRATCH mx, s (at least rr entries).
+    """
+    _gemm_into(Xb, W, Pb, 0.0)
+    rr = Pb.shape[0]
     one = Pb.dtype.type(1)
     for q in range(rr):
         mx[q] = bias_max_finite_row(Pb[q], b)[0]
@@ -280,28 +287,35 @@ def _block_proba(Xb, W, b, Pb, mx, s):
 def _block_hvp(Pb, Ub, cv, r0, sw, weighted, scale, gc, pu):
     """INOUT Ub (rr, k): U = Xb V in, S out (u += cv, then :func:`_row_hvp`'s s); gc += S's rows.
 
-    Rows of at least ``_common.LANES_FROM`` classes in two sweeps over the
-    block (:func:`._rowvec.bias_dot_row`, then
-    :func:`._rowvec.hvp_update_row`), shorter ones row by row, where the
-    vector passes' masked steps cost more than they save (1.3x the time at
-    k = 10, measured). SCRATCH pu (at least rr entries).
+    (``pu``, the scratch of :func:`_block_hvp_lanes`, is not used.)
     """
     rr, k = Ub.shape
-    if k < LANES_FROM:
-        for q in range(rr):
-            u = Ub[q]
-            for j in range(k):
-                u[j] += cv[j]
-            _row_hvp(Pb[q], u, _row_weight(r0 + q, sw, weighted, scale), gc)
-        return
+    for q in range(rr):
+        u = Ub[q]
+        for j in range(k):
+            u[j] += cv[j]
+        _row_hvp(Pb[q], u, _row_weight(r0 + q, sw, weighted, scale), gc)
+
+
+@njit(inline="always", **JIT)
+def _block_hvp_lanes(Pb, Ub, cv, r0, sw, weighted, scale, gc, pu):
+    """:func:`_block_hvp` for rows of at least ``_common.LANES_FROM`` classes.
+
+    Two sweeps over the block (:func:`._rowvec.bias_dot_row`, then
+    :func:`._rowvec.hvp_update_row`). Shorter rows keep the Numba loops,
+    where the vector passes' masked steps cost more than they save (1.3x
+    the time at k = 10, measured). SCRATCH pu (at least rr entries).
+    """
+    rr = Ub.shape[0]
     for q in range(rr):
         pu[q] = bias_dot_row(Ub[q], cv, Pb[q])
     for q in range(rr):
         hvp_update_row(Ub[q], Pb[q], pu[q], _row_weight(r0 + q, sw, weighted, scale), gc)
 
 
-@njit(**JIT)
-def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
+@njit(inline="always", **JIT)
+def _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
+                     block_proba, block_hvp):
     """Chunk c of the large-k Hessian-vector product (c < n_chunks = G.shape[0]).
 
     IN    X (m, n); P (m, k) or (0, k): recompute from W (n, k) and b (k,);
@@ -312,7 +326,11 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch)
           of u / s.
 
     Per block of R rows (sized by the caller to keep the block of X in L2):
-    U = Xb V (+ Pb = softmax(Xb W + b) when not cached), S in place, Xbᵀ S.
+    U = Xb V (+ Pb = softmax(Xb W + b) by ``block_proba`` when not cached),
+    S in place by ``block_hvp``, Xbᵀ S. ``block_proba`` and ``block_hvp``
+    are compiled functions: :func:`_block_proba` and :func:`_block_hvp` in
+    :func:`_hessp_gemm_chunk`, their ``_lanes`` forms in
+    :func:`_hessp_gemm_chunk_lanes`.
     """
     m, n = X.shape
     R = scratch.shape[1] // 2
@@ -331,12 +349,26 @@ def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch)
             Pb = P[r0:r0 + rr]
         else:
             Pb = scratch[c, :rr]
-            _block_proba(Xb, W, b, Pb, mx, s)
+            block_proba(Xb, W, b, Pb, mx, s)
         Ub = scratch[c, R:R + rr]
         _gemm_into(Xb, V, Ub, 0.0)
-        _block_hvp(Pb, Ub, cv, r0, sw, weighted, scale, gcc, mx)
+        block_hvp(Pb, Ub, cv, r0, sw, weighted, scale, gcc, mx)
         # The first block's product starts the sum (beta 0: Gc is not read).
         _gemm_into(Xb.T, Ub, Gc, 0.0 if r0 == start else 1.0)
+
+
+@njit(**JIT)
+def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
+    """:func:`_hessp_gemm_body` for rows of fewer than ``_common.LANES_FROM`` classes."""
+    _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
+                     _block_proba, _block_hvp)
+
+
+@njit(**JIT)
+def _hessp_gemm_chunk_lanes(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
+    """:func:`_hessp_gemm_body` for rows of at least ``_common.LANES_FROM`` classes."""
+    _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
+                     _block_proba_lanes, _block_hvp_lanes)
 
 
 @njit(**PJIT)
@@ -345,11 +377,23 @@ def _hessp_gemm(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
 
     IN X, P, sw, weighted, scale, W, b, V, cv; OUT G (n_chunks, n, k), gc
     (n_chunks, k); SCRATCH scratch (n_chunks, 2 R, k). See
-    :func:`_hessp_gemm_chunk`, which is also the serial variant.
+    :func:`_hessp_gemm_body`; :func:`_hessp_gemm_chunk` is also the serial
+    variant. For rows of fewer than ``_common.LANES_FROM`` classes; longer
+    rows go to :func:`_hessp_gemm_lanes`. Two kernels, each compiled when
+    first used: one with both row paths made a first default fit compile
+    0.8 s longer (measured).
     """
     for c in prange(G.shape[0]):
         _hessp_gemm_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
                           G, gc, scratch)
+
+
+@njit(**PJIT)
+def _hessp_gemm_lanes(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
+    """:func:`_hessp_gemm` for rows of at least ``_common.LANES_FROM`` classes."""
+    for c in prange(G.shape[0]):
+        _hessp_gemm_chunk_lanes(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
+                                G, gc, scratch)
 
 
 @njit(**JIT)
@@ -358,7 +402,9 @@ def _hessp_split_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, gc, S, scratch
 
     OUT S[rows of chunk c] (the s_i of the module's docstring); gc[c] (k,) =
     their sum. SCRATCH scratch[c] (R, k): a block's probabilities when not
-    cached. Per block of R rows: U = Xb V + cv by BLAS into S, then S in place.
+    cached. Per block of R rows: U = Xb V + cv by BLAS into S, then S in
+    place, by the ``_lanes`` block functions (the split serves rows of at
+    least ``_common.LANES_FROM`` classes only: ``_dense.split_features``).
     """
     m = X.shape[0]
     R = scratch.shape[1]
@@ -375,10 +421,10 @@ def _hessp_split_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, gc, S, scratch
             Pb = P[r0:r0 + rr]
         else:
             Pb = scratch[c, :rr]
-            _block_proba(Xb, W, b, Pb, mx, s)
+            _block_proba_lanes(Xb, W, b, Pb, mx, s)
         Ub = S[r0:r0 + rr]
         _gemm_into(Xb, V, Ub, 0.0)
-        _block_hvp(Pb, Ub, cv, r0, sw, weighted, scale, gcc, mx)
+        _block_hvp_lanes(Pb, Ub, cv, r0, sw, weighted, scale, gcc, mx)
 
 
 @njit(**PJIT)
