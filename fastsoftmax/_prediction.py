@@ -69,7 +69,8 @@ def scores(est, X, mode):
     ``mode`` is one of :data:`MODES`.
     """
     from . import _sparse
-    from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _scores
+    from ._kernels._common import LANES_FROM
+    from ._kernels._predict import LOG_PROBA, LOGITS, PROBA, _scores, _scores_lanes
     from ._kernels._rowwise import LOG_SOFTMAX, SOFTMAX, _check_logits
 
     code = {"logits": LOGITS, "proba": PROBA, "log_proba": LOG_PROBA}[mode]
@@ -83,9 +84,10 @@ def scores(est, X, mode):
             if isinstance(X, np.ndarray):
                 load_kernel_blas()
                 use_chosen(X.dtype)
-                # (the kernel's row passes take contiguous rows: a user's
+                # (the kernels' row passes take contiguous rows: a user's
                 # intercept_ can be a strided view)
-                _scores(X, W, np.ascontiguousarray(est.intercept_), code, out, bad_row)
+                kernel = _scores_lanes if W.shape[1] >= LANES_FROM else _scores
+                kernel(X, W, np.ascontiguousarray(est.intercept_), code, out, bad_row)
             else:
                 _sparse.logits(X, W, est.intercept_, out)
                 bad_code = np.empty_like(bad_row)
