@@ -28,41 +28,35 @@ BLOCK_ROWS = 256
 
 
 @njit(inline="always", **JIT)
-def _finish(z, b, mode, ex):
+def _bias_max_chain(z, b):
+    """z[j] += b[j]; returns (max of z, every entry finite) by ``_common._max_finite``."""
+    for j in range(z.shape[0]):
+        z[j] += b[j]
+    return _max_finite(z)
+
+
+@njit(inline="always", **JIT)
+def _finish(z, b, mode, ex, bias_max, row_exp):
     """Row z of logits without the bias -> logits, softmax or log-softmax (``mode``).
 
     Returns False, z partly written, where a logit is not finite.
-    SCRATCH ex (k,).
+    SCRATCH ex (k,). ``bias_max`` and ``row_exp`` are compiled functions:
+    :func:`_bias_max_chain` and ``_common._exp_shifted`` in :func:`_scores`,
+    the explicit vectors of :mod:`._rowvec` (``bias_max_finite_row``,
+    ``exp_row``) in :func:`_scores_lanes`.
     """
-    for j in range(z.shape[0]):
-        z[j] += b[j]
-    mx, fin = _max_finite(z)
+    mx, fin = bias_max(z, b)
     if fin:
         if mode == PROBA:
-            _softmax_row(z, mx, z, _exp_shifted)
+            _softmax_row(z, mx, z, row_exp)
         elif mode == LOG_PROBA:
-            _log_softmax_row(z, mx, z, ex, _exp_shifted)
+            _log_softmax_row(z, mx, z, ex, row_exp)
     return fin
 
 
 @njit(inline="always", **JIT)
-def _finish_lanes(z, b, mode, ex):
-    """:func:`_finish` for rows of at least ``_common.LANES_FROM`` classes.
-
-    The bias, maximum and exp in the explicit vectors of :mod:`._rowvec`.
-    """
-    mx, fin = bias_max_finite_row(z, b)
-    if fin:
-        if mode == PROBA:
-            _softmax_row(z, mx, z, exp_row)
-        elif mode == LOG_PROBA:
-            _log_softmax_row(z, mx, z, ex, exp_row)
-    return fin
-
-
-@njit(inline="always", **JIT)
-def _score_rows(X, W, b, mode, out, bad_row, finish):
-    """Run the body of :func:`_scores` and :func:`_scores_lanes`; ``finish`` finishes a row."""
+def _score_rows(X, W, b, mode, out, bad_row, bias_max, row_exp):
+    """Run the body of :func:`_scores` and :func:`_scores_lanes` (rows by :func:`_finish`)."""
     m = X.shape[0]
     k = W.shape[1]
     n_chunks = bad_row.shape[0]
@@ -76,7 +70,7 @@ def _score_rows(X, W, b, mode, out, bad_row, finish):
             _gemm_into(X[r0:r0 + rr], W, Zb, 0.0)
             failed = False
             for q in range(rr):
-                if not finish(Zb[q], b, mode, ex):
+                if not _finish(Zb[q], b, mode, ex, bias_max, row_exp):
                     bad_row[c] = r0 + q
                     failed = True
                     break
@@ -98,10 +92,10 @@ def _scores(X, W, b, mode, out, bad_row):
     one with both row paths made a first ``predict_proba`` compile 0.4-0.6 s
     longer (measured).
     """
-    _score_rows(X, W, b, mode, out, bad_row, _finish)
+    _score_rows(X, W, b, mode, out, bad_row, _bias_max_chain, _exp_shifted)
 
 
 @njit(**PJIT)
 def _scores_lanes(X, W, b, mode, out, bad_row):
     """:func:`_scores` for rows of at least ``_common.LANES_FROM`` classes."""
-    _score_rows(X, W, b, mode, out, bad_row, _finish_lanes)
+    _score_rows(X, W, b, mode, out, bad_row, bias_max_finite_row, exp_row)
