@@ -129,22 +129,29 @@ def _row_error(z, i, y, Y, sw, soft, weighted, scale, gb):
 
 
 @njit(inline="always", **JIT)
+def _target_logit(z, mx, i, y, Y, soft):
+    """<Y_i, z - mx> for the logits z of row i (hard labels: z[y_i] - mx).
+
+    Read before z is overwritten; zero targets are skipped so that a -inf
+    logit with zero target contributes nothing (0 * -inf is NaN).
+    """
+    if soft:
+        yz = z.dtype.type(0)
+        for j in range(z.shape[0]):
+            t = Y[i, j]
+            if t != 0:
+                yz += t * (z[j] - mx)
+        return yz
+    return z[y[i]] - mx
+
+
+@njit(inline="always", **JIT)
 def _shifted_error(z, mx, i, y, Y, sw, soft, weighted, scale, gb):
     """:func:`_row_error` once the row's maximum mx is known (and every logit finite).
 
     Returns w_i * the cross-entropy of row i; z becomes its error row.
     """
-    k = z.shape[0]
-    # <Y_i, z_i> before z is overwritten; zero targets are skipped so a
-    # -inf logit with zero target contributes nothing (0 * -inf is NaN).
-    if soft:
-        yz = z.dtype.type(0)
-        for j in range(k):
-            t = Y[i, j]
-            if t != 0:
-                yz += t * (z[j] - mx)
-    else:
-        yz = z[y[i]] - mx
+    yz = _target_logit(z, mx, i, y, Y, soft)
     # Vectorised exp (see _common._exp_shifted).
     s = _exp_shifted(z, mx, z)
     w = _scale_error(z, s, i, y, Y, sw, soft, weighted, scale, gb)
@@ -290,21 +297,12 @@ def _block_error_lanes(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx
         if not fin:
             return 0.0, q
         mx[q] = m
-    # <Y_i, z_i - max_i> before z is overwritten (zero targets skipped, as
-    # in _row_error), weighted.
+    # <Y_i, z_i - max_i> before z is overwritten, weighted.
     loss = 0.0
     k = Zb.shape[1]
     for q in range(nrows):
         i = r0 + q
-        z = Zb[q]
-        if soft:
-            yz = dt(0)
-            for j in range(k):
-                t = Y[i, j]
-                if t != 0:
-                    yz += t * (z[j] - mx[q])
-        else:
-            yz = z[y[i]] - mx[q]
+        yz = _target_logit(Zb[q], mx[q], i, y, Y, soft)
         loss -= (sw[i] * yz) if weighted else yz
     for q in range(nrows):
         s[q] = exp_row(Zb[q], mx[q], Zb[q])
