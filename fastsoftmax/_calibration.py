@@ -56,14 +56,44 @@ from pathlib import Path
 
 import numpy as np
 
-# The fixed rule, used until this host has wisdom: the register-blocked row
-# kernel wins up to k ~ 48 classes when the feature loop is long enough to
-# amortise its per-row work (max, exp, error); GEMM above that, and at any k
-# for short rows (below ~40 features on an AVX2 host, ~128 with AVX-512,
-# whose wider vectors make each row's feature loop shorter: the larger
-# bound, since calibrating costs more than a small fit gains).
+from ._kernels._common import LANES_FROM
+
+# Above SMALL_K classes the strategy is always GEMM (_winner), so no cell
+# is timed there.
 SMALL_K = 48
-SMALL_N = 128
+
+# The fixed rule, used where this host has no wisdom for a shape: every
+# call below AUTO_WORK multiply-adds until ``fastsoftmax bench --calibrate``
+# has run or a large problem has timed its cells, so most of what a user
+# runs. The rows kernels for fewer than FIXED_K classes on rows of at least
+# FIXED_N features and FIXED_FEATURES_PER_CLASS features a class, GEMM
+# blocks otherwise. From FIXED_K = LANES_FROM classes on, the GEMM kernels
+# take each row's softmax error in vector sweeps, and they won from there
+# at up to 100 features by 1.3-1.6x, while the rows kernels still won at
+# 24 classes (1.2x in float32, level in float64); at 784 and 3,000 features
+# the two are within 1.2x up to 48 classes. Short rows do not pay for the
+# rows kernels' per-row work (max, exp and error over k classes): at 24
+# features GEMM won or tied; at 40 the rows kernels won by 1.1-1.4x up to
+# 10 classes and lost by 1.2x in float32 at 20; at 48 features and 20
+# classes GEMM won by 1.1x, at 64 features the rows kernels by 1.3x.
+# Within those bounds the rows kernels took 0.44-0.85x GEMM's time in the
+# calibration of an AVX-512 host (48 to 3,072 features, 2 to 20 classes,
+# float32; float64 0.55-1.17x, 0.93x or less from memory at up to 10
+# classes). The former rule (rows from 128 features, up to 48 classes)
+# predates the rows kernels' vector tiles and the GEMM kernels' sweeps: at
+# 100 features and 10 classes it ran GEMM, 2x the rows kernels' time
+# (BENCHMARKS.md, "Thirtieth session"). Below FIXED_WORK multiply-adds a
+# gradient (m n k) the rule keeps GEMM at any shape: there a call takes
+# about half a millisecond either way, the two within 0.1 ms of each other
+# (1.2e6-2.4e6 multiply-adds, measured; at 1.2e7-1.6e7 GEMM took 1.4x the
+# rows kernels' time, 0.4-0.7 ms more), and on an empty Numba cache the
+# rows kernels take about 12 s more to compile than GEMM's in float64 (a
+# first fit at 5,000 x 100 x 3 in 22.6 s with them, 10.5 s with GEMM), so
+# a small first fit starts fast.
+FIXED_N = 40
+FIXED_K = LANES_FROM
+FIXED_FEATURES_PER_CLASS = 2.5
+FIXED_WORK = 1 << 22
 
 # n = 96 sits where the two strategies cross in float32 at few classes on
 # the AVX-512 hosts: rows of 100 features went by the n = 128 cell's "rows"
@@ -80,7 +110,6 @@ GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 # (four rows of a wide X and three weight rows stop fitting L1 together):
 # with only 5 and 10 to go by, k = 7 took the k = 5 column's "rows" and ran
 # 1.4-1.6x slower than GEMM (BENCHMARKS.md, "Fifth session").
-# Above SMALL_K the strategy is always GEMM (_winner), so no cell is timed there.
 GRID_K = (2, 3, 5, 7, 10, 20, 48)
 # Multiply-adds per timed call. Cells are timed for problems of at least
 # AUTO_WORK, whose X streams from memory: calls 8x longer than the first
@@ -180,9 +209,15 @@ _found_under: tuple | None = None
 _ABSENT = object()
 
 
-def fixed_rule(n_features: int, n_classes: int) -> str:
-    """Return the strategy without wisdom: "rows" for k <= SMALL_K and n >= SMALL_N."""
-    return "rows" if n_classes <= SMALL_K and n_features >= SMALL_N else "gemm"
+def fixed_rule(n_features: int, n_classes: int, work: float) -> str:
+    """Return the strategy without wisdom (see :data:`FIXED_N`): "rows" or "gemm".
+
+    ``work``: the multiply-adds of one gradient, m n k (below
+    :data:`FIXED_WORK`, GEMM).
+    """
+    rows = (work >= FIXED_WORK and n_classes < FIXED_K and n_features >= FIXED_N
+            and n_features >= FIXED_FEATURES_PER_CLASS * n_classes)
+    return "rows" if rows else "gemm"
 
 
 def _cache_dir() -> Path:
@@ -514,7 +549,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     if forced in ("rows", "gemm"):
         return forced
     if forced == "fixed" or n_classes > SMALL_K:  # above SMALL_K: GEMM, as _winner decides
-        return fixed_rule(n_features, n_classes)
+        return fixed_rule(n_features, n_classes, work)
 
     itemsize = np.dtype(dtype).itemsize
     ahead = rows_read_ahead(work // max(n_features * n_classes, 1), n_features, itemsize)
@@ -550,7 +585,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
                 or entry["winner"])
 
     winner = _remembered(override, ("strategy", n_features, n_classes, dtype, work), find)
-    return winner if winner is not None else fixed_rule(n_features, n_classes)
+    return winner if winner is not None else fixed_rule(n_features, n_classes, work)
 
 
 def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:
@@ -812,8 +847,12 @@ MARGIN = 0.95
 
 
 def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:
-    """Return one grid cell's strategy: the fixed rule's, unless the other is clearly faster."""
-    default = fixed_rule(n, k)
+    """Return one grid cell's strategy: the fixed rule's, unless the other is clearly faster.
+
+    The fixed rule as a large problem's: with wisdom, both strategies'
+    kernels are compiled already.
+    """
+    default = fixed_rule(n, k, AUTO_WORK)
     if k > SMALL_K:
         # Above SMALL_K the rows kernel's 4 x 3 tiles stop paying; where a
         # short cell timed it faster, the same n and k with more rows went

@@ -29,7 +29,7 @@ def fresh(tmp_path, monkeypatch):
 
 def test_without_wisdom_small_problems_use_the_fixed_rule(fresh):
     for n, k in [(784, 10), (16, 10), (784, 100), (5, 2)]:
-        assert cal.strategy(n, k, np.float64, work=1000) == cal.fixed_rule(n, k)
+        assert cal.strategy(n, k, np.float64, work=1000) == cal.fixed_rule(n, k, 1000)
     assert not list(fresh.iterdir()), "nothing is written without a calibration"
 
 
@@ -57,7 +57,7 @@ def test_calibration_is_written_and_looked_up(fresh):
     assert cal.strategy(700, 4, np.float64) in ("rows", "gemm")
     assert cal.strategy(784, 1000, np.float64) == "gemm"
     # another dtype has no wisdom yet: the fixed rule
-    assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3)
+    assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3, 0)
 
 
 def test_a_large_problem_times_the_cells_around_it_once(fresh, monkeypatch):
@@ -77,7 +77,7 @@ def test_a_large_problem_times_the_cells_around_it_once(fresh, monkeypatch):
     assert "narrow_block_bytes" not in on_disk["float32"]
     assert choice == on_disk["float32"]["cells"]["784,3"]["winner"]
     assert cal.strategy(784, 3, f32, work=10) == choice
-    assert cal.strategy(16, 3, f32, work=1) == cal.fixed_rule(16, 3)
+    assert cal.strategy(16, 3, f32, work=1) == cal.fixed_rule(16, 3, 1)
     assert cal.strategy(16, 1000, f32, work=10) == "gemm"  # above SMALL_K: never timed
     assert timed == [(784, 3)]
     # between the columns and the rows of the grid: the four cells, the one
@@ -301,11 +301,17 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
         # at k = 30 the interpolated ratio is 0.9 ** 0.54 * 1.5 ** 0.46 = 1.15: GEMM
         assert cal._bracket(cal.GRID_K, 30)[1][1] == pytest.approx(0.463, abs=1e-3)
         assert cal.strategy(100, 30, f32, work=1) == "gemm"
-        # at k = 25, 1.03: GEMM (the fixed rule below 128 features; rows below 0.95)
-        assert cal.strategy(100, 25, f32, work=1) == "gemm"
+        # at k = 25, 1.03: rows (the fixed rule's below FIXED_K classes; GEMM
+        # only from a ratio of 1 / 0.95 = 1.05)
+        assert cal.fixed_rule(100, 25, 1) == cal.fixed_rule(100, 36, 1 << 30) == "gemm"
+        assert cal.fixed_rule(100, 25, 1 << 30) == "rows"  # as _winner takes it
+        assert cal.strategy(100, 25, f32, work=1) == "rows"
+        cells["96,48"] = cells["112,48"] = cell(1.0, "gemm")
+        with_wisdom(cells)
+        assert cal.strategy(100, 36, f32, work=1) == "gemm"  # 0.9 ** 0.33 = 0.97: the fixed rule's
         cells["96,48"] = cells["112,48"] = cell(0.5, "rows")
         with_wisdom(cells)
-        assert cal.strategy(100, 25, f32, work=1) == "rows"  # 0.9 ** 0.75 * 0.5 ** 0.25 = 0.78
+        assert cal.strategy(100, 36, f32, work=1) == "rows"  # 0.9 ** 0.33 * 0.5 ** 0.67 = 0.61
         # on a cell: that cell alone
         assert cal._bracket(cal.GRID_N, 96) == [(96, 1.0)] and cal._bracket(cal.GRID_K, 60) == [
             (48, 1.0)]
@@ -341,7 +347,7 @@ def test_the_environment_overrides(fresh, monkeypatch, forced):
     assert {cal.strategy(n, k, np.float64, work=1 << 40)
             for n, k in [(5, 2), (784, 10), (3000, 1000)]} == {forced}
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
-    assert cal.strategy(5, 2, np.float64, work=1 << 40) == cal.fixed_rule(5, 2)
+    assert cal.strategy(5, 2, np.float64, work=1 << 40) == cal.fixed_rule(5, 2, 1 << 40)
     assert cal.narrow_block_bytes(np.float64, work=1 << 40) == cal.NARROW_BLOCK_BYTES
     assert not list(fresh.iterdir())
 
@@ -362,12 +368,12 @@ def test_a_damaged_or_foreign_file_gives_the_fixed_rule(fresh):
                                                          "narrow_block_bytes": -1}}))
     cal.forget()
     for n, k in [(100, 2), (784, 3), (16, 3)]:
-        assert cal.strategy(n, k, np.float64) == cal.fixed_rule(n, k)
+        assert cal.strategy(n, k, np.float64) == cal.fixed_rule(n, k, 0)
     assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES
     for text in ["{not json", '{"float64": [1, 2]}', '{"float64": {"cells": []}}', "[]"]:
         cal.wisdom_path().write_text(text)
         cal.forget()
-        assert cal.strategy(784, 3, np.float64) == cal.fixed_rule(784, 3)
+        assert cal.strategy(784, 3, np.float64) == cal.fixed_rule(784, 3, 0)
         assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES
     # ...and a calibration replaces the damage.
     cal.calibrate(("float64",), cells=[(784, 3)], blocks=False)
@@ -467,7 +473,8 @@ def test_what_the_wisdom_gave_is_remembered_until_it_changes(fresh, monkeypatch)
     assert cal.strategy(16, 3, f64) == winner and cal.narrow_block_bytes(f64) == budget
     # A cell without wisdom is remembered as such for small problems (the
     # wisdom is not searched again), and a large problem still times it.
-    assert [cal.strategy(784, 10, f64, work=0) for _ in range(3)] == [cal.fixed_rule(784, 10)] * 3
+    chosen = [cal.strategy(784, 10, f64, work=0) for _ in range(3)]
+    assert chosen == [cal.fixed_rule(784, 10, 0)] * 3
     assert len(entries) == 4
     timed = []
     monkeypatch.setattr(cal, "AUTO_WORK", 10)

@@ -29,7 +29,7 @@ from _helpers import (
 
 import fastsoftmax as fs
 from fastsoftmax import reference as ref
-from fastsoftmax._calibration import SMALL_K, SMALL_N, fixed_rule
+from fastsoftmax._calibration import FIXED_K, FIXED_N, FIXED_WORK, fixed_rule
 
 KS = [2, 3, 10, 33, 100]  # 33 and 100 run the "gemm" strategy
 # ----------------------------------------------------------- vs the reference
@@ -54,17 +54,24 @@ def test_matches_reference(k, dt, intercept, variant, rng):
 
 
 def test_strategies_are_what_the_k_list_claims():
-    # The rule: "rows" iff k <= SMALL_K and n >= SMALL_N, else "gemm". The
-    # module's reference comparisons (n = 7) therefore run "gemm" for every
-    # k; tests/test_dense.py runs the same comparisons with each
-    # strategy forced, so both stay covered.
-    assert sum(k <= SMALL_K for k in KS) >= 3 and sum(k > SMALL_K for k in KS) >= 1
-    for n in (2, 7, SMALL_N - 1, SMALL_N, 784):
+    # The rule: "rows" iff m n k >= FIXED_WORK, k < FIXED_K, n >= FIXED_N and
+    # n >= 2.5 k, else "gemm". The module's reference comparisons (n = 7,
+    # a few hundred rows) therefore run "gemm" for every k;
+    # tests/test_dense.py runs the same comparisons with each strategy
+    # forced, so both stay covered.
+    assert sum(k < FIXED_K for k in KS) >= 3 and sum(k >= FIXED_K for k in KS) >= 1
+    for n in (2, 7, FIXED_N - 1, FIXED_N, 49, 50, 77, 78, 784):
         X = np.zeros((3, n))
-        for k in KS:
+        for k in KS + [20, FIXED_K - 1, FIXED_K]:
             obj = PublicObjective(X, np.zeros(3, dtype=int), k)
-            want = "rows" if (k <= SMALL_K and n >= SMALL_N) else "gemm"
-            assert obj.strategy == want == fixed_rule(n, k)
+            assert obj.strategy == "gemm" == fixed_rule(n, k, 3 * n * k)
+            want = "rows" if (k < FIXED_K and n >= max(FIXED_N, 2.5 * k)) else "gemm"
+            assert fixed_rule(n, k, FIXED_WORK) == want
+            assert fixed_rule(n, k, FIXED_WORK - 1) == "gemm"
+    # a problem of FIXED_WORK multiply-adds or more: the rows kernels
+    X = np.zeros((FIXED_WORK // (784 * 10) + 1, 784), np.float32)
+    assert PublicObjective(X, np.zeros(len(X), dtype=int), 10).strategy == "rows"
+    assert PublicObjective(X[:-1], np.zeros(len(X) - 1, dtype=int), 10).strategy == "gemm"
 
 
 def test_known_value():
