@@ -13,7 +13,10 @@ medians, the strategy chosen, and the chosen time over the best of the
 two forced ones (target: at most 1.10), and the same for the chosen
 strategy's forced time: the two runs of one strategy differ by this
 host's process-to-process spread alone, which the second ratio leaves out
-(it is 1.00 wherever the choice was the faster strategy). Asserts nothing.
+(it is 1.00 wherever the choice was the faster strategy). With
+``FASTSOFTMAX_CACHE_DIR`` an empty folder (no wisdom, and ``--work``
+below 2**30, so nothing calibrates) it checks the fixed rule, what a host
+runs until it has wisdom. Asserts nothing.
 """
 
 from __future__ import annotations
