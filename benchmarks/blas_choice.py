@@ -8,7 +8,8 @@
 (``FASTSOFTMAX_STRATEGY=gemm``), its products through each candidate of
 ``fastsoftmax._blas_choice.candidates()`` in turn (``FASTSOFTMAX_BLAS``,
 read by every call): SciPy's BLAS, which Numba's ``np.dot`` calls (the
-default), and NumPy's where its routines can be called. One process,
+default), NumPy's where its routines can be called, and MKL where the
+``mkl`` wheel is installed (``fastsoftmax[mkl]``). One process,
 contenders interleaved within each round (the order rotated from round to
 round) after two warm-up calls each; a round's time is the median of five
 back-to-back calls; the table gives the median over ``--rounds`` rounds

@@ -18,16 +18,33 @@ The calibration times the candidates on the GEMM kernels and remembers the
 faster per dtype (``fastsoftmax._calibration.blas_library``, by a margin,
 else the default); :func:`use_chosen` points the table at that choice.
 ``FASTSOFTMAX_BLAS`` overrides it: "scipy", or the file name of a
-candidate library ("numpy" for NumPy's own). Without it, the "fixed"
-strategy override (``FASTSOFTMAX_STRATEGY=fixed``) keeps the default.
+candidate library ("numpy" for NumPy's own, "mkl" for MKL's). Without it,
+the "fixed" strategy override (``FASTSOFTMAX_STRATEGY=fixed``) keeps the
+default.
+
+MKL joins the candidates where the ``mkl`` wheel is installed in the
+environment (``pip install fastsoftmax[mkl]``, Linux x86-64) and no MKL is
+loaded already: :func:`load_mkl` loads its ``libmkl_rt`` when the kernels
+first need a BLAS, with MKL's sequential threading layer (the kernels call
+BLAS from their own threads, one call per thread; MKL's OpenMP layer would
+bring a second OpenMP runtime beside Numba's for nothing), unless
+``MKL_THREADING_LAYER`` is set. Why: its products of the GEMM kernels'
+shapes ran faster than either OpenBLAS build here, by up to a third in
+float64 at 784-3,000 features and 100 classes (BENCHMARKS.md,
+"Thirty-first session"). ``FASTSOFTMAX_MKL=0`` keeps it unloaded. An MKL
+already in the process (NumPy built on it, say) is a candidate as it is,
+its settings untouched.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -58,6 +75,82 @@ _lock = threading.Lock()
 _found: dict[str, Routines] | None = None
 
 
+# FASTSOFTMAX_MKL: "0" (or "no", "false", "off") keeps the mkl wheel unloaded.
+MKL_SWITCH = "FASTSOFTMAX_MKL"
+# MKL_THREADING_SEQUENTIAL of mkl_service.h, for MKL_Set_Threading_Layer.
+_MKL_SEQUENTIAL = 1
+_mkl_lib: ctypes.CDLL | None = None  # the libmkl_rt this module loaded
+_mkl_tried = False
+
+
+def mkl_wheel() -> str | None:
+    """Return the ``mkl`` wheel's ``libmkl_rt`` in this environment, or None.
+
+    None as well where ``FASTSOFTMAX_MKL`` switches it off or the platform
+    has no such file (the wheel puts it in the environment's ``lib``: Linux
+    only here).
+    """
+    if os.environ.get(MKL_SWITCH, "").strip().lower() in ("0", "no", "false", "off"):
+        return None
+    if not sys.platform.startswith("linux"):
+        return None
+    found = sorted((Path(sys.prefix) / "lib").glob("libmkl_rt.so.*"))
+    return str(found[0]) if found else None
+
+
+def mkl_version() -> str:
+    """Return the version of the ``mkl`` wheel that :func:`load_mkl` would load ("" for none).
+
+    The calibration's wisdom is keyed by it: the choice of library was
+    made among the candidates of its time.
+    """
+    if mkl_wheel() is None:
+        return ""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mkl")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def load_mkl(loaded_apis: list[str]) -> bool:
+    """Load the ``mkl`` wheel's MKL for the kernels, once; return whether it loaded it now.
+
+    ``loaded_apis``: threadpoolctl's ``internal_api`` of each BLAS loaded
+    now; with "mkl" among them nothing is loaded (that MKL is a candidate
+    as it is). Sets MKL's sequential threading layer unless
+    ``MKL_THREADING_LAYER`` is set (module docstring). A file that fails
+    to load is reported by a warning, and the kernels keep the other
+    candidates.
+    """
+    global _mkl_lib, _mkl_tried
+    if _mkl_tried or "mkl" in loaded_apis:
+        return False
+    path = mkl_wheel()
+    if path is None:
+        return False
+    _mkl_tried = True
+    try:
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        if "MKL_THREADING_LAYER" not in os.environ:
+            lib.MKL_Set_Threading_Layer(ctypes.c_int(_MKL_SEQUENTIAL))
+    except (OSError, AttributeError) as exc:
+        warnings.warn(f"fastsoftmax: MKL from {path} could not be loaded ({exc}); "
+                      f"set {MKL_SWITCH}=0 not to try", RuntimeWarning, stacklevel=2)
+        return False
+    _mkl_lib = lib
+    return True
+
+
+def _name(path: str) -> str:
+    """Return a candidate's name: "numpy" for NumPy's own BLAS, "mkl" for MKL's, else its file."""
+    if _owned(path, np):
+        return "numpy"
+    base = os.path.basename(path)
+    return "mkl" if base.startswith("libmkl_rt") else base
+
+
 def _owned(path: str, module) -> bool:
     """Whether ``path`` ships with ``module``'s package (in it, or in its wheel's ``.libs``)."""
     root = os.path.realpath(os.path.dirname(module.__file__))
@@ -82,14 +175,15 @@ def _probe(path: str) -> tuple[int, int, bool] | None:
 
 
 def candidates() -> dict[str, Routines]:
-    """Return the BLAS routines the kernels may call, by name; :data:`DEFAULT` first.
+    """Return the BLAS routines the kernels may call, by name; :data:`DEFAULT` first, then by name.
 
     Found once per process (loading SciPy's BLAS first,
     ``_threads.load_kernel_blas``): every BLAS loaded then that
     threadpoolctl sees (and so holds to one thread inside the kernels,
     ``_threads.single_threaded_blas``) and whose routines name their
     integer width, except SciPy's own (the default reaches it already).
-    NumPy's is named "numpy", any other by its file name.
+    NumPy's is named "numpy", MKL's "mkl" (the ``mkl`` wheel's loaded here,
+    :func:`load_mkl`), any other by its file name.
     """
     global _found
     if _found is not None:
@@ -106,9 +200,10 @@ def candidates() -> dict[str, Routines]:
                 routines = None if _owned(path, scipy) else _probe(path)
                 if routines is None or 0 in routines[:2]:
                     continue
-                name = "numpy" if _owned(path, np) else os.path.basename(path)
+                name = _name(path)
                 found.setdefault(name, Routines(name, path, *routines))
-            _found = found
+            # By name after the default: the libraries' load order varies.
+            _found = {name: found[name] for name in [DEFAULT, *sorted(set(found) - {DEFAULT})]}
         return _found
 
 

@@ -22,8 +22,10 @@ faster for each dtype (:func:`blas_library`, :mod:`._blas_choice`).
 Where the file lives: ``$FASTSOFTMAX_CACHE_DIR``, else beside Numba's cache
 (``$NUMBA_CACHE_DIR/fastsoftmax``), else ``~/.cache/fastsoftmax``. Its name
 carries the host (CPU model, core count), the versions of Numba, SciPy and
-NumPy (whose BLAS libraries the GEMM kernels call), a digest of the kernels' source and
-the file's layout, so a new machine, library or kernel calibrates afresh.
+NumPy (whose BLAS libraries the GEMM kernels call) and of the ``mkl`` wheel
+where one is installed (:mod:`._blas_choice`), a digest of the kernels'
+source and the file's layout, so a new machine, library or kernel
+calibrates afresh.
 ``FASTSOFTMAX_STRATEGY`` overrides everything: "rows" or "gemm" for every
 shape, "fixed" for the fixed rule (no wisdom read, no calibration: the
 choice, and so the rounding of results, is the same on every machine).
@@ -235,9 +237,14 @@ def _host_key() -> str:
     import numba
     import scipy
 
+    from ._blas_choice import mkl_version
+
     text = (f"{cpu_model()}|{os.cpu_count()}|numba {numba.__version__}|"
             f"scipy {scipy.__version__}|numpy {np.__version__}|"
             f"kernels {_kernels_digest()}|wisdom {WISDOM_FORMAT}")
+    mkl = mkl_version()
+    if mkl:  # only then: a host without the mkl wheel keeps its wisdom's name
+        text += f"|mkl {mkl}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -214,17 +214,23 @@ def load_kernel_blas() -> None:
     its default thread count: a pool per kernel thread, left spinning for
     about 0.1 s after each call, and the first calls of a process's first
     GEMM fit took up to 3.5x as long (3000 x 784 x 100 float32: 16 ms per
-    gradient against 4.6 ms, for the first ~130 ms, measured). Launchers of
-    kernels that call BLAS call this first; importing the module costs about
-    0.1 s once, which the first product would have paid anyway.
+    gradient against 4.6 ms, for the first ~130 ms, measured). The ``mkl``
+    wheel's MKL, where installed, is loaded here too
+    (:func:`._blas_choice.load_mkl`). Launchers of kernels that call BLAS
+    call this first; importing the module costs about 0.1 s once, which the
+    first product would have paid anyway.
     """
-    global _kernel_blas_loaded
+    global _kernel_blas_loaded, _controller
     if _kernel_blas_loaded:
         return
     import scipy.linalg.cython_blas  # noqa: F401  (loads the shared library)
 
+    from ._blas_choice import load_mkl
+
     with _controller_lock:
         _kernel_blas_loaded = True
+        if load_mkl([lib.internal_api for lib in _blas_controller().lib_controllers]):
+            _controller = None  # loaded by ctypes: no new module tells the controller
         if _blas_depth == 0:
             return  # the next block's controller sees the library
         new = [lib.filepath for lib in _blas_controller().lib_controllers

@@ -191,3 +191,63 @@ def test_a_large_gemm_problem_without_the_choice_times_it_once(fresh, monkeypatc
     DenseEngine(data, "gemm")
     assert timed == ["float32"]
     assert bc.in_use(np.float32) == cal.blas_library(np.float32)
+
+
+@pytest.fixture
+def no_mkl_yet(monkeypatch):
+    """A process in which load_mkl has not tried yet."""
+    monkeypatch.setattr(bc, "_mkl_tried", False)
+    monkeypatch.setattr(bc, "_mkl_lib", None)
+    monkeypatch.delenv(bc.MKL_SWITCH, raising=False)
+
+
+def _fake_wheel(tmp_path, monkeypatch):
+    """An environment whose lib holds a file named as the mkl wheel's library, not one."""
+    (tmp_path / "lib").mkdir()
+    lib = tmp_path / "lib" / "libmkl_rt.so.3"
+    lib.write_bytes(b"not a shared library")
+    monkeypatch.setattr(bc.sys, "prefix", str(tmp_path))
+    return str(lib)
+
+
+def test_the_mkl_wheel_is_found_in_the_environment_unless_switched_off(
+        tmp_path, monkeypatch, no_mkl_yet):
+    monkeypatch.setattr(bc.sys, "prefix", str(tmp_path))
+    assert bc.mkl_wheel() is None and bc.mkl_version() == ""
+    lib = _fake_wheel(tmp_path, monkeypatch)
+    assert bc.mkl_wheel() == lib
+    for off in ("0", "off", "False"):
+        monkeypatch.setenv(bc.MKL_SWITCH, off)
+        assert bc.mkl_wheel() is None
+        assert bc.mkl_version() == ""
+
+
+def test_a_library_that_fails_to_load_is_reported_once_and_left_out(
+        tmp_path, monkeypatch, no_mkl_yet):
+    lib = _fake_wheel(tmp_path, monkeypatch)
+    assert not bc.load_mkl(["mkl"])  # an MKL is loaded already: nothing tried
+    assert not bc._mkl_tried
+    reported = f"MKL from {lib} could not be loaded.*FASTSOFTMAX_MKL=0"
+    with pytest.warns(RuntimeWarning, match=reported):
+        assert not bc.load_mkl(["openblas"])
+    assert bc._mkl_lib is None
+    assert not bc.load_mkl(["openblas"])  # tried once: no second warning
+
+
+def test_the_wisdom_is_keyed_by_the_mkl_wheel_only_where_there_is_one(monkeypatch):
+    monkeypatch.setattr(bc, "mkl_version", lambda: "")
+    without = cal._host_key()
+    monkeypatch.setattr(bc, "mkl_version", lambda: "2026.2.0")
+    with_mkl = cal._host_key()
+    monkeypatch.setattr(bc, "mkl_version", lambda: "2026.3.0")
+    assert len({without, with_mkl, cal._host_key()}) == 3
+
+
+@pytest.mark.skipif("mkl" not in NAMES, reason="the mkl wheel is not installed "
+                    "(pip install fastsoftmax[mkl]); its results are tested above where it is")
+def test_the_mkl_wheel_runs_single_threaded_beside_the_kernels():
+    from threadpoolctl import threadpool_info
+
+    mkl = [lib for lib in threadpool_info() if lib["internal_api"] == "mkl"]
+    assert [lib["threading_layer"] for lib in mkl] == ["sequential"]
+    assert bc.candidates()["mkl"].ilp64
