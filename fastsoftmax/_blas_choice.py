@@ -238,8 +238,12 @@ def chosen(dtype, work: int = 0) -> str:
     override = os.environ.get("FASTSOFTMAX_BLAS", "").strip()
     if override:
         if override not in candidates():
+            hint = ""
+            if override == "mkl":
+                hint = (" (MKL is one where the mkl wheel is installed: pip install "
+                        f"fastsoftmax[mkl], and {MKL_SWITCH} is not 0)")
             raise ValueError(f"FASTSOFTMAX_BLAS={override!r} names no BLAS library of this "
-                             f"process; candidates: {', '.join(candidates())}")
+                             f"process; candidates: {', '.join(candidates())}{hint}")
         return override
     name = _calibration.blas_library(np.dtype(dtype), work)
     # A library the wisdom named but this process lacks: the default.

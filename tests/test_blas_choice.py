@@ -119,6 +119,13 @@ def test_an_unknown_override_is_refused_naming_the_candidates(monkeypatch):
     assert not hasattr(model, "coef_")
 
 
+def test_asking_for_mkl_without_it_says_how_to_have_it(monkeypatch):
+    monkeypatch.setenv("FASTSOFTMAX_BLAS", "mkl")
+    monkeypatch.setattr(bc, "_found", {bc.DEFAULT: bc.candidates()[bc.DEFAULT]})
+    with pytest.raises(ValueError, match=r"candidates: scipy \(MKL is one.*fastsoftmax\[mkl\]"):
+        bc.chosen(np.float64)
+
+
 def test_a_library_the_wisdom_names_but_this_process_lacks_gives_the_default(monkeypatch):
     monkeypatch.delenv("FASTSOFTMAX_BLAS", raising=False)
     monkeypatch.setattr(cal, "blas_library", lambda dtype, work=0: "libelsewhere.so")
