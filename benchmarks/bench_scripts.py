@@ -59,6 +59,13 @@ def test_ratio_tables(table):
     assert_table(rows, {"threads": 2, "softmax": 4}[table])
 
 
+def test_mkl_fit_script():
+    # One small fit per setting (with and without the mkl wheel, which may be absent).
+    rows = run_script("benchmarks/mkl_fit.py", "--rounds", "1", "--shape", "600x20x40",
+                      "--dtypes", "float64")
+    assert_table(rows, 2)
+
+
 def test_gemm_floor_script():
     # One cell: the two products alone, one read of X and fastsoftmax, each in its own process.
     rows = run_script("benchmarks/gemm_floor.py", "--ks", "100", "--ns", "20",
