@@ -136,7 +136,7 @@ def _write_cli_help(app):
     saved = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "88"
     try:
-        for command in ("", "train", "predict", "demo", "bench"):
+        for command in ("", "train", "predict", "demo", "bench", "info"):
             argv = [command, "--help"] if command else ["--help"]
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):

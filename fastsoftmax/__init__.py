@@ -19,6 +19,11 @@ SoftmaxRegression
 
 ``fastsoftmax.reference`` holds the same functions in plain NumPy.
 
+show_config
+    What fastsoftmax runs on this machine and why: versions, threads, BLAS
+    libraries, this host's calibration, and for a given shape the kernel
+    strategy, variant and blocks.
+
 Modules imported on demand
 --------------------------
 fastsoftmax.datasets
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._estimator import SoftmaxRegression
     from ._functions import hessp, log_softmax, logsumexp, loss_and_grad, softmax
+    from ._report import show_config
     from .exceptions import DivergenceWarning
 
 __version__ = "0.1.0"
@@ -49,6 +55,7 @@ __version__ = "0.1.0"
 # 0.2 s). So ``import fastsoftmax``, ``fastsoftmax --version`` or ``--help``,
 # and the command line's ``predict`` of dense data pay for neither.
 _LAZY = {"SoftmaxRegression": "._estimator", "DivergenceWarning": ".exceptions",
+         "show_config": "._report",
          **{name: "._functions" for name in ("softmax", "log_softmax", "logsumexp",
                                              "loss_and_grad", "hessp")}}
 
@@ -75,5 +82,6 @@ __all__ = [
     "hessp",
     "SoftmaxRegression",
     "DivergenceWarning",
+    "show_config",
     "__version__",
 ]

@@ -45,6 +45,7 @@ small problems never wait for a calibration.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -55,6 +56,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -500,7 +502,7 @@ def _known_or_timed(lookup, time_it, work: int):
     checked again under the lock, as another thread may have timed it.
     """
     value = lookup()
-    if value is None and work >= AUTO_WORK and not _busy():
+    if value is None and work >= AUTO_WORK and not _no_timing():
         with _lock:
             value = lookup()
             if value is None:
@@ -521,8 +523,9 @@ def _remembered(override: str, key: tuple, find):
     """Return what ``find()`` gave for ``key`` under the current wisdom and ``override``.
 
     Kept in :data:`_found` until the wisdom object or the override changes,
-    None too (as :data:`_ABSENT`), except inside a calibration, whose own
-    kernels never time a cell. A key says whether its call was large
+    None too (as :data:`_ABSENT`), except where cells are not timed now
+    (inside a calibration, whose own kernels never time a cell, or
+    :func:`looking_only`). A key says whether its call was large
     enough to time a missing cell, so a small problem's None never stops
     a large one from timing it.
     """
@@ -533,7 +536,7 @@ def _remembered(override: str, key: tuple, find):
     value = _found.get(key)
     if value is None:
         value = find()
-        if value is not None or not _busy():
+        if value is not None or not _no_timing():
             if len(_found) >= FOUND_LIMIT:  # a program of ever new shapes
                 _found.clear()
             _found[key] = _ABSENT if value is None else value
@@ -558,21 +561,13 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     if forced == "fixed" or n_classes > SMALL_K:  # above SMALL_K: GEMM, as _winner decides
         return fixed_rule(n_features, n_classes, work)
 
-    itemsize = np.dtype(dtype).itemsize
-    ahead = rows_read_ahead(work // max(n_features * n_classes, 1), n_features, itemsize)
-    x_bytes = work // max(n_classes, 1) * itemsize
-
     def find() -> str | None:
         name = np.dtype(dtype).name
-        # The cells around the shape, the heaviest first (grid_cell's).
-        around = _around(max(n_features, 1), n_classes, itemsize, ahead)
-        cell = _heaviest(around)
-        needed = list(dict.fromkeys([cell] + [c for c, _ in around]))
+        around, cell, needed, x_bytes = _shape_cells(n_features, n_classes, name, work)
         found: dict[str, dict | None] = {}
 
         def untimed() -> list[Cell]:
-            cells = _table(_load().get(name))["cells"]
-            return [c for c in needed if _ratio(cells, c) is None]
+            return _untimed(name, needed)
 
         def lookup() -> dict | None:
             """Return the shape's cell once it and the cells around it are timed."""
@@ -593,6 +588,111 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
 
     winner = _remembered(override, ("strategy", n_features, n_classes, dtype, work), find)
     return winner if winner is not None else fixed_rule(n_features, n_classes, work)
+
+
+def _shape_cells(n_features: int, n_classes: int, dtype: str, work: int):
+    """Return the grid cells that decide a shape: (around, cell, needed, x_bytes).
+
+    ``around``: the cells with their weights (:func:`_around`); ``cell``
+    the heaviest (:func:`grid_cell`'s); ``needed`` every one of them, that
+    cell first; ``x_bytes`` X's size. ``work``: m n k, which gives the
+    rows (whether they are read ahead) and X's size (which weighs each
+    cell's two timings, :func:`_ratio`).
+    """
+    itemsize = np.dtype(dtype).itemsize
+    ahead = rows_read_ahead(work // max(n_features * n_classes, 1), n_features, itemsize)
+    x_bytes = work // max(n_classes, 1) * itemsize
+    around = _around(max(n_features, 1), n_classes, itemsize, ahead)
+    cell = _heaviest(around)
+    return around, cell, list(dict.fromkeys([cell] + [c for c, _ in around])), x_bytes
+
+
+def _untimed(dtype: str, cells: list[Cell]) -> list[Cell]:
+    """Return those of ``cells`` that this host's wisdom has no timing of for ``dtype``."""
+    table = _table(_load().get(dtype))["cells"]
+    return [c for c in cells if _ratio(table, c) is None]
+
+
+def explain(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> dict:
+    """Return how :func:`strategy` decides a shape, without timing anything.
+
+    A dict: "strategy" ("rows" or "gemm": what a call of ``work``
+    multiply-adds runs as the wisdom stands now; None where such a call
+    would time cells first, "times_first"), "source" (in words: the
+    override, the fixed rule, or the wisdom's cells) and "untimed" (the
+    grid cells, as "n,k" or "n,k,ahead", that the decision needs and this
+    host has not timed; a call of at least :data:`AUTO_WORK` times them
+    first).
+    """
+    name = np.dtype(dtype).name
+    forced = os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower()
+    out: dict[str, Any] = {"strategy": None, "source": "", "untimed": [], "times_first": False}
+    with looking_only():
+        out["strategy"] = strategy(n_features, n_classes, dtype, work)
+    if forced in ("rows", "gemm"):
+        out["source"] = f"FASTSOFTMAX_STRATEGY={forced}"
+        return out
+    if forced == "fixed":
+        out["source"] = "the fixed rule (FASTSOFTMAX_STRATEGY=fixed)"
+        return out
+    if n_classes > SMALL_K:
+        out["source"] = f"the fixed rule: GEMM blocks above {SMALL_K} classes"
+        return out
+    _, cell, needed, _ = _shape_cells(n_features, n_classes, name, work)
+    untimed = _untimed(name, needed)
+    missing = [_cell_key(*c) for c in untimed]
+    timed = [_cell_key(*c) for c in needed if c not in untimed]
+    out["untimed"] = missing
+    out["times_first"] = bool(missing) and work >= AUTO_WORK
+    if not missing:
+        out["source"] = "this host's wisdom, the cells " + "; ".join(timed)
+    elif out["times_first"]:
+        out["strategy"] = None
+        out["source"] = ("not decided yet: a call of this size times the cells "
+                         f"{'; '.join(missing)} first (about a second each)")
+    elif cell not in untimed:
+        out["source"] = f"this host's wisdom, the nearest cell {_cell_key(*cell)} alone"
+    else:
+        out["source"] = "the fixed rule: the shape's cell is not timed on this host"
+    return out
+
+
+def calibrated(dtype: np.dtype) -> dict:
+    """Return what this host's wisdom holds for ``dtype``, for reports.
+
+    A dict: "cells" (how many grid cells are timed, timings on an X read
+    ahead included), "grid" (how many there are), "blas" and
+    "narrow_block_bytes" (the calibration's choices; None where not timed).
+    """
+    name = np.dtype(dtype).name
+    table = _table(_load().get(name))
+    grid = _cells_to_time((name,), None)[name]
+    untimed = _untimed(name, grid)
+    return {"cells": len(grid) - len(untimed), "grid": len(grid),
+            "blas": table.get("blas") if isinstance(table.get("blas"), str) else None,
+            "narrow_block_bytes": (table["narrow_block_bytes"]
+                                   if isinstance(table.get("narrow_block_bytes"), int) else None)}
+
+
+@contextlib.contextmanager
+def looking_only():
+    """Within the block, this thread's lookups never time anything (what is untimed reads so).
+
+    For reports of what a call would run (:func:`explain`,
+    ``fastsoftmax.show_config``): a lookup for a large problem would
+    otherwise calibrate its cells first.
+    """
+    before = getattr(_state, "looking", False)
+    _state.looking = True
+    try:
+        yield
+    finally:
+        _state.looking = before
+
+
+def _no_timing() -> bool:
+    """Whether this thread's lookups must not time cells now (in a calibration, or looking)."""
+    return _busy() or getattr(_state, "looking", False)
 
 
 def narrow_block_bytes(dtype: np.dtype, work: int = 0) -> int:

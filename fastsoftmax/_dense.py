@@ -19,9 +19,9 @@ import threading
 
 import numpy as np
 
-from ._blas_choice import use_chosen
+from ._blas_choice import in_use, use_chosen
 from ._kernels._ahead import micro_tiles
-from ._kernels._common import LANES_FROM
+from ._kernels._common import LANES_FROM, reads_ahead
 from ._kernels._fused import (
     _gemm_chunk,
     _gemm_chunk_lanes,
@@ -287,6 +287,29 @@ class DenseEngine:
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self._keep_scratch = keep_scratch
+
+    def describe(self) -> dict:
+        """Return what this engine runs, in plain values (``fastsoftmax.show_config``).
+
+        "strategy"; "kernel" (the gradient's variant: "rows", "gemm",
+        "gemm_lanes" (the softmax error in vector sweeps), "gemm_t"
+        (transposed logits) or "gemm_split" (the backward product split by
+        features)); "threads" (how many threads the pass runs on, at the
+        thread count in force: 1 is the calling thread alone); "mode"
+        (whether Hessian products read the stored probabilities:
+        "cached", or recompute them); for the rows strategy "reads_ahead"
+        (X's rows prefetched ahead of the tiles); for GEMM "block_rows"
+        (rows per block) and "blas" (the library its products call).
+        """
+        m, n = self.data.X.shape
+        out = {"strategy": self.strategy, "kernel": self._gradient_variant(),
+               "threads": self._chunks(), "mode": self.mode}
+        if self.strategy == "rows":
+            out["reads_ahead"] = bool(reads_ahead.py_func(m, n, self.dtype.itemsize))
+        else:
+            out["block_rows"] = int(self._rows)
+            out["blas"] = in_use(self.dtype)
+        return out
 
     # ------------------------------------------------------------ helpers
     def _chunks(self) -> int:

@@ -260,8 +260,8 @@ def test_usage_errors_exit_2(capsys):
 def test_help_describes_every_option(capsys):
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"demo", "train", "predict", "bench"}
-    for name in ("demo", "train", "predict"):
+    assert set(sub.choices) == {"demo", "train", "predict", "bench", "info"}
+    for name in ("demo", "train", "predict", "info"):
         with pytest.raises(SystemExit) as info:
             cli.main([name, "--help"])
         assert info.value.code == 0
@@ -274,7 +274,7 @@ def test_help_describes_every_option(capsys):
         cli.main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    assert all(c in out for c in ("demo", "train", "predict", "bench"))
+    assert all(c in out for c in ("demo", "train", "predict", "bench", "info"))
 
 
 # ------------------------------------------------------------------ bench

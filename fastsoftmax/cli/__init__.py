@@ -1,4 +1,4 @@
-"""The ``fastsoftmax`` command: demo, train, predict, bench.
+"""The ``fastsoftmax`` command: demo, train, predict, bench, info.
 
 Run ``fastsoftmax --help`` or ``fastsoftmax COMMAND --help``; also available
 as ``python -m fastsoftmax``. Exit status: 0 on success, 2 for bad usage,
@@ -260,7 +260,42 @@ def build_parser(estimator_options: bool = True) -> argparse.ArgumentParser:
 
     sub.add_parser("bench", help="benchmark the kernels (fastsoftmax bench --help)",
                    description=_BENCH_HELP, add_help=False)
+
+    info = sub.add_parser(
+        "info",
+        help="what fastsoftmax runs on this machine, and why",
+        description="Print the versions, CPU, thread settings, BLAS libraries and this "
+                    "host's calibration (fastsoftmax.show_config); with --shape, also the "
+                    "kernel strategy (and why), variant, threads and blocks that a fit's "
+                    "gradient on dense data of that shape runs. Times and calibrates "
+                    "nothing.")
+    info.add_argument("--shape", type=_shape_arg, default=None, metavar="MxNxK",
+                      help="n_samples x n_features x n_classes, e.g. 60000x784x10")
+    info.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                      help="the dtype of --shape's plan (default: both)")
+    info.add_argument("--json", action="store_true", help="print the report as JSON")
+    info.set_defaults(func=_info, parser=info)
     return parser
+
+
+def _shape_arg(text: str) -> tuple[int, int, int]:
+    """Parse --shape MxNxK (argparse turns the ValueError into a usage error)."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected MxNxK (three whole numbers), got {text!r}")
+    m, n, k = (int(p) for p in parts)
+    if min(m, n) < 1 or k < 2:
+        raise argparse.ArgumentTypeError(
+            f"n_samples and n_features must be at least 1, n_classes at least 2: {text!r}")
+    return m, n, k
+
+
+def _info(args: argparse.Namespace) -> int:
+    from .._report import config, format_report, to_json
+
+    report = config(args.shape, args.dtype)
+    print(to_json(report) if args.json else format_report(report))
+    return 0
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
