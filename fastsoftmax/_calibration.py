@@ -114,7 +114,15 @@ GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 # (four rows of a wide X and three weight rows stop fitting L1 together):
 # with only 5 and 10 to go by, k = 7 took the k = 5 column's "rows" and ran
 # 1.4-1.6x slower than GEMM (BENCHMARKS.md, "Fifth session").
-GRID_K = (2, 3, 5, 7, 10, 20, 48)
+# k = 30: from LANES_FROM (32) classes on, the GEMM kernels take the softmax
+# error in vector sweeps and the rows kernels leave their float32 blocks
+# (_kernels._fused.ERROR_T_MAX_K), so the two strategies' ratio jumps there
+# and a shape is never interpolated across it (_k_columns). With only 20
+# and 48 to go by, rows of 24-30 classes were decided by a ratio that
+# neither kernel had: (4000, 1500, 30) float32 ran the rows kernels at 1.52x
+# GEMM's time and (6000, 1500, 24) float64 GEMM at 1.37x the rows kernels'
+# (BENCHMARKS.md, "Thirty-second session").
+GRID_K = (2, 3, 5, 7, 10, 20, 30, 48)
 # Multiply-adds per timed call. Cells are timed for problems of at least
 # AUTO_WORK, whose X streams from memory: calls 8x longer than the first
 # choice (2**23, an X of a few MB, kept in cache between calls) chose
@@ -401,17 +409,30 @@ def _bracket(grid: tuple[int, ...], x: int) -> list[tuple[int, float]]:
     return [(lo, 1.0 - t), (hi, t)]
 
 
+def _k_columns(n_classes: int) -> tuple[int, ...]:
+    """Return the grid's k columns a shape of ``n_classes`` goes by (its side of LANES_FROM).
+
+    Both kernels change at LANES_FROM classes (see :data:`GRID_K`), so a
+    shape below it is interpolated between columns below it, or goes by
+    the last of them alone, and one from it on likewise (all columns where
+    its side has none).
+    """
+    below = n_classes < LANES_FROM
+    return tuple(k for k in GRID_K if (k < LANES_FROM) == below) or GRID_K
+
+
 def _around(n_features: int, n_classes: int, itemsize: int,
             ahead: bool) -> list[tuple[Cell, float]]:
     """Return the (up to four) grid cells around a shape, with weights summing to 1.
 
-    Linear in log n and log k. Between a column whose cell reads its rows
+    Linear in log n and log k (k between the columns on the shape's side
+    of LANES_FROM, :func:`_k_columns`). Between a column whose cell reads its rows
     ahead and one whose cell does not, a shape not read ahead goes by the
     latter alone (as in :func:`grid_cell`). A shape read ahead goes by the
     cells' timings on an X read ahead where they have one (:func:`ahead_cell`).
     """
     columns = _bracket(GRID_N, n_features)
-    ks = _bracket(GRID_K, max(n_classes, 2))
+    ks = _bracket(_k_columns(n_classes), max(n_classes, 2))
     if not ahead and len(columns) == 2:
         k0 = max(ks, key=lambda kw: kw[1])[0]
         read = [rows_read_ahead(cell_rows(n, k0), n, itemsize) for n, _ in columns]

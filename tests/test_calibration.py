@@ -277,17 +277,21 @@ def test_a_shape_read_ahead_goes_by_cells_timed_read_ahead(fresh, monkeypatch):
 def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
     """The rows / GEMM time ratio of the cells around a shape, interpolated
     in log n and log k, decides it as a cell's is decided; without both
-    times in every such cell, the nearest cell's winner."""
+    times in every such cell, the nearest cell's winner. Never across
+    LANES_FROM classes: a shape on one side goes by the columns on its side."""
     monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cal, "GRID_N", (96, 112))
-    monkeypatch.setattr(cal, "GRID_K", (20, 48))
+    monkeypatch.setattr(cal, "GRID_K", (20, 30, 48))
+    assert cal.LANES_FROM == 32
 
     def cell(ratio, winner):
         return {"winner": winner, "rows_s": ratio * 0.01, "gemm_s": 0.01}
 
-    # the k = 20 cells chose rows (rows / GEMM 0.9), the k = 48 cells GEMM (1.5)
+    # the k = 20 cells chose rows (rows / GEMM 0.9), the k = 30 and 48 cells
+    # GEMM (1.5)
     cells = {"96,20": cell(0.9, "rows"), "112,20": cell(0.9, "rows"),
+             "96,30": cell(1.5, "gemm"), "112,30": cell(1.5, "gemm"),
              "96,48": cell(1.5, "gemm"), "112,48": cell(1.5, "gemm")}
 
     def with_wisdom(cells):
@@ -297,33 +301,41 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
     f32 = np.dtype(np.float32)
     try:
         with_wisdom(cells)
-        assert cal.grid_cell(100, 30) == (96, 20)
-        # at k = 30 the interpolated ratio is 0.9 ** 0.54 * 1.5 ** 0.46 = 1.15: GEMM
-        assert cal._bracket(cal.GRID_K, 30)[1][1] == pytest.approx(0.463, abs=1e-3)
-        assert cal.strategy(100, 30, f32, work=1) == "gemm"
-        # at k = 25, 1.03: rows (the fixed rule's below FIXED_K classes; GEMM
+        assert cal.grid_cell(100, 26) == (96, 30)
+        # at k = 26 the interpolated ratio is 0.9 ** 0.35 * 1.5 ** 0.65 = 1.25: GEMM
+        assert cal._bracket((20, 30), 26)[1][1] == pytest.approx(0.647, abs=1e-3)
+        assert cal.strategy(100, 26, f32, work=1) == "gemm"
+        # at k = 22, 1.01: rows (the fixed rule's below FIXED_K classes; GEMM
         # only from a ratio of 1 / 0.95 = 1.05)
-        assert cal.fixed_rule(100, 25, 1) == cal.fixed_rule(100, 36, 1 << 30) == "gemm"
-        assert cal.fixed_rule(100, 25, 1 << 30) == "rows"  # as _winner takes it
-        assert cal.strategy(100, 25, f32, work=1) == "rows"
+        assert cal.fixed_rule(100, 22, 1) == cal.fixed_rule(100, 36, 1 << 30) == "gemm"
+        assert cal.fixed_rule(100, 22, 1 << 30) == "rows"  # as _winner takes it
+        assert cal.strategy(100, 22, f32, work=1) == "rows"
+        # below LANES_FROM the columns below it, the last one alone beyond
+        # them: k = 31 by k = 30; from it, the columns from it: k = 36 by 48
+        assert cal._k_columns(31) == (20, 30) and cal._k_columns(36) == (48,)
+        around = cal._around(100, 31, 4, False)
+        assert around == [((96, 30, False), pytest.approx(0.735, abs=1e-3)),
+                          ((112, 30, False), pytest.approx(0.265, abs=1e-3))]
         cells["96,48"] = cells["112,48"] = cell(1.0, "gemm")
         with_wisdom(cells)
-        assert cal.strategy(100, 36, f32, work=1) == "gemm"  # 0.9 ** 0.33 = 0.97: the fixed rule's
+        assert cal.strategy(100, 36, f32, work=1) == "gemm"  # 1.0 alone: the fixed rule's
         cells["96,48"] = cells["112,48"] = cell(0.5, "rows")
         with_wisdom(cells)
-        assert cal.strategy(100, 36, f32, work=1) == "rows"  # 0.9 ** 0.33 * 0.5 ** 0.67 = 0.61
+        assert cal.strategy(100, 36, f32, work=1) == "rows"  # 0.5, not 0.5 with 1.5 at k = 30
+        assert cal.strategy(100, 31, f32, work=1) == "gemm"  # 1.5, not with 0.5 at k = 48
         # on a cell: that cell alone
-        assert cal._bracket(cal.GRID_N, 96) == [(96, 1.0)] and cal._bracket(cal.GRID_K, 60) == [
+        assert cal._bracket(cal.GRID_N, 96) == [(96, 1.0)] and cal._bracket((48,), 60) == [
             (48, 1.0)]
         assert cal.strategy(96, 20, f32, work=1) == "rows"
         # a cell around it without its times: the nearest cell's winner
-        cells["96,48"] = {"winner": "gemm"}
-        cells["112,48"] = cell(1.5, "gemm")
+        cells["96,30"] = {"winner": "gemm"}
         with_wisdom(cells)
-        assert cal.strategy(100, 30, f32, work=1) == "rows"
-        cells["96,48"] = cell(1.5, "gemm") | {"rows_s": "0.015"}
+        assert cal.grid_cell(100, 22) == (96, 20)
+        assert cal.strategy(100, 22, f32, work=1) == "rows"
+        cells["96,30"] = cell(1.5, "gemm") | {"rows_s": "0.015"}
         with_wisdom(cells)
-        assert cal.strategy(100, 30, f32, work=1) == "rows"
+        assert cal.strategy(100, 22, f32, work=1) == "rows"
+        assert cal.strategy(100, 26, f32, work=1) == "gemm"  # the nearest, (96, 30)
     finally:
         cal.forget()
 

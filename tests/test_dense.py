@@ -89,7 +89,7 @@ def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, mo
     weights = variant in ("weights", "all")
     alpha = 0.3 if variant in ("alpha", "all") else 0.0
     # 203 rows: chunks of 101/102 rows leave 1-3 rows after the 4-row blocks
-    # (in float32, after 8-row blocks and one of 4: 50 features, k <= 24)
+    # (in float32, after 8-row blocks and one of 4: 50 features, k <= 31)
     X, y, W, b, sw = make_problem(rng, 203, 50, k, dt, intercept=variant != "no-b",
                                   weights=weights, soft=soft)
     got = _objective_for(X, y, sw, k, strategy, soft)(W, b, alpha)
@@ -171,13 +171,14 @@ def test_which_rows_are_read_ahead(dt, n, least):
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("n,k", [(210, 3), (300, 30), (100, 3), (1100, 5), (1100, 10)])
+@pytest.mark.parametrize("n,k", [(210, 3), (300, 30), (100, 3), (1100, 5), (1100, 10),
+                                 (1100, 31)])
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 def test_rows_kernels_reading_ahead(dt, n, k, mode, rng, monkeypatch):
     """X just beyond the size from which the rows kernels read each block
     of rows in order before their tiles do (_common._touch: TOUCH_X_BYTES
     for long rows; TOUCH_SHORT_X_BYTES for float32 rows of 100 features),
-    in the float32 blocks of transposed logits (k <= 24 over at most
+    in the float32 blocks of transposed logits (k <= 31 over at most
     ERROR_T_MAX_FEATURES features, or longer rows of at least PANEL_MIN_K
     classes, whose gradient and Hessian products go in panels of features:
     (1100, 10), three panels, the last partial; n = 100 and 210 take the eight-row

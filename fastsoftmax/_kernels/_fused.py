@@ -60,6 +60,7 @@ from ._ahead import AHEAD_TILES, _logits_ahead
 from ._backward import accumulate4, accumulate4_cols
 from ._blas import _gemm_into
 from ._common import (
+    LANES_FROM,
     _chunk,
     _exp_flat,
     _exp_shifted,
@@ -464,9 +465,14 @@ def _chunk_start(c, m, gW, gb, bad_row):
 # (``versions.py``) 0.82-0.93x at n = 48 ... 256, 0.99-1.01x from
 # n = 384. In float64 the same passes took 0.98-1.12x the time (1.09-1.12x
 # at n = 128, k = 5 and 10): float64 keeps the error four rows at a time
-# (its kernels compile without the blocks: :func:`rows_blocks`).
+# (its kernels compile without the blocks: :func:`rows_blocks`). Up to
+# ERROR_T_MAX_K = LANES_FROM - 1 classes: every class count the rows kernels
+# run below the GEMM kernels' vector sweeps. Until the blocks stopped at 24
+# classes, rows of 25-31 classes went four at a time, and the blocks took
+# 0.61-0.81x that time at 50-300 features and 25-30 classes, 0.95x at
+# (4000, 1500, 30), on two threads (BENCHMARKS.md, "Thirty-second session").
 ERROR_T_ROWS = 64
-ERROR_T_MAX_K = 24
+ERROR_T_MAX_K = LANES_FROM - 1
 # ... and rows of at most ERROR_T_MAX_FEATURES features. A block of 64 longer
 # rows (over 256 KB) is read twice from L2, once by the logits and once by
 # the gradient's accumulation; the four- and eight-row loop reads each row
