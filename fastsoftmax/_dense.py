@@ -78,7 +78,8 @@ _L2_BYTES = 1 << 18
 PROBA_BUDGET = 256 << 20
 
 
-# Once the gradient's n x k partial sum outgrows _G_CACHE_BYTES, blocks
+# Once the gradient's n x k partial sum outgrows _G_CACHE_BYTES (float64:
+# _G_CACHE_BYTES_64), blocks
 # hold a whole chunk of rows, up to _MAX_ROWS_LARGE_G: every block after a
 # chunk's first adds its Xᵀ E (n k entries) into the chunk's sum, a pass
 # over memory that at 64 rows per block cost as much as the block's two
@@ -117,7 +118,17 @@ _PARALLEL_SUM_BYTES = 1 << 16
 
 # Bytes between two threads' partial sums (see DenseEngine._accumulators).
 _PAD_BYTES = 128
+# Whole-chunk blocks from partial sums of more than _G_CACHE_BYTES in
+# float32 and _G_CACHE_BYTES_64 in float64 (see _MAX_ROWS_LARGE_G). Below,
+# a partial sum stays in L2 beside a block of X (_L2_BYTES). In float64,
+# blocks sized for L2 took 0.51-1.01x the time of whole chunks at 264-768
+# KiB of n k on MKL (float64 (3000, 3000, 20): 7.3 ms against 14.5;
+# 0.78-1.06x on SciPy's OpenBLAS) and level at 1.2 MiB; in float32 they took
+# 0.84-1.04x on MKL (288-612 KiB) but 1.09-1.15x on SciPy's OpenBLAS
+# (288-384 KiB) (BENCHMARKS.md, "Thirty-second session"; the 2-core Intel host, 2 MiB of
+# L2 a core), so float32 keeps the bound of 256 KiB.
 _G_CACHE_BYTES = 1 << 18
+_G_CACHE_BYTES_64 = 1 << 20
 
 # Narrow rows (at most _NARROW_FEATURES features) of many classes (from
 # LANES_FROM), over weights of at most _NARROW_WEIGHTS entries: the block's
@@ -202,7 +213,7 @@ def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0,
     logits' within ``block_bytes``.
     """
     rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
-    if n * k * itemsize > _G_CACHE_BYTES:
+    if n * k * itemsize > (_G_CACHE_BYTES_64 if itemsize == 8 else _G_CACHE_BYTES):
         return max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
     if narrow_blocks(n, k, itemsize):
         fit = block_bytes // ((n + k) * itemsize)

@@ -317,11 +317,11 @@ def test_rows_and_gemm_strategies_agree(k, dt, soft, rng):
 @pytest.mark.parametrize("m", [700, 5000], ids=["one-block-per-chunk", "blocks-of-2048"])
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_gemm_blocks_when_the_partial_sum_outgrows_the_cache(m, n_threads, rng):
-    """n k float64 above _dense._G_CACHE_BYTES: GEMM blocks hold a whole chunk,
+    """n k float64 above _dense._G_CACHE_BYTES_64: GEMM blocks hold a whole chunk,
     or 2048 rows with a second block added into the chunk's sum by BLAS
     (beta = 1); gradient and Hessian products match the reference either way."""
-    n, k = 300, 120
-    assert n * k * 8 > _dense._G_CACHE_BYTES
+    n, k = 300, 450
+    assert n * k * 8 > _dense._G_CACHE_BYTES_64
     X, y, W, b, sw = make_problem(rng, m, n, k, np.float64, weights=True)
     W *= 0.1
     obj = PublicObjective(X, y, k, sw, n_threads=n_threads, strategy="gemm")
@@ -339,7 +339,7 @@ def test_block_rows_rule():
     classes over few weights take the largest power of two of rows whose X
     block and logits fit the block bytes (at least _MIN_BLOCK_ROWS);
     fewer classes, wider rows, more weights and partial sums past
-    _G_CACHE_BYTES keep the other rules."""
+    _G_CACHE_BYTES (float32) or _G_CACHE_BYTES_64 (float64) keep the other rules."""
     g = _dense.gemm_block_rows
     fit = 1 << 16  # the default budget
     assert g(20, 4, 100, 50000) == 128  # (20 + 100) 4 128 = 61 KiB <= 64 KiB < 2x
@@ -353,7 +353,10 @@ def test_block_rows_rule():
     assert g(200, 4, 300, 10000) == 327  # more than _NARROW_FEATURES: X's block alone
     assert g(96, 4, 400, 10000) == 682  # more than _NARROW_WEIGHTS: X's block alone
     assert g(20, 4, 3000, 2500) == 1024  # likewise
-    assert g(20, 8, 3000, 2500) == 2048  # n k 8 > _G_CACHE_BYTES: whole chunks
+    assert g(20, 8, 3000, 2500) == 1024  # n k 8 <= _G_CACHE_BYTES_64: X's block alone
+    assert g(20, 8, 8000, 2500) == 2048  # n k 8 > _G_CACHE_BYTES_64: whole chunks
+    assert g(784, 8, 100, 1500) == 64  # 612 KiB of float64 partial sums: blocks for L2
+    assert g(784, 4, 100, 1500) == 1500  # 306 KiB of float32 ones: the whole chunk
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
