@@ -125,10 +125,15 @@ _PAD_BYTES = 128
 # KiB of n k on MKL (float64 (3000, 3000, 20): 7.3 ms against 14.5;
 # 0.78-1.06x on SciPy's OpenBLAS) and level at 1.2 MiB; in float32 they took
 # 0.84-1.04x on MKL (288-612 KiB) but 1.09-1.15x on SciPy's OpenBLAS
-# (288-384 KiB) (BENCHMARKS.md, "Thirty-second session"; the 2-core Intel host, 2 MiB of
-# L2 a core), so float32 keeps the bound of 256 KiB.
+# (288-384 KiB) (BENCHMARKS.md, "Thirty-second session"; the 2-core Intel
+# host, 2 MiB of L2 a core), so float32 keeps the bound of 256 KiB. The
+# float64 gains came where a chunk's X exceeded 9 MB (12-37 MB: 0.51-0.95x);
+# on chunks of 0.8-3.1 MB of X the L2 blocks took 0.98-1.07x the time, so
+# between the two bounds a float64 chunk of at most _CHUNK_X_BYTES of X
+# stays whole.
 _G_CACHE_BYTES = 1 << 18
 _G_CACHE_BYTES_64 = 1 << 20
+_CHUNK_X_BYTES = 1 << 23
 
 # Narrow rows (at most _NARROW_FEATURES features) of many classes (from
 # LANES_FROM), over weights of at most _NARROW_WEIGHTS entries: the block's
@@ -213,12 +218,20 @@ def gemm_block_rows(n: int, itemsize: int, k: int = 1, chunk_rows: int = 0,
     logits' within ``block_bytes``.
     """
     rows = int(min(1024, max(64, _L2_BYTES // max(1, n * itemsize))))
-    if n * k * itemsize > (_G_CACHE_BYTES_64 if itemsize == 8 else _G_CACHE_BYTES):
+    if _whole_chunks(n, k, itemsize, chunk_rows):
         return max(rows, min(_MAX_ROWS_LARGE_G, chunk_rows))
     if narrow_blocks(n, k, itemsize):
         fit = block_bytes // ((n + k) * itemsize)
         rows = min(rows, max(_MIN_BLOCK_ROWS, 1 << max(0, fit.bit_length() - 1)))
     return rows
+
+
+def _whole_chunks(n: int, k: int, itemsize: int, chunk_rows: int) -> bool:
+    """Whether GEMM blocks hold whole chunks: partial sums too large for L2 beside a block of X."""
+    g_bytes = n * k * itemsize
+    if itemsize == 8 and g_bytes <= _G_CACHE_BYTES_64:
+        return g_bytes > _G_CACHE_BYTES and chunk_rows * n * itemsize <= _CHUNK_X_BYTES
+    return g_bytes > _G_CACHE_BYTES
 
 
 def narrow_blocks(n: int, k: int, itemsize: int) -> bool:

@@ -353,9 +353,10 @@ def test_block_rows_rule():
     assert g(200, 4, 300, 10000) == 327  # more than _NARROW_FEATURES: X's block alone
     assert g(96, 4, 400, 10000) == 682  # more than _NARROW_WEIGHTS: X's block alone
     assert g(20, 4, 3000, 2500) == 1024  # likewise
-    assert g(20, 8, 3000, 2500) == 1024  # n k 8 <= _G_CACHE_BYTES_64: X's block alone
+    assert g(20, 8, 3000, 2500) == 2048  # 480 KiB of partial sums, small chunks: whole chunks
     assert g(20, 8, 8000, 2500) == 2048  # n k 8 > _G_CACHE_BYTES_64: whole chunks
-    assert g(784, 8, 100, 1500) == 64  # 612 KiB of float64 partial sums: blocks for L2
+    assert g(784, 8, 100, 1500) == 64  # 612 KiB of float64 partial sums, 9.4 MB chunks: L2
+    assert g(784, 8, 100, 1000) == 1000  # the same on chunks of 6.3 MB of X: whole chunks
     assert g(784, 4, 100, 1500) == 1500  # 306 KiB of float32 ones: the whole chunk
 
 
