@@ -78,9 +78,8 @@ _L2_BYTES = 1 << 18
 PROBA_BUDGET = 256 << 20
 
 
-# Once the gradient's n x k partial sum outgrows _G_CACHE_BYTES (float64:
-# _G_CACHE_BYTES_64), blocks
-# hold a whole chunk of rows, up to _MAX_ROWS_LARGE_G: every block after a
+# Once the gradient's n x k partial sum outgrows the cache (_whole_chunks),
+# blocks hold a whole chunk of rows, up to _MAX_ROWS_LARGE_G: every block after a
 # chunk's first adds its Xᵀ E (n k entries) into the chunk's sum, a pass
 # over memory that at 64 rows per block cost as much as the block's two
 # products (1000 x 3000 x 1000 float32: 175 ms at 64 rows, 118 ms at 256,
@@ -127,10 +126,10 @@ _PAD_BYTES = 128
 # 0.84-1.04x on MKL (288-612 KiB) but 1.09-1.15x on SciPy's OpenBLAS
 # (288-384 KiB) (BENCHMARKS.md, "Thirty-second session"; the 2-core Intel
 # host, 2 MiB of L2 a core), so float32 keeps the bound of 256 KiB. The
-# float64 gains came where a chunk's X exceeded 9 MB (12-37 MB: 0.51-0.95x);
-# on chunks of 0.8-3.1 MB of X the L2 blocks took 0.98-1.07x the time, so
-# between the two bounds a float64 chunk of at most _CHUNK_X_BYTES of X
-# stays whole.
+# float64 gains came on chunks of 12-37 MB of X (0.42-0.92x with the rule
+# below; 0.99-1.02x at 9.4 and 16 MB of rows of 784 features); on chunks of
+# 0.8-3.1 MB the L2 blocks took 0.98-1.07x the time, so between the two
+# bounds a float64 chunk of at most _CHUNK_X_BYTES of X stays whole.
 _G_CACHE_BYTES = 1 << 18
 _G_CACHE_BYTES_64 = 1 << 20
 _CHUNK_X_BYTES = 1 << 23

@@ -467,10 +467,11 @@ def _chunk_start(c, m, gW, gb, bad_row):
 # at n = 128, k = 5 and 10): float64 keeps the error four rows at a time
 # (its kernels compile without the blocks: :func:`rows_blocks`). Up to
 # ERROR_T_MAX_K = LANES_FROM - 1 classes: every class count the rows kernels
-# run below the GEMM kernels' vector sweeps. Until the blocks stopped at 24
-# classes, rows of 25-31 classes went four at a time, and the blocks took
-# 0.61-0.81x that time at 50-300 features and 25-30 classes, 0.95x at
-# (4000, 1500, 30), on two threads (BENCHMARKS.md, "Thirty-second session").
+# run below the GEMM kernels' vector sweeps. While the blocks stopped at 24
+# classes, rows of 25-31 classes went four at a time; in the blocks their
+# gradient took 0.61-0.81x that time at 50-300 features and 25-30 classes,
+# 0.95x at (4000, 1500, 30), on two threads (BENCHMARKS.md, "Thirty-second
+# session").
 ERROR_T_ROWS = 64
 ERROR_T_MAX_K = LANES_FROM - 1
 # ... and rows of at most ERROR_T_MAX_FEATURES features. A block of 64 longer
