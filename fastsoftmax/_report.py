@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import operator
 import os
 import platform
 import sys
@@ -43,12 +44,15 @@ def _version(package: str) -> str | None:
 
 
 def _shape(shape: Any) -> tuple[int, int, int]:
-    """Return ``shape`` as (m, n, k), checked: three positive ints, k at least 2."""
+    """Return ``shape`` as (m, n, k), checked: three whole numbers (not bools), k at least 2."""
     try:
-        m, n, k = (int(v) for v in shape)
-    except (TypeError, ValueError):
-        raise ValueError(f"shape must be (n_samples, n_features, n_classes), got {shape!r}") \
-            from None
+        values = list(shape)
+        if len(values) != 3 or any(isinstance(v, bool) for v in values):
+            raise TypeError
+        m, n, k = (operator.index(v) for v in values)  # 1.5 is refused, not truncated
+    except TypeError:
+        raise ValueError("shape must be (n_samples, n_features, n_classes), three whole "
+                         f"numbers, got {shape!r}") from None
     if min(m, n) < 1 or k < 2:
         raise ValueError("shape must have n_samples and n_features of at least 1 and "
                          f"n_classes of at least 2, got {(m, n, k)}")

@@ -178,6 +178,9 @@ def test_printed_as_text_and_json(fresh, capsys):
     ({"shape": (10, 5, 1)}, "n_classes of at least 2"),
     ({"shape": (0, 5, 3)}, "n_samples and n_features of at least 1"),
     ({"shape": "big"}, "shape must be"),
+    ({"shape": (1.5, 20, 3)}, "three whole numbers"),
+    ({"shape": (100, True, 3)}, "three whole numbers"),
+    ({"shape": (100, 20, 3, 1)}, "three whole numbers"),
     ({"dtype": np.int32}, "dtype must be float32, float64"),
     ({"dtype": "float16"}, "dtype must be float32, float64"),
     ({"mode": "json"}, "mode must be"),
@@ -185,6 +188,12 @@ def test_printed_as_text_and_json(fresh, capsys):
 def test_bad_arguments_are_named(fresh, kwargs, message):
     with pytest.raises(ValueError, match=message):
         fs.show_config(**kwargs)
+
+
+def test_integer_types_of_numpy_are_whole_numbers(fresh):
+    shape = (np.int64(1000), np.int32(20), 3)
+    report = fs.show_config(shape=shape, dtype="float32", mode="dicts")["shape"]
+    assert (report["n_samples"], report["n_features"], report["n_classes"]) == (1000, 20, 3)
 
 
 @pytest.mark.parametrize("shape", ["20x3", "axbxc", "10x5x1", "0x5x3", "10x-5x3"])
