@@ -6,7 +6,8 @@ Each tile against NumPy on every feature count around the vector width
 and errors from a C-ordered or a transposed array; G accumulates onto
 what it holds, and its entries beyond n (the rows' padding) are never
 written. The kernels that use the tiles are tested against the reference
-in test_dense.py, test_hessp.py and test_solvers_sgd.py.
+in test_dense.py, test_hessp.py and test_solvers_sgd.py. The tiles that
+prefetch rows ahead give the same sums and emit the prefetches.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastsoftmax._kernels._backward import BACKWARD_TILES, accumulate4, accumulate4_cols
+from fastsoftmax._kernels._backward import (
+    BACKWARD_TILES,
+    accumulate4,
+    accumulate4_ahead,
+    accumulate4_cols,
+)
 
 DTYPES = [np.float32, np.float64]
 IDS = ["float32", "float64"]
@@ -82,3 +88,39 @@ def test_tiles_run_where_the_forward_tiles_do():
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
     assert BACKWARD_TILES == WIDE_REGISTERS == AHEAD_TILES
+
+
+@njit(error_model="numpy")
+def _accumulate_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
+    accumulate4_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", [1, 17, 100, 784])
+def test_tiles_that_prefetch_give_the_same_sums(dt, n):
+    """Prefetching rows [first, first + rows) (every split of them over
+    the tiles, up to X's last row) changes nothing in G, bit for bit."""
+    rng = np.random.default_rng(n + 5)
+    m = 40
+    X = rng.standard_normal((m, n)).astype(dt)
+    for k in (1, 3, 6, 10, 23):
+        E = rng.standard_normal((4, k)).astype(dt)
+        G0 = np.full((k, n + 16), -7.0, dt)
+        G0[:, :n] = rng.standard_normal((k, n))
+        want = G0.copy()
+        _accumulate_cols(X, 1, 6, 3, 0, E, 0, want, 0, n)
+        for first, rows in ((8, 0), (8, 1), (8, 4), (30, 10), (m - 1, 1)):
+            G = G0.copy()
+            _accumulate_ahead(X, 1, 6, 3, 0, E, 0, G, 0, n, first, rows)
+            np.testing.assert_array_equal(G, want)
+
+
+def test_tiles_that_prefetch_emit_prefetcht1():
+    X = np.ones((16, 40), np.float32)
+    G = np.zeros((5, 48), np.float32)
+    _accumulate_ahead(X, 0, 1, 2, 3, np.ones((4, 5), np.float32), 0, G, 0, 40, 8, 4)
+    sig = _accumulate_ahead.signatures[0]
+    if BACKWARD_TILES:
+        assert "prefetcht1" in _accumulate_ahead.inspect_asm(sig)
+    else:  # Numba's tiles, no prefetch
+        assert "prefetch" not in _accumulate_ahead.inspect_llvm(sig)

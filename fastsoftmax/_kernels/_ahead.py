@@ -90,6 +90,29 @@ def _enter_loop(b, count, name):
     return start, loop, after
 
 
+def prefetch_lines(b, base, pos, lines):
+    """Prefetch ``lines`` 64-byte lines from byte ``pos`` of ``base``; return the next pos.
+
+    ``base``: an i8 pointer; ``pos``, ``lines``: int64 IR values (``lines``
+    zero or less: none). Each line goes to L2 (``_LOCALITY``).
+    """
+    # A loop of its own, built here rather than by cgutils.for_range:
+    # with that helper's loop the gradient took 1.01-1.05x the time
+    # (float32, 2 cores, versions.py; the same results).
+    fn = _intrinsic_fn(b.module, "llvm.prefetch.p0", ir.VoidType(), [_I8P, _I32, _I32, _I32])
+    start, loop, done = _enter_loop(b, lines, "ahead.pf")
+    t = b.phi(_I64)
+    t.add_incoming(_const(0), start)
+    at = b.add(pos, b.mul(t, _const(_LINE)))
+    b.call(fn, [b.gep(base, [at]), ir.Constant(_I32, 0), ir.Constant(_I32, _LOCALITY),
+                ir.Constant(_I32, 1)])
+    t1 = b.add(t, _const(1))
+    t.add_incoming(t1, loop)
+    b.cbranch(b.icmp_signed("<", t1, lines), loop, done)
+    b.position_at_end(done)
+    return b.add(pos, b.mul(lines, _const(_LINE)))
+
+
 def tail_mask(b, rest, L):
     """Return the mask of a vector's first ``rest`` of L lanes (the features past whole vectors)."""
     lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
@@ -166,8 +189,6 @@ class _TileCode:
         mod = builder.module
         self.reduce = _intrinsic_fn(mod, f"llvm.vector.reduce.fadd.v{self.L}f{ops.itemsize * 8}",
                                     self.fty, [self.fty, self.vec])
-        self.prefetch = _intrinsic_fn(mod, "llvm.prefetch.p0", ir.VoidType(),
-                                      [_I8P, _I32, _I32, _I32])
         xa = context.make_array(xty)(context, builder, X)
         wa = context.make_array(wty)(context, builder, Wt)
         n = builder.extract_value(xa.shape, 1)
@@ -194,22 +215,7 @@ class _TileCode:
 
     def _prefetch_lines(self, pos):
         """Prefetch ``lines`` lines from byte ``pos`` of the rows ahead; return the next pos."""
-        # A loop of its own, built here rather than by cgutils.for_range:
-        # with that helper's loop the gradient took 1.01-1.05x the time
-        # (float32, 2 cores, versions.py; the same results).
-        b = self.builder
-        lines = self.lines
-        start, loop, done = _enter_loop(b, lines, "ahead.pf")
-        t = b.phi(_I64)
-        t.add_incoming(_const(0), start)
-        at = b.add(pos, b.mul(t, _const(_LINE)))
-        b.call(self.prefetch, [b.gep(self.pf, [at]), ir.Constant(_I32, 0),
-                               ir.Constant(_I32, _LOCALITY), ir.Constant(_I32, 1)])
-        t1 = b.add(t, _const(1))
-        t.add_incoming(t1, loop)
-        b.cbranch(b.icmp_signed("<", t1, lines), loop, done)
-        b.position_at_end(done)
-        return b.add(pos, b.mul(lines, _const(_LINE)))
+        return prefetch_lines(self.builder, self.pf, pos, self.lines)
 
     def emit(self):
         b = self.builder
@@ -538,6 +544,14 @@ def _logits_ahead(X, i, nb, Wt, b, z, zr, ahead, stop):
     + nb) ∩ [0, stop) are prefetched, their lines spread over the block's
     tiles. OUT: z (any 2-D array; rows zr ... zr + nb - 1, all k columns).
     """
+    first = i + ahead
+    rows = max(0, min(nb, stop - first)) if ahead > 0 else 0
+    logits_prefetching(X, i, nb, Wt, b, z, zr, first, rows)
+
+
+@njit(inline="always", **JIT)
+def logits_prefetching(X, i, nb, Wt, b, z, zr, first, rows):
+    """:func:`_logits_ahead` prefetching the rows [first, first + rows) of X (within X)."""
     k = Wt.shape[0]
     n = X.shape[1]
     tiles = 0
@@ -545,8 +559,6 @@ def _logits_ahead(X, i, nb, Wt, b, z, zr, ahead, stop):
     while j < k:
         j += _next_tile(k, j, nb)
         tiles += 1
-    first = i + ahead
-    rows = max(0, min(nb, stop - first)) if ahead > 0 else 0
     j = 0
     t = 0
     done = 0

@@ -18,6 +18,11 @@ BENCHMARKS.md, "Twenty-seventh session"): 0.40-0.89x the time of
 Numba's tiles in float32 (n = 20 ... 3000, k = 3 ... 48), 0.52-0.95x in
 float64, and 1.04x at (n, k) = (784, 48) in float64.
 
+The tiles can also prefetch rows of X ahead (:func:`accumulate4_ahead`):
+the rows kernels give the backward sweep half of the next rows to ask for
+and the forward sweep the other half, so that memory works through both
+sweeps (BENCHMARKS.md, "Thirty-third session").
+
 Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``, as the forward
 tiles of :mod:`._ahead`): elsewhere the kernels keep :mod:`._micro`'s.
 """
@@ -28,12 +33,14 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._ahead import (
+    _I8P,
     _I32,
     _I64,
     VectorOps,
     _const,
     _enter_loop,
     feature_count,
+    prefetch_lines,
     tail_mask,
     tile_codegen,
 )
@@ -44,9 +51,14 @@ from ._micro import _accumulate4_cols
 BACKWARD_TILES = WIDE_REGISTERS
 
 
-def _emit(context, b, sig, args, C):
-    """G[j + c, f0:f1] += Σ_q Z[zr + q, j + c] X[i_q, f0:f1] for c < C, q < 4."""
-    X, i0, i1, i2, i3, Z, zr, j, G, f0, f1 = args
+def _emit(context, b, sig, args, C, ahead):
+    """G[j + c, f0:f1] += Σ_q Z[zr + q, j + c] X[i_q, f0:f1] for c < C, q < 4.
+
+    ``ahead``: each step also prefetches ``lines`` lines of X from element
+    p (the last two arguments), as the forward tiles of :mod:`._ahead` do.
+    """
+    X, i0, i1, i2, i3, Z, zr, j, G, f0, f1 = args[:11]
+    p, lines = args[11:] if ahead else (_const(0), _const(0))
     xty, zty, gty = sig.args[0], sig.args[5], sig.args[8]
     ops = VectorOps(context, b, xty.dtype)
     L = ops.L
@@ -58,6 +70,7 @@ def _emit(context, b, sig, args, C):
     xs = [b.gep(xa.data, [b.add(b.mul(i, n), f0)]) for i in (i0, i1, i2, i3)]
     gs = [b.gep(ga.data, [b.add(b.mul(b.add(j, _const(c)), gn), f0)]) for c in range(C)]
     count = feature_count(b, f0, f1)
+    pf = b.bitcast(b.gep(xa.data, [p]), _I8P)
     splat = ir.Constant(ir.VectorType(_I32, L), [0] * L)
     errors = []
     for q in range(4):
@@ -70,44 +83,67 @@ def _emit(context, b, sig, args, C):
             row.append(b.shuffle_vector(one, one, splat))
         errors.append(row)
 
-    def step(f, mask):
+    def step(f, pos, mask):
         xv = [ops.load(ops.at(x, f), mask) for x in xs]
+        if ahead:
+            pos = prefetch_lines(b, pf, pos, lines)
         for c in range(C):
             gp = ops.at(gs[c], f)
             g = ops.load(gp, mask)
             for q in range(4):
                 g = b.call(ops.fma, [xv[q], errors[q][c], g])
             ops.store(g, gp, mask)
+        return pos
 
     whole = b.and_(count, _const(-L))
     pre, loop, tail = _enter_loop(b, whole, "acc.loop")
     f = b.phi(_I64)
+    pos = b.phi(_I64)
     f.add_incoming(_const(0), pre)
-    step(f, None)
+    pos.add_incoming(_const(0), pre)
+    new_pos = step(f, pos, None)
     f1 = b.add(f, _const(L))
-    f.add_incoming(f1, b.block)
+    end = b.block
+    f.add_incoming(f1, end)
+    pos.add_incoming(new_pos, end)
     b.cbranch(b.icmp_signed("<", f1, whole), loop, tail)
     b.position_at_end(tail)
+    last = b.phi(_I64)
+    last.add_incoming(_const(0), pre)
+    last.add_incoming(new_pos, end)
     rest = b.sub(count, whole)
     with b.if_then(b.icmp_signed(">", rest, _const(0))):
-        step(whole, tail_mask(b, rest, L))
+        step(whole, last, tail_mask(b, rest, L))
 
 
-def _make_tile(C: int):
+def _make_tile(C: int, ahead: bool = False):
     """Return a 4 x C tile, ``tile(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)``.
 
     G[j + c, f0:f1] += Σ_q Z[zr + q, j + c] X[i_q, f0:f1] for c < C (X (m,
     n) C-contiguous, rows i0 ... i3 in any order; Z any 2-D array of X's
     dtype, the four rows' errors: a transposed view reads them in place;
     G (k, n' >= n) C-contiguous, its entries outside [f0, f1) untouched;
-    f1 <= n; nothing where f1 <= f0).
+    f1 <= n; nothing where f1 <= f0). ``ahead``: the tile takes two more
+    arguments, ``p, lines`` (``lines`` >= 1), and each step of its feature
+    loop prefetches ``lines`` lines of X from element p on, as the forward
+    tiles of :mod:`._ahead` do (over a whole row's steps, about ``lines``
+    rows from p).
     """
+
+    def codegen(context, builder, sig, args):
+        _emit(context, builder, sig, args, C, ahead)
+
+    if ahead:
+        @intrinsic
+        def tile_ahead(typingctx, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines):
+            return (types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines),
+                    tile_codegen(codegen))
+
+        return tile_ahead
 
     @intrinsic
     def tile(typingctx, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1):
-        return (types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1),
-                tile_codegen(lambda context, builder, sig, args: _emit(context, builder, sig,
-                                                                       args, C)))
+        return types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1), tile_codegen(codegen)
 
     return tile
 
@@ -117,6 +153,30 @@ _tile_4x4 = _make_tile(4)
 _tile_4x3 = _make_tile(3)
 _tile_4x2 = _make_tile(2)
 _tile_4x1 = _make_tile(1)
+# The same tiles prefetching rows ahead: a family of their own rather than
+# a test of ``lines`` in each step, which made the gradient of narrow rows
+# (float32, (300000, 20, 10), X not read ahead) 1.07-1.13x as long
+# (versions.py).
+_ahead_4x5 = _make_tile(5, True)
+_ahead_4x4 = _make_tile(4, True)
+_ahead_4x3 = _make_tile(3, True)
+_ahead_4x2 = _make_tile(2, True)
+_ahead_4x1 = _make_tile(1, True)
+
+
+@njit(inline="always", **JIT)
+def _tile_classes(left):
+    """Classes of the next tile when ``left`` remain: 5, 4 or 3, 2, 1; 6 as 3 + 3.
+
+    (A 4 x 1 tile loads 5 vectors for 4 FMAs: a rest of 6 is not 5 + 1.)
+    """
+    if left >= 5 and left != 6:
+        return 5
+    if left == 4:
+        return 4
+    if left >= 3:
+        return 3
+    return left
 
 
 @njit(inline="always", **JIT)
@@ -125,28 +185,74 @@ def _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1):
 
     IN: X (m, n), the row indices i0 ... i3, Z (any 2-D array: its rows zr
     ... zr + 3 are the four rows' errors), the features [f0, f1). IN/OUT:
-    G (k, n' >= n). A rest of 6 classes goes as 3 + 3, not 5 + 1 (a 4 x 1
-    tile loads 5 vectors for 4 FMAs).
+    G (k, n' >= n).
     """
     k = G.shape[0]
     j = 0
     while j < k:
-        left = k - j
-        if left >= 5 and left != 6:
+        c = _tile_classes(k - j)
+        if c == 5:
             _tile_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
-            j += 5
-        elif left == 4:
+        elif c == 4:
             _tile_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
-            j += 4
-        elif left >= 3:
+        elif c == 3:
             _tile_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
-            j += 3
-        elif left == 2:
+        elif c == 2:
             _tile_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
-            j += 2
         else:
             _tile_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1)
-            j += 1
+        j += c
+
+
+@njit(inline="always", **JIT)
+def _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
+    """:func:`_accumulate_tiles`, prefetching the rows [first, first + rows) of X (rows >= 1).
+
+    The rows' lines are spread over the tiles: tile t of T asks for about
+    (rows - done) / (T - t) of them.
+    """
+    k = G.shape[0]
+    tiles = 0
+    j = 0
+    while j < k:
+        j += _tile_classes(k - j)
+        tiles += 1
+    n = X.shape[1]
+    j = 0
+    t = 0
+    done = 0
+    while j < k:
+        c = _tile_classes(k - j)
+        take = (rows - done + tiles - t - 1) // (tiles - t)
+        p = min(first + done, X.shape[0] - 1) * n
+        if c == 5:
+            _ahead_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+        elif c == 4:
+            _ahead_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+        elif c == 3:
+            _ahead_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+        elif c == 2:
+            _ahead_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+        else:
+            _ahead_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+        done += take
+        j += c
+        t += 1
+
+
+@njit(inline="always", **JIT)
+def accumulate4_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
+    """:func:`accumulate4_cols`, prefetching the rows [first, first + rows) of X on AVX-512 hosts.
+
+    (Elsewhere no prefetch: :func:`._micro._accumulate4_cols`.)
+    """
+    if BACKWARD_TILES:
+        if rows > 0:
+            _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows)
+        else:
+            _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1)
+    else:
+        _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
 
 
 @njit(inline="always", **JIT)

@@ -390,6 +390,16 @@ def _touch_rows(X):
 
 
 @njit(inline="always", **JIT)
+def _ahead_share(nxt, lo, hi, stop, ahead):
+    """(first, rows): the rows [nxt + lo, nxt + hi) of a chunk ending at ``stop``, to prefetch.
+
+    ``ahead`` zero (X not read ahead): none.
+    """
+    first = nxt + lo
+    return first, (max(0, min(hi - lo, stop - first)) if ahead > 0 else 0)
+
+
+@njit(inline="always", **JIT)
 def _touch(X, i0, i1):
     """Read rows [i0, i1) of X in order and return their sum.
 

@@ -56,11 +56,12 @@ branch per block of rows, not a second compiled specialisation.
 import numpy as np
 from numba import njit, prange
 
-from ._ahead import AHEAD_TILES, _logits_ahead
-from ._backward import accumulate4, accumulate4_cols
+from ._ahead import AHEAD_TILES, logits_prefetching
+from ._backward import accumulate4_ahead
 from ._blas import _gemm_into
 from ._common import (
     LANES_FROM,
+    _ahead_share,
     _chunk,
     _exp_flat,
     _exp_shifted,
@@ -596,10 +597,19 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             if touch and not tiles:
                 touched[0] += _touch(X, i, i + R)
             h = 0
+            nb = 8 if eight else 4
+            # The block R rows ahead is prefetched while this one is worked
+            # on: its first half by the forward tiles, its second half by
+            # the backward tiles (all by the forward tiles where the
+            # gradient goes in panels), so that memory is busy through
+            # both sweeps, not only the first.
+            nxt = i + pf_rows
+            fw = R if panel < n else R // 2
             while h < R:
-                nb = 8 if eight else 4
                 if micro is None or tiles:
-                    _logits_ahead(X, i + h, nb, Wt, b, ZT.T, h, pf_rows, stop)
+                    first, rows = _ahead_share(nxt, fw * h // R, fw * (h + nb) // R, stop,
+                                               pf_rows)
+                    logits_prefetching(X, i + h, nb, Wt, b, ZT.T, h, first, rows)
                 else:
                     r0 = i + h
                     _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
@@ -620,7 +630,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 f1 = min(n, f0 + panel)
                 for h in range(0, R, 4):
                     r0 = i + h
-                    accumulate4_cols(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G, f0, f1)
+                    first, rows = _ahead_share(nxt, fw + (R - fw) * h // R,
+                                               fw + (R - fw) * (h + 4) // R, stop, pf_rows)
+                    accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G, f0, f1,
+                                      first, rows)
             i += R
     ahead = i
     while i + 4 <= stop:
@@ -628,8 +641,13 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             ahead = min(stop, i + ahead_rows)
             touched[0] += _touch(X, i, ahead)
         nb = 8 if eight and i + 8 <= stop else 4
+        # The rows pf_rows ahead prefetched as in the blocks above: half by
+        # the forward tiles, half by the backward tiles.
+        nxt = i + pf_rows
+        half = nb // 2
         if micro is None or tiles:
-            _logits_ahead(X, i, nb, Wt, b, z8, 0, pf_rows, stop)
+            first, rows = _ahead_share(nxt, 0, half, stop, pf_rows)
+            logits_prefetching(X, i, nb, Wt, b, z8, 0, first, rows)
         else:
             _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z8)
         if store:
@@ -644,7 +662,9 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 loss[c] = acc
                 return
             acc += part
-            accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z8, h, G)
+            first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop, pf_rows)
+            accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, z8, h, G, 0, X.shape[1],
+                              first, rows)
         i += nb
     # The last r = (stop - start) mod 4 rows of the chunk: logits and
     # gradient one row at a time, their error as one block of r rows.

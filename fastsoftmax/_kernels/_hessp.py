@@ -53,10 +53,11 @@ the error against the float64 reference).
 import numpy as np
 from numba import njit, prange
 
-from ._ahead import AHEAD_TILES, _logits_ahead
-from ._backward import accumulate4, accumulate4_cols
+from ._ahead import AHEAD_TILES, _logits_ahead, logits_prefetching
+from ._backward import accumulate4_ahead, accumulate4_cols
 from ._blas import _gemm_into
 from ._common import (
+    _ahead_share,
     _chunk,
     _softmax_inplace,
     _touch,
@@ -198,10 +199,15 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
             ahead = min(stop, i + ahead_rows)
             touched += _touch(X, i, ahead)
         nb = 8 if eight and i + 8 <= stop else 4
+        # The rows pf_rows ahead prefetched half by the forward tiles, half
+        # by the backward tiles (as in _fused._rows_chunk).
+        nxt = i + pf_rows
+        half = nb // 2
         if micro is None or tiles:
             if not cached:
                 _logits_ahead(X, i, nb, Wt, b, p8, 0, 0, stop)
-            _logits_ahead(X, i, nb, Vt, cv, u8, 0, pf_rows, stop)
+            first, rows = _ahead_share(nxt, 0, half, stop, pf_rows)
+            logits_prefetching(X, i, nb, Vt, cv, u8, 0, first, rows)
         else:
             if not cached:
                 _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p8)
@@ -215,7 +221,8 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
             _row_hvp(p, u8[q], _row_weight(i + q, sw, weighted, scale), gcc)
         for h in range(0, nb, 4):
             r0 = i + h
-            accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc)
+            first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop, pf_rows)
+            accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc, 0, n, first, rows)
         i += nb
     # The last (stop - start) mod 4 rows, one by one.
     while i < stop:
