@@ -21,6 +21,7 @@ from fastsoftmax._kernels._backward import (
     accumulate4,
     accumulate4_ahead,
     accumulate4_cols,
+    accumulate4_gather_ahead,
 )
 
 DTYPES = [np.float32, np.float64]
@@ -124,3 +125,29 @@ def test_tiles_that_prefetch_emit_prefetcht1():
         assert "prefetcht1" in _accumulate_ahead.inspect_asm(sig)
     else:  # Numba's tiles, no prefetch
         assert "prefetch" not in _accumulate_ahead.inspect_llvm(sig)
+
+
+@njit(error_model="numpy")
+def _accumulate_gather(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3):
+    accumulate4_gather_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("n", [1, 17, 100, 784])
+def test_tiles_that_prefetch_gathered_rows_give_the_same_sums(dt, n):
+    """The SGD epochs' tiles asking for four rows in any order (some
+    absent: -1), over a feature range: G as without the prefetches."""
+    rng = np.random.default_rng(n + 7)
+    m = 40
+    X = rng.standard_normal((m, n)).astype(dt)
+    for k in (1, 3, 6, 10, 23):
+        E = rng.standard_normal((4, k)).astype(dt)
+        for f0, f1 in ((0, n), (n // 2, n)):
+            G0 = np.full((k, n + 16), -7.0, dt)
+            G0[:, f0:f1] = rng.standard_normal((k, f1 - f0))
+            want = G0.copy()
+            _accumulate_cols(X, 1, 6, 3, 0, E, 0, want, f0, f1)
+            for ahead in ((39, 12, 5, 20), (30, -1, -1, -1), (-1, -1, -1, -1)):
+                G = G0.copy()
+                _accumulate_gather(X, 1, 6, 3, 0, E, 0, G, f0, f1, *ahead)
+                np.testing.assert_array_equal(G, want)

@@ -18,10 +18,13 @@ BENCHMARKS.md, "Twenty-seventh session"): 0.40-0.89x the time of
 Numba's tiles in float32 (n = 20 ... 3000, k = 3 ... 48), 0.52-0.95x in
 float64, and 1.04x at (n, k) = (784, 48) in float64.
 
-The tiles can also prefetch rows of X ahead (:func:`accumulate4_ahead`):
-the rows kernels give the backward sweep half of the next rows to ask for
-and the forward sweep the other half, so that memory works through both
-sweeps (BENCHMARKS.md, "Thirty-third session").
+The tiles can also prefetch rows of X ahead, so that memory works
+through the backward sweep too, not only the forward one (BENCHMARKS.md,
+"Thirty-third session"): the rows kernels give the backward sweep half of
+the next rows to ask for and the forward sweep the other half
+(:func:`accumulate4_ahead`); the SGD epochs' batches split by features
+ask, while they accumulate one batch, for the rows of the next
+(:func:`accumulate4_gather_ahead`).
 
 Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``, as the forward
 tiles of :mod:`._ahead`): elsewhere the kernels keep :mod:`._micro`'s.
@@ -55,10 +58,11 @@ def _emit(context, b, sig, args, C, ahead):
     """G[j + c, f0:f1] += Σ_q Z[zr + q, j + c] X[i_q, f0:f1] for c < C, q < 4.
 
     ``ahead``: each step also prefetches ``lines`` lines of X from element
-    p (the last two arguments), as the forward tiles of :mod:`._ahead` do.
+    p and ``lines2`` from element p2 (the last four arguments), as the
+    forward tiles of :mod:`._ahead` do.
     """
     X, i0, i1, i2, i3, Z, zr, j, G, f0, f1 = args[:11]
-    p, lines = args[11:] if ahead else (_const(0), _const(0))
+    p, lines, p2, lines2 = args[11:] if ahead else (_const(0),) * 4
     xty, zty, gty = sig.args[0], sig.args[5], sig.args[8]
     ops = VectorOps(context, b, xty.dtype)
     L = ops.L
@@ -71,6 +75,7 @@ def _emit(context, b, sig, args, C, ahead):
     gs = [b.gep(ga.data, [b.add(b.mul(b.add(j, _const(c)), gn), f0)]) for c in range(C)]
     count = feature_count(b, f0, f1)
     pf = b.bitcast(b.gep(xa.data, [p]), _I8P)
+    pf2 = b.bitcast(b.gep(xa.data, [p2]), _I8P)
     splat = ir.Constant(ir.VectorType(_I32, L), [0] * L)
     errors = []
     for q in range(4):
@@ -83,37 +88,43 @@ def _emit(context, b, sig, args, C, ahead):
             row.append(b.shuffle_vector(one, one, splat))
         errors.append(row)
 
-    def step(f, pos, mask):
+    def step(f, pos, pos2, mask):
         xv = [ops.load(ops.at(x, f), mask) for x in xs]
         if ahead:
             pos = prefetch_lines(b, pf, pos, lines)
+            pos2 = prefetch_lines(b, pf2, pos2, lines2)
         for c in range(C):
             gp = ops.at(gs[c], f)
             g = ops.load(gp, mask)
             for q in range(4):
                 g = b.call(ops.fma, [xv[q], errors[q][c], g])
             ops.store(g, gp, mask)
-        return pos
+        return pos, pos2
 
     whole = b.and_(count, _const(-L))
     pre, loop, tail = _enter_loop(b, whole, "acc.loop")
     f = b.phi(_I64)
     pos = b.phi(_I64)
-    f.add_incoming(_const(0), pre)
-    pos.add_incoming(_const(0), pre)
-    new_pos = step(f, pos, None)
+    pos2 = b.phi(_I64)
+    for v in (f, pos, pos2):
+        v.add_incoming(_const(0), pre)
+    new_pos, new_pos2 = step(f, pos, pos2, None)
     f1 = b.add(f, _const(L))
     end = b.block
     f.add_incoming(f1, end)
     pos.add_incoming(new_pos, end)
+    pos2.add_incoming(new_pos2, end)
     b.cbranch(b.icmp_signed("<", f1, whole), loop, tail)
     b.position_at_end(tail)
     last = b.phi(_I64)
     last.add_incoming(_const(0), pre)
     last.add_incoming(new_pos, end)
+    last2 = b.phi(_I64)
+    last2.add_incoming(_const(0), pre)
+    last2.add_incoming(new_pos2, end)
     rest = b.sub(count, whole)
     with b.if_then(b.icmp_signed(">", rest, _const(0))):
-        step(whole, last, tail_mask(b, rest, L))
+        step(whole, last, last2, tail_mask(b, rest, L))
 
 
 def _make_tile(C: int, ahead: bool = False):
@@ -123,11 +134,12 @@ def _make_tile(C: int, ahead: bool = False):
     n) C-contiguous, rows i0 ... i3 in any order; Z any 2-D array of X's
     dtype, the four rows' errors: a transposed view reads them in place;
     G (k, n' >= n) C-contiguous, its entries outside [f0, f1) untouched;
-    f1 <= n; nothing where f1 <= f0). ``ahead``: the tile takes two more
-    arguments, ``p, lines`` (``lines`` >= 1), and each step of its feature
-    loop prefetches ``lines`` lines of X from element p on, as the forward
-    tiles of :mod:`._ahead` do (over a whole row's steps, about ``lines``
-    rows from p).
+    f1 <= n; nothing where f1 <= f0). ``ahead``: the tile takes four more
+    arguments, ``p, lines, p2, lines2``, and each step of its feature loop
+    prefetches ``lines`` lines of X from element p on and ``lines2`` from
+    element p2 on (two streams; a count of zero: none), as the forward
+    tiles of :mod:`._ahead` do: over a whole row's steps, one line a step
+    asks for one row's features [f0, f1).
     """
 
     def codegen(context, builder, sig, args):
@@ -135,8 +147,8 @@ def _make_tile(C: int, ahead: bool = False):
 
     if ahead:
         @intrinsic
-        def tile_ahead(typingctx, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines):
-            return (types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines),
+        def tile_ahead(typingctx, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2):
+            return (types.void(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2),
                     tile_codegen(codegen))
 
         return tile_ahead
@@ -226,18 +238,77 @@ def _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
         take = (rows - done + tiles - t - 1) // (tiles - t)
         p = min(first + done, X.shape[0] - 1) * n
         if c == 5:
-            _ahead_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+            _ahead_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
         elif c == 4:
-            _ahead_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+            _ahead_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
         elif c == 3:
-            _ahead_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+            _ahead_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
         elif c == 2:
-            _ahead_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+            _ahead_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
         else:
-            _ahead_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take)
+            _ahead_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
         done += take
         j += c
         t += 1
+
+
+@njit(inline="always", **JIT)
+def accumulate4_gather_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3):
+    """:func:`accumulate4_cols`, prefetching the rows a0 ... a3 of X (their features [f0, f1)).
+
+    For rows visited in an order no prefetcher can guess (the SGD epochs'
+    shuffled batches): tile t of T asks for rows a_t and a_(t + T) (one
+    line of each a step: a row's [f0, f1) over the tile's steps), so with
+    two tiles or more (6 classes or more) all four; with one, a0 and a1. A
+    negative index: none. On hosts without AVX-512, no prefetch.
+    """
+    if not BACKWARD_TILES:
+        _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
+        return
+    k = G.shape[0]
+    tiles = 0
+    j = 0
+    while j < k:
+        j += _tile_classes(k - j)
+        tiles += 1
+    n = X.shape[1]
+    j = 0
+    t = 0
+    while j < k:
+        c = _tile_classes(k - j)
+        # Tile t asks for rows t and t + tiles of the four (two streams).
+        a = _pick(t, a0, a1, a2, a3)
+        a2_ = _pick(t + tiles, a0, a1, a2, a3)
+        p = max(a, 0) * n + f0
+        p2 = max(a2_, 0) * n + f0
+        la = 1 if a >= 0 else 0
+        lb = 1 if a2_ >= 0 else 0
+        if c == 5:
+            _ahead_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
+        elif c == 4:
+            _ahead_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
+        elif c == 3:
+            _ahead_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
+        elif c == 2:
+            _ahead_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
+        else:
+            _ahead_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
+        j += c
+        t += 1
+
+
+@njit(inline="always", **JIT)
+def _pick(t, a0, a1, a2, a3):
+    """a_t for t < 4, else -1."""
+    if t == 0:
+        return a0
+    if t == 1:
+        return a1
+    if t == 2:
+        return a2
+    if t == 3:
+        return a3
+    return -1
 
 
 @njit(inline="always", **JIT)
