@@ -217,6 +217,32 @@ def _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1):
 
 
 @njit(inline="always", **JIT)
+def _tile_count(k):
+    """Return how many tiles :func:`_tile_classes` splits k classes into."""
+    tiles = 0
+    j = 0
+    while j < k:
+        j += _tile_classes(k - j)
+        tiles += 1
+    return tiles
+
+
+@njit(inline="always", **JIT)
+def _ahead_tile(c, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2):
+    """Run the prefetching 4 x c tile on classes j ... j + c - 1 (see :func:`_make_tile`)."""
+    if c == 5:
+        _ahead_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2)
+    elif c == 4:
+        _ahead_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2)
+    elif c == 3:
+        _ahead_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2)
+    elif c == 2:
+        _ahead_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2)
+    else:
+        _ahead_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, lines, p2, lines2)
+
+
+@njit(inline="always", **JIT)
 def _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
     """:func:`_accumulate_tiles`, prefetching the rows [first, first + rows) of X (rows >= 1).
 
@@ -224,11 +250,7 @@ def _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
     (rows - done) / (T - t) of them.
     """
     k = G.shape[0]
-    tiles = 0
-    j = 0
-    while j < k:
-        j += _tile_classes(k - j)
-        tiles += 1
+    tiles = _tile_count(k)
     n = X.shape[1]
     j = 0
     t = 0
@@ -237,16 +259,7 @@ def _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
         c = _tile_classes(k - j)
         take = (rows - done + tiles - t - 1) // (tiles - t)
         p = min(first + done, X.shape[0] - 1) * n
-        if c == 5:
-            _ahead_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
-        elif c == 4:
-            _ahead_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
-        elif c == 3:
-            _ahead_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
-        elif c == 2:
-            _ahead_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
-        else:
-            _ahead_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
+        _ahead_tile(c, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, take, 0, 0)
         done += take
         j += c
         t += 1
@@ -266,33 +279,16 @@ def accumulate4_gather_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3
         _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
         return
     k = G.shape[0]
-    tiles = 0
-    j = 0
-    while j < k:
-        j += _tile_classes(k - j)
-        tiles += 1
+    tiles = _tile_count(k)
     n = X.shape[1]
     j = 0
     t = 0
     while j < k:
         c = _tile_classes(k - j)
-        # Tile t asks for rows t and t + tiles of the four (two streams).
         a = _pick(t, a0, a1, a2, a3)
-        a2_ = _pick(t + tiles, a0, a1, a2, a3)
-        p = max(a, 0) * n + f0
-        p2 = max(a2_, 0) * n + f0
-        la = 1 if a >= 0 else 0
-        lb = 1 if a2_ >= 0 else 0
-        if c == 5:
-            _ahead_4x5(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
-        elif c == 4:
-            _ahead_4x4(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
-        elif c == 3:
-            _ahead_4x3(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
-        elif c == 2:
-            _ahead_4x2(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
-        else:
-            _ahead_4x1(X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, p, la, p2, lb)
+        b = _pick(t + tiles, a0, a1, a2, a3)
+        _ahead_tile(c, X, i0, i1, i2, i3, Z, zr, j, G, f0, f1, max(a, 0) * n + f0,
+                    1 if a >= 0 else 0, max(b, 0) * n + f0, 1 if b >= 0 else 0)
         j += c
         t += 1
 
