@@ -275,9 +275,15 @@ def accumulate4_gather_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3
     two tiles or more (6 classes or more) all four; with one, a0 and a1. A
     negative index: none. On hosts without AVX-512, no prefetch.
     """
-    if not BACKWARD_TILES:
+    if BACKWARD_TILES:
+        _gather_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3)
+    else:
         _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
-        return
+
+
+@njit(inline="always", **JIT)
+def _gather_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3):
+    """:func:`accumulate4_gather_ahead` by the tiles here."""
     k = G.shape[0]
     tiles = _tile_count(k)
     n = X.shape[1]
