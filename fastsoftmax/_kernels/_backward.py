@@ -62,7 +62,6 @@ def _emit(context, b, sig, args, C, ahead):
     forward tiles of :mod:`._ahead` do.
     """
     X, i0, i1, i2, i3, Z, zr, j, G, f0, f1 = args[:11]
-    p, lines, p2, lines2 = args[11:] if ahead else (_const(0),) * 4
     xty, zty, gty = sig.args[0], sig.args[5], sig.args[8]
     ops = VectorOps(context, b, xty.dtype)
     L = ops.L
@@ -74,8 +73,10 @@ def _emit(context, b, sig, args, C, ahead):
     xs = [b.gep(xa.data, [b.add(b.mul(i, n), f0)]) for i in (i0, i1, i2, i3)]
     gs = [b.gep(ga.data, [b.add(b.mul(b.add(j, _const(c)), gn), f0)]) for c in range(C)]
     count = feature_count(b, f0, f1)
-    pf = b.bitcast(b.gep(xa.data, [p]), _I8P)
-    pf2 = b.bitcast(b.gep(xa.data, [p2]), _I8P)
+    if ahead:
+        p, lines, p2, lines2 = args[11:]
+        pf = b.bitcast(b.gep(xa.data, [p]), _I8P)
+        pf2 = b.bitcast(b.gep(xa.data, [p2]), _I8P)
     splat = ir.Constant(ir.VectorType(_I32, L), [0] * L)
     errors = []
     for q in range(4):
@@ -88,43 +89,42 @@ def _emit(context, b, sig, args, C, ahead):
             row.append(b.shuffle_vector(one, one, splat))
         errors.append(row)
 
-    def step(f, pos, pos2, mask):
+    def step(f, pos, mask):
+        """Emit the feature loop's step at f; return the prefetch streams' positions after it.
+
+        pos: their positions before it (without ``ahead``, none: both lists empty).
+        """
         xv = [ops.load(ops.at(x, f), mask) for x in xs]
         if ahead:
-            pos = prefetch_lines(b, pf, pos, lines)
-            pos2 = prefetch_lines(b, pf2, pos2, lines2)
+            pos = [prefetch_lines(b, pf, pos[0], lines), prefetch_lines(b, pf2, pos[1], lines2)]
         for c in range(C):
             gp = ops.at(gs[c], f)
             g = ops.load(gp, mask)
             for q in range(4):
                 g = b.call(ops.fma, [xv[q], errors[q][c], g])
             ops.store(g, gp, mask)
-        return pos, pos2
+        return pos
 
     whole = b.and_(count, _const(-L))
     pre, loop, tail = _enter_loop(b, whole, "acc.loop")
-    f = b.phi(_I64)
-    pos = b.phi(_I64)
-    pos2 = b.phi(_I64)
-    for v in (f, pos, pos2):
-        v.add_incoming(_const(0), pre)
-    new_pos, new_pos2 = step(f, pos, pos2, None)
+    # The loop's phis take their values from its end, known only after the
+    # body is emitted: make them first, and add the incoming values after.
+    f, *pos = [b.phi(_I64) for _ in range(3 if ahead else 1)]
+    new_pos = step(f, pos, None)
     f1 = b.add(f, _const(L))
     end = b.block
-    f.add_incoming(f1, end)
-    pos.add_incoming(new_pos, end)
-    pos2.add_incoming(new_pos2, end)
+    for v, z in zip([f, *pos], [f1, *new_pos], strict=True):
+        v.add_incoming(_const(0), pre)
+        v.add_incoming(z, end)
     b.cbranch(b.icmp_signed("<", f1, whole), loop, tail)
     b.position_at_end(tail)
-    last = b.phi(_I64)
-    last.add_incoming(_const(0), pre)
-    last.add_incoming(new_pos, end)
-    last2 = b.phi(_I64)
-    last2.add_incoming(_const(0), pre)
-    last2.add_incoming(new_pos2, end)
+    last = [b.phi(_I64) for _ in pos]
+    for v, z in zip(last, new_pos, strict=True):
+        v.add_incoming(_const(0), pre)
+        v.add_incoming(z, end)
     rest = b.sub(count, whole)
     with b.if_then(b.icmp_signed(">", rest, _const(0))):
-        step(whole, last, last2, tail_mask(b, rest, L))
+        step(whole, last, tail_mask(b, rest, L))
 
 
 def _make_tile(C: int, ahead: bool = False):
