@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import logits4_cols, prefetch_row
+from ._atomic import exchange, fetch_add, publish, wait_nonzero
 from ._backward import accumulate4_cols, accumulate4_gather_ahead
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
@@ -689,13 +690,24 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
 # by features instead, each thread owns a range of W's columns: its share of
 # the logits is a partial sum over its features (B k numbers to add up),
 # while its share of the gradient, Eᵀ X[:, f0:f1], and the update of its
-# columns need nothing from the other threads. So one parallel region per
-# batch does, per thread, batch t's gradient and update on its columns and
-# then the partial logits of batch t + 1 with the columns just updated;
-# between regions one thread sums the partial logits (B k), forms the
-# softmax error and steps the intercept. W stays in the cache of the core
-# that owns its columns. The updates are the row-split epoch's, up to the
-# order of the sums.
+# columns need nothing from the other threads. Per batch t, each column
+# range (a "part") does batch t - 1's gradient and update on its columns and
+# then the partial logits of batch t with the columns just updated; then one
+# thread sums the partial logits (B k), forms the softmax error and steps
+# the intercept. W stays in the cache of the core that owns its columns.
+# The updates are the row-split epoch's, up to the order of the sums.
+#
+# The whole epoch is one parallel region: a region per batch cost about
+# 2.5 us to open and close on two cores, 938 times an epoch at MNIST size
+# (BENCHMARKS.md, "Thirty-fourth session"). Inside it the threads hand the
+# batches on through flags (._atomic): a thread takes a part of batch t by
+# an atomic exchange of its flag (its own part first, so that columns stay
+# on their core), the one that finishes batch t's last part computes the
+# batch's error and publishes it, and the parts of batch t + 1 wait for
+# that. A thread tries every part of a batch before it waits, so however
+# the region's iterations are spread over threads -- all on one thread,
+# say, where fewer threads run than parts -- every part is taken by a
+# thread that is running, and none waits for a part that nobody will take.
 
 
 # Features per unit of the split: ranges start on multiples of 64 bytes of
@@ -837,24 +849,55 @@ def _split_batch_error(P, b, order, start, stop, y, Y, sw, soft, weighted, coef,
     return part, -1
 
 
+# Flags of a batch's error (_feature_split_epoch): published, or the epoch
+# stopped there on logits that are not finite.
+_PUBLISHED = 1
+_STOPPED = 2
+
+
+@njit(**JIT)
+def _split_part(X, order, batch_size, s, c, n_parts, hyper, Wt, VWt, E, G, P, no_bias):
+    """Part c (a range of columns) of batch s: batch s - 1's step on it, then batch s's logits.
+
+    IN: E, batch s - 1's scaled error (:func:`_split_batch_error`). OUT:
+    P (rows4, k), this range's share of batch s's logits. SCRATCH: G.
+    """
+    m = order.shape[0]
+    n = X.shape[1]
+    dt = Wt.dtype.type
+    units = (n + FEATURE_BLOCK - 1) // FEATURE_BLOCK
+    lo, hi = _chunk(units, n_parts, c)
+    f0 = lo * FEATURE_BLOCK
+    f1 = min(n, hi * FEATURE_BLOCK)
+    if s > 0:
+        prev = (s - 1) * batch_size
+        eta = dt(_eta(hyper.schedule, hyper.eta0, hyper.t0 + s - 1, hyper.steps_per_epoch,
+                      hyper.power_t))
+        _columns_update(X, order, prev, min(m, prev + batch_size), E, G, Wt, VWt,
+                        dt(hyper.alpha), dt(hyper.momentum), eta, hyper.nesterov, f0, f1)
+    start = min(m, s * batch_size)
+    stop = min(m, start + batch_size)
+    if stop > start:
+        _columns_logits(X, order, start, stop, Wt, no_bias, P, f0, f1)
+
+
 @njit(**PJIT)
 def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                          Wt, b, VWt, Vb, gWt, gb, loss_out):
-    """:func:`_sgd_epoch` with every batch split by features, one range per chunk.
+    """:func:`_sgd_epoch` with every batch split by features into gWt.shape[0] parts.
 
     The arguments and result are :func:`_sgd_epoch`'s, but for the scratch
-    gb (k,). Each chunk c accumulates its columns of the gradient in its own
-    gWt[c] (n_chunks, k, n): in one shared G the lines where two ranges meet
+    gb (k,). Each part c accumulates its columns of the gradient in its own
+    gWt[c] (n_parts, k, n): in one shared G the lines where two ranges meet
     passed between the cores at every 4-row block, and two threads ran the
-    epoch slower than one.
+    epoch slower than one. One parallel region of n_parts iterations runs
+    the epoch, the parts handed between its threads as the comment above
+    says; the results do not depend on which thread takes which part.
     """
     n_parts = gWt.shape[0]
     m = order.shape[0]
-    k, n = Wt.shape
+    k = Wt.shape[0]
     dt = Wt.dtype.type
-    mu = dt(hyper.momentum)
-    a = dt(hyper.alpha)
-    nesterov = hyper.nesterov
     rows4 = (batch_size + 3) // 4 * 4
     P = np.empty((n_parts, rows4, k), dtype=Wt.dtype)
     E = np.empty((rows4, k), dtype=Wt.dtype)
@@ -864,40 +907,44 @@ def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_sca
     Yb = np.empty((rows4 if soft else 0, k), dtype=Wt.dtype)
     swb = np.empty(rows4 if weighted else 0, dtype=Wt.dtype)
     no_proba = np.empty((0, k), dtype=Wt.dtype)
-    units = (n + FEATURE_BLOCK - 1) // FEATURE_BLOCK
     n_batches = (m + batch_size - 1) // batch_size
-    total = 0.0
-    t = hyper.t0
-    eta = dt(0)
-    prev = 0
-    prev_stop = 0
-    for s in range(n_batches + 1):
-        start = min(m, s * batch_size)
-        stop = min(m, start + batch_size)
-        # ---- batch s - 1's step and batch s's partial logits, per column range
-        for c in prange(n_parts):
-            lo, hi = _chunk(units, n_parts, c)
-            f0 = lo * FEATURE_BLOCK
-            f1 = min(n, hi * FEATURE_BLOCK)
-            if s > 0:
-                _columns_update(X, order, prev, prev_stop, E, gWt[c], Wt, VWt, a, mu, eta,
-                                nesterov, f0, f1)
-            if stop > start:
-                _columns_logits(X, order, start, stop, Wt, no_bias, P[c], f0, f1)
-        if s == n_batches:
-            break
-        # ---- batch s's logits, error and intercept step, on one thread ----
-        bs = stop - start
-        eta = dt(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch, hyper.power_t))
-        part, bad = _split_batch_error(P, b, order, start, stop, y, Y, sw, soft, weighted,
-                                       dt(row_scale / bs), gb, E, flat, yb, Yb, swb, no_proba)
-        if bad >= 0:
-            return -(s + 1)
-        total += part
-        if hyper.fit_intercept:
-            _intercept_step(b, Vb, gb, mu, eta, nesterov)
-        t += 1
-        prev = start
-        prev_stop = stop
-    loss_out[0] = total
-    return n_batches
+    # Per batch: its parts' flags (taken or not), how many parts are done,
+    # and its error's flag; then the epoch's result and loss.
+    taken = np.zeros((n_batches + 1) * n_parts, dtype=np.int64)
+    done = np.zeros(n_batches + 1, dtype=np.int64)
+    error = np.zeros(n_batches + 1, dtype=np.int64)
+    result = np.full(1, n_batches, dtype=np.int64)
+    total = np.zeros(1, dtype=np.float64)
+    mu = dt(hyper.momentum)
+    for w in prange(n_parts):
+        first = np.int64(w)
+        for s in range(n_batches + 1):
+            if s > 0 and wait_nonzero(error, s - 1) == _STOPPED:
+                break
+            for u in range(n_parts):
+                c = (first + u) % n_parts
+                if exchange(taken, s * n_parts + c, 1) != 0:
+                    continue
+                _split_part(X, order, batch_size, s, c, n_parts, hyper, Wt, VWt, E, gWt[c],
+                            P[c], no_bias)
+                if fetch_add(done, s, 1) != n_parts - 1 or s == n_batches:
+                    continue
+                # ---- the last part of batch s: its error and intercept step ----
+                start = s * batch_size
+                stop = min(m, start + batch_size)
+                part, bad = _split_batch_error(P, b, order, start, stop, y, Y, sw, soft,
+                                               weighted, dt(row_scale / (stop - start)), gb,
+                                               E, flat, yb, Yb, swb, no_proba)
+                if bad >= 0:
+                    result[0] = -(s + 1)
+                    publish(error, s, _STOPPED)
+                    continue
+                total[0] += part
+                if hyper.fit_intercept:
+                    eta = dt(_eta(hyper.schedule, hyper.eta0, hyper.t0 + s,
+                                  hyper.steps_per_epoch, hyper.power_t))
+                    _intercept_step(b, Vb, gb, mu, eta, hyper.nesterov)
+                publish(error, s, _PUBLISHED)
+    if result[0] >= 0:
+        loss_out[0] = total[0]
+    return result[0]

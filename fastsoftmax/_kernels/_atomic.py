@@ -1,0 +1,132 @@
+"""Atomic operations on int64 array elements, for threads of one parallel region.
+
+Numba has no atomics; these intrinsics emit LLVM's. They let the threads
+of one ``prange`` region hand work to each other without ending the region
+(the SGD epoch split by features, :func:`._sgd._feature_split_epoch`,
+runs a whole epoch in one region instead of one region per batch).
+
+Ordering follows C++'s memory model: :func:`publish` is a release store
+and :func:`wait_nonzero` an acquire load, so whatever a thread wrote before
+publishing a flag is visible to a thread that has seen it; the
+read-modify-writes (:func:`fetch_add`, :func:`exchange`) are sequentially
+consistent.
+"""
+
+import platform
+import sys
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ._config import JIT
+
+# A waiting thread spins this many times (each with a PAUSE on x86) before
+# it starts giving its core away at every turn: long enough for a peer
+# that is running (an SGD batch's share takes tens of microseconds), short
+# enough that a peer waiting for a core (more threads than free cores)
+# gets one within about a scheduler tick.
+SPINS_BEFORE_YIELD = 1 << 12
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+# sched_yield is POSIX; elsewhere (Windows) a waiting thread only spins.
+_YIELD = sys.platform != "win32"
+
+
+def _element(context, builder, aty, arr, i):
+    return cgutils.get_item_pointer(context, builder, aty,
+                                    context.make_array(aty)(context, builder, arr), [i])
+
+
+def _check(arr):
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
+        raise TypeError("atomics take a 1-D int64 array")
+
+
+@intrinsic
+def fetch_add(typingctx, arr, i, v):
+    """arr[i] += v atomically (sequentially consistent); return the value before."""
+    _check(arr)
+
+    def codegen(context, builder, sig, args):
+        ptr = _element(context, builder, sig.args[0], args[0], args[1])
+        return builder.atomic_rmw("add", ptr, context.cast(builder, args[2], sig.args[2],
+                                                           types.int64), "seq_cst")
+
+    return types.int64(arr, i, v), codegen
+
+
+@intrinsic
+def exchange(typingctx, arr, i, v):
+    """arr[i] <- v atomically (sequentially consistent); return the value before."""
+    _check(arr)
+
+    def codegen(context, builder, sig, args):
+        ptr = _element(context, builder, sig.args[0], args[0], args[1])
+        return builder.atomic_rmw("xchg", ptr, context.cast(builder, args[2], sig.args[2],
+                                                            types.int64), "seq_cst")
+
+    return types.int64(arr, i, v), codegen
+
+
+@intrinsic
+def load_acquire(typingctx, arr, i):
+    """arr[i], read with acquire ordering."""
+    _check(arr)
+
+    def codegen(context, builder, sig, args):
+        ptr = _element(context, builder, sig.args[0], args[0], args[1])
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return types.int64(arr, i), codegen
+
+
+@intrinsic
+def publish(typingctx, arr, i, v):
+    """arr[i] <- v with release ordering: what this thread wrote before is seen with it."""
+    _check(arr)
+
+    def codegen(context, builder, sig, args):
+        ptr = _element(context, builder, sig.args[0], args[0], args[1])
+        builder.store_atomic(context.cast(builder, args[2], sig.args[2], types.int64), ptr,
+                             "release", 8)
+        return context.get_dummy_value()
+
+    return types.void(arr, i, v), codegen
+
+
+@intrinsic
+def _relax(typingctx, give_core):
+    """One turn of a wait: PAUSE on x86; with give_core, sched_yield() too (POSIX)."""
+
+    def codegen(context, builder, sig, args):
+        mod = builder.module
+        if _X86:
+            fn = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+        if _YIELD:
+            fn = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.IntType(32), []),
+                                                "sched_yield")
+            with builder.if_then(args[0], likely=False):
+                builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(types.boolean), codegen
+
+
+@njit(**JIT)
+def wait_nonzero(arr, i):
+    """Wait until arr[i] != 0 (acquire); return it.
+
+    Spins, then (after SPINS_BEFORE_YIELD turns) yields the core at every
+    turn, so that a thread it waits for that has no core of its own runs.
+    """
+    spins = 0
+    v = load_acquire(arr, i)
+    while v == 0:
+        spins += 1
+        _relax(spins > SPINS_BEFORE_YIELD)
+        v = load_acquire(arr, i)
+    return v
