@@ -115,3 +115,81 @@ def test_feature_split_epoch_whatever_threads_take_the_parts(threads, parts, dty
     np.testing.assert_allclose(Wt.T, W_ref, **tol)
     np.testing.assert_allclose(b, b_ref, **tol)
     assert loss[0] > 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("chunks", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_split_epoch_whatever_threads_take_the_parts(threads, chunks, dtype):
+    """The row-split epoch with one thread or with more parts than threads,
+    a last batch of fewer rows: the NumPy loop's weights."""
+    from fastsoftmax._kernels._sgd import _sgd_epoch, row_split_parts, sgd_hyper
+
+    rng = np.random.default_rng(chunks)
+    m, n, k, bs = 250, 30, 6, 48
+    assert row_split_parts(bs, n, k, chunks) == min(chunks, bs // 16) > 1
+    X = rng.standard_normal((m, n)).astype(dtype)
+    y = rng.integers(0, k, m)
+    W0 = (0.1 * rng.standard_normal((n, k))).astype(dtype)
+    b0 = (0.1 * rng.standard_normal(k)).astype(dtype)
+    order = rng.permutation(m)
+    W_ref, b_ref = reference.sgd_epoch(X.astype(np.float64), y, W0.astype(np.float64),
+                                       b0.astype(np.float64), order, batch_size=bs, eta=0.05,
+                                       alpha=0.01, momentum=0.9, nesterov=True,
+                                       fit_intercept=True)
+    data = dataset(X, y, k)
+    Wt, b = np.ascontiguousarray(W0.T), b0.copy()
+    hyper = sgd_hyper(alpha=0.01, momentum=0.9, eta0=0.05, power_t=0.5, t0=0,
+                      steps_per_epoch=1, schedule=0, nesterov=True, fit_intercept=True)
+    loss = np.zeros(1)
+    saved = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        steps = _sgd_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper, Wt, b,
+                           np.zeros_like(Wt), np.zeros(k, dtype),
+                           np.empty((chunks, k, n), dtype), np.empty((chunks, k), dtype), loss)
+    finally:
+        numba.set_num_threads(saved)
+    assert steps == -(-m // bs)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Wt.T, W_ref, **tol)
+    np.testing.assert_allclose(b, b_ref, **tol)
+    assert loss[0] > 0
+
+
+@pytest.mark.parametrize("split", ["rows", "features"])
+def test_an_epoch_split_across_threads_stops_at_the_batch_whose_logits_overflow(split):
+    """Both one-region epochs stop at the batch with a non-finite row, every
+    thread leaving the region, with the updates of the batches before it
+    made (the serial epoch's weights) and the loss left unwritten."""
+    from fastsoftmax._kernels._sgd import _feature_split_epoch, _sgd_epoch, sgd_hyper
+
+    rng = np.random.default_rng(11)
+    m, k, bs = 320, 8, 32
+    n = 512 if split == "features" else 40
+    X = rng.standard_normal((m, n)) / 8
+    X[200, 3] = np.inf  # row 200: the seventh batch (rows in order)
+    y = rng.integers(0, k, m)
+    order = np.arange(m)
+    hyper = sgd_hyper(alpha=0.0, momentum=0.0, eta0=0.1, power_t=0.5, t0=0,
+                      steps_per_epoch=1, schedule=0, nesterov=False, fit_intercept=True)
+    data = dataset(X, y, k)
+    W0 = 0.01 * rng.standard_normal((k, n))
+    results = []
+    for parts in (1, 2):
+        Wt, b, loss = W0.copy(), np.zeros(k), np.zeros(1)
+        if split == "features":
+            steps = _feature_split_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper, Wt,
+                                         b, np.zeros_like(Wt), np.zeros(k),
+                                         np.empty((parts, k, n)), np.empty(k), loss)
+        else:
+            steps = _sgd_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper, Wt, b,
+                               np.zeros_like(Wt), np.zeros(k), np.empty((parts, k, n)),
+                               np.empty((parts, k)), loss)
+        results.append((steps, Wt, b, loss[0]))
+    for steps, Wt, b, loss in results:
+        assert steps == -(6 + 1)
+        assert loss == 0.0
+        np.testing.assert_allclose(Wt, results[0][1], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(b, results[0][2], rtol=1e-12, atol=1e-14)
+        assert not np.allclose(Wt, W0)

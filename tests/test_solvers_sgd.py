@@ -75,13 +75,13 @@ def test_per_sample_sweeps_of_every_class_count_match_numpy_loop(dtype, k, momen
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_sgd_batches_split_across_threads_match_numpy_loop(dt, n_threads):
-    """Batches above PARALLEL_WORK (B n k) go through the prange path."""
+    """Batches split by rows go through the prange path (with two threads)."""
     from fastsoftmax import reference
-    from fastsoftmax._kernels._sgd import PARALLEL_WORK
+    from fastsoftmax._kernels._sgd import feature_split_parts, row_split_parts
 
     rng = np.random.default_rng(3)
     m, n, k, bs = 1100, 1024, 4, 512
-    assert bs * n * k >= PARALLEL_WORK
+    assert row_split_parts(bs, n, k, 2) == 2 and feature_split_parts(bs, n, k, 2) == 1
     X = (rng.standard_normal((m, n)) / 16).astype(dt)
     y = rng.integers(0, k, m)
     W0 = (0.01 * rng.standard_normal((n, k))).astype(dt)
@@ -228,6 +228,19 @@ def test_batches_are_split_by_features_only_where_rows_are_short_against_feature
     assert feature_split_parts(16, 784, 10, 2) == 1        # below PARALLEL_MIN_ROWS
     assert feature_split_parts(32, 300, 2, 2) == 1         # below PARALLEL_WORK
     assert feature_split_parts(64, FEATURE_SPLIT_RATIO * 64, 10, 1) == 1  # one thread
+
+
+def test_batches_are_split_by_rows_from_little_work():
+    from fastsoftmax._kernels._sgd import MIN_CHUNK_ROWS, ROW_SPLIT_WORK, row_split_parts
+
+    assert row_split_parts(64, 100, 10, 2) == 2            # 64,000 multiply-adds a batch
+    assert row_split_parts(64, 20, 4, 2) == 2              # 5,120
+    assert row_split_parts(64, 20, 2, 2) == 1              # 2,560: below ROW_SPLIT_WORK
+    assert 64 * 20 * 2 < ROW_SPLIT_WORK <= 64 * 20 * 4
+    assert row_split_parts(16, 784, 10, 2) == 1            # below PARALLEL_MIN_ROWS
+    assert row_split_parts(64, 784, 10, 1) == 1            # one thread
+    assert row_split_parts(256, 784, 10, 16) == 256 // MIN_CHUNK_ROWS
+    assert row_split_parts(64, 784, 10, 16) == 4           # parts of >= MIN_CHUNK_ROWS rows
 
 
 def test_sgd_invscaling_decays_within_an_epoch_and_across_partial_fit():

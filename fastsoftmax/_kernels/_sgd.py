@@ -27,12 +27,15 @@ error with its finiteness test of every logit; rows a few places ahead
 in the order are prefetched (``AHEAD_ROWS``). Per-sample SGD (B = 1)
 skips the gradient buffer and makes two steps per sweep over W
 (:func:`_per_sample_epoch`). Mini-batches of at least ``PARALLEL_MIN_ROWS``
-rows are split across threads: by rows (per-chunk partial gradients, serial
-reduction and update; :func:`_sgd_epoch`), or, where a batch's rows are
-short against its features (n >= ``FEATURE_SPLIT_RATIO`` B), by features
-(each thread updates its own columns of W; :func:`_feature_split_epoch`).
-Smaller batches run on one thread, because a parallel launch per batch
-would cost more than the batch.
+rows are split across threads: by rows (per-part partial gradients, summed
+and applied by one thread; :func:`_sgd_epoch`), or, where a batch's rows
+are short against its features (n >= ``FEATURE_SPLIT_RATIO`` B), by
+features (each thread updates its own columns of W;
+:func:`_feature_split_epoch`). Either way the whole epoch is one parallel
+region whose threads hand the batches on through atomic flags
+(:mod:`._atomic`). Smaller batches, and batches of little work
+(``ROW_SPLIT_WORK``, ``PARALLEL_WORK``), run on one thread: a hand-over per
+batch would cost more than the batch saves.
 """
 
 from collections import namedtuple
@@ -67,17 +70,25 @@ def sgd_hyper(*, alpha, momentum, eta0, power_t, t0, steps_per_epoch, schedule, 
                     int(steps_per_epoch), int(schedule), bool(nesterov), bool(fit_intercept))
 
 
-# Batches of fewer rows run on one thread whatever their work: a parallel
-# launch per batch costs more than a few rows.
+# Batches of fewer rows run on one thread whatever their work.
 PARALLEL_MIN_ROWS = 32
 
-# A batch is split across threads only if it holds at least this many
-# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: below
-# it a parallel launch per batch costs more than it saves. A batch of 64
+# A batch is split by features only if it holds at least this many
+# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: the
+# bound was set when every batch opened a parallel region, which cost more
+# than a smaller batch saved. A batch of 64
 # MNIST rows (0.5 M multiply-adds) is split: on the 2-core AMD host a B = 64
 # epoch took about 25 % less time split than on one thread (float64,
 # interleaved runs; BENCHMARKS.md, "Fifth session").
 PARALLEL_WORK = 1 << 18
+
+# Batches split by rows hand their parts between threads inside one
+# parallel region per epoch (:func:`_sgd_epoch`), at a fraction of a
+# region's cost, so they are split from far less work. B = 64 on 2 cores
+# against one thread (versions.py sgd64, 300,000 rows): 0.66-0.84x the
+# time at 3,200-5,120 multiply-adds a batch, 0.81-0.88x at 10,240-64,000,
+# 1.01-1.02x at 2,560 (BENCHMARKS.md, "Thirty-fourth session").
+ROW_SPLIT_WORK = 1 << 12
 
 # ...and a split batch gives each thread at least this many rows: every
 # chunk's partial gradient (k n entries) is added serially after the
@@ -600,6 +611,51 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
     return m
 
 
+@njit(**JIT)
+def row_split_parts(batch_size, n, k, n_threads):
+    """Return the parts (of rows) each batch of an epoch is split into, or 1: one thread.
+
+    Per-sample SGD and batches below the thresholds above run on one thread.
+    """
+    if (batch_size < PARALLEL_MIN_ROWS or n_threads < 2
+            or batch_size * n * k < ROW_SPLIT_WORK):
+        return 1
+    return max(1, min(n_threads, batch_size // MIN_CHUNK_ROWS))
+
+
+@njit(**JIT)
+def _finish_batch(s, batch_size, m, parts, hyper, Wt, b, VWt, Vb, gWt, gb, loss_parts,
+                  ok_parts, total):
+    """After batch s's parts: its loss into total, its parts' gradients summed, its step.
+
+    Returns False, nothing moved, where a part's logits were not finite.
+    """
+    k, n = Wt.shape
+    dt = Wt.dtype.type
+    bs = min(m, (s + 1) * batch_size) - s * batch_size
+    used = min(parts, max(1, bs // MIN_CHUNK_ROWS))
+    for c in range(used):
+        if not ok_parts[c]:
+            return False
+        total[0] += loss_parts[c]
+    G = gWt[0]
+    g0 = gb[0]
+    for q in range(1, used):
+        Gq = gWt[q]
+        gq = gb[q]
+        for j in range(k):
+            g0[j] += gq[j]
+            for f in range(n):
+                G[j, f] += Gq[j, f]
+    mu = dt(hyper.momentum)
+    eta = dt(_eta(hyper.schedule, hyper.eta0, hyper.t0 + s, hyper.steps_per_epoch,
+                  hyper.power_t))
+    _update(Wt, VWt, G, dt(hyper.alpha), mu, eta, hyper.nesterov, 0, n)
+    if hyper.fit_intercept:
+        _intercept_step(b, Vb, g0, mu, eta, hyper.nesterov)
+    return True
+
+
 @njit(**PJIT)
 def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                Wt, b, VWt, Vb, gWt, gb, loss_out):
@@ -610,74 +666,81 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     mean weight); hyper an :data:`SGDHyper`.
     IN/OUT: Wt (k, n) weights, b (k,) intercept (left at 0 unless
     hyper.fit_intercept), VWt (k, n) and Vb (k,) velocities.
-    SCRATCH: gWt (n_chunks, k, n), gb (n_chunks, k) per-chunk gradients.
+    SCRATCH: gWt (n_chunks, k, n), gb (n_chunks, k) per-part gradients.
     OUT: loss_out[0], the sum of w_i * CE_i over the epoch, each row
     evaluated with the weights in force when its batch was processed.
 
     Returns the number of updates made, or -(updates + 1) if the logits of
     a batch were not finite (the state is then partly updated: the caller
     restores its snapshot).
+
+    Batches split by rows (:func:`row_split_parts`) run as the feature-split
+    epoch does, the whole epoch in one parallel region: per batch, parts of
+    its rows, each part's gradient into its own gWt[c]; the thread that
+    finishes the last part sums the parts' gradients, makes the batch's step
+    and publishes it, and the next batch's parts wait for that. Parts are
+    handed between threads as in :func:`_feature_split_epoch`. (Summing and
+    applying the step by ranges of columns on every thread, a second
+    hand-over per batch, took 1.03-1.08x the time of one region per batch
+    at 300-400 features on 2 cores; this, 0.92-0.94x.)
     """
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
-    # Per chunk, the four rows of logits of _batch_gradient; per-sample SGD
-    # takes chunk 0's five rows.
+    # Per part, the four rows of logits of _batch_gradient; per-sample SGD
+    # takes part 0's five rows.
     scratch = np.empty((n_chunks, 5, k), dtype=Wt.dtype)
-    G = gWt[0]
-    g0 = gb[0]
     if batch_size == 1:
         return _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper,
-                                 Wt, b, VWt, Vb, g0, scratch[0], loss_out)
-    mu = Wt.dtype.type(hyper.momentum)
-    a = Wt.dtype.type(hyper.alpha)
-    nesterov = hyper.nesterov
-    total = 0.0
-    t = hyper.t0
-    n_steps = 0
-    ok_parts = np.empty(n_chunks, dtype=np.bool_)
+                                 Wt, b, VWt, Vb, gb[0], scratch[0], loss_out)
+    n_batches = (m + batch_size - 1) // batch_size
+    parts = min(n_chunks, row_split_parts(batch_size, n, k, n_chunks))
     loss_parts = np.empty(n_chunks, dtype=np.float64)
-    for start in range(0, m, batch_size):
-        stop = min(m, start + batch_size)
-        bs = stop - start
-        eta = Wt.dtype.type(_eta(hyper.schedule, hyper.eta0, t, hyper.steps_per_epoch,
-                                 hyper.power_t))
-        coef = Wt.dtype.type(row_scale / bs)
-        # ---- gradient of the batch -------------------------------------
-        if bs >= PARALLEL_MIN_ROWS and n_chunks > 1 and bs * n * k >= PARALLEL_WORK:
-            used = min(n_chunks, bs // MIN_CHUNK_ROWS)
-            for c in prange(used):
-                lo, hi = _chunk(bs, used, c)
-                part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order,
-                                           start + lo, start + hi, coef, Wt, b,
-                                           gWt[c], gb[c], scratch[c, :4])
-                ok_parts[c] = ok
-                loss_parts[c] = part
-            for c in range(used):
-                if not ok_parts[c]:
-                    return -(n_steps + 1)
-                total += loss_parts[c]
-            for c in range(1, used):
-                Gc = gWt[c]
-                gbc = gb[c]
-                for j in range(k):
-                    g0[j] += gbc[j]
-                    for f in range(n):
-                        G[j, f] += Gc[j, f]
-        else:
-            part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start, stop,
-                                       coef, Wt, b, G, g0, scratch[0, :4])
-            if not ok:
-                return -(n_steps + 1)
-            total += part
-        # ---- update, with the L2 term and momentum fused ----------------
-        _update(Wt, VWt, G, a, mu, eta, nesterov, 0, n)
-        if hyper.fit_intercept:
-            _intercept_step(b, Vb, g0, mu, eta, nesterov)
-        t += 1
-        n_steps += 1
-    loss_out[0] = total
-    return n_steps
+    ok_parts = np.empty(n_chunks, dtype=np.bool_)
+    total = np.zeros(1, dtype=np.float64)
+    # One part (batches on one thread) runs through the same region, of one
+    # iteration: a loop of its own beside it would compile the gradient into
+    # this function once more. Per batch: its parts' flags (taken or not), how many parts are done,
+    # and the flag its last part publishes once the batch's step is made
+    # (_STOPPED where a row's logits were not finite).
+    taken = np.zeros(n_batches * parts, dtype=np.int64)
+    done = np.zeros(n_batches, dtype=np.int64)
+    stepped = np.zeros(n_batches, dtype=np.int64)
+    result = np.full(1, n_batches, dtype=np.int64)
+    for w in prange(parts):
+        first = np.int64(w)
+        for s in range(n_batches):
+            for u in range(parts):
+                c = (first + u) % parts
+                if exchange(taken, s * parts + c, 1) != 0:
+                    continue
+                # Part c of the batch's rows (none where the batch, the
+                # last, has too few rows for every part). The gradient is
+                # called here, not through a function around it: each
+                # compiled function it is linked into optimises it again.
+                start = s * batch_size
+                bs = min(m, start + batch_size) - start
+                used = min(parts, max(1, bs // MIN_CHUNK_ROWS))
+                if c < used:
+                    lo, hi = _chunk(bs, used, c)
+                    part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start + lo,
+                                               start + hi, Wt.dtype.type(row_scale / bs), Wt,
+                                               b, gWt[c], gb[c], scratch[c, :4])
+                    loss_parts[c] = part
+                    ok_parts[c] = ok
+                if fetch_add(done, s, 1) != parts - 1:
+                    continue
+                if _finish_batch(s, batch_size, m, parts, hyper, Wt, b, VWt, Vb, gWt, gb,
+                                 loss_parts, ok_parts, total):
+                    publish(stepped, s, _PUBLISHED)
+                else:
+                    result[0] = -(s + 1)
+                    publish(stepped, s, _STOPPED)
+            if wait_nonzero(stepped, s) == _STOPPED:
+                break
+    if result[0] >= 0:
+        loss_out[0] = total[0]
+    return result[0]
 
 
 # ------------------------------------------------- feature-split mini-batches
