@@ -1,6 +1,6 @@
 """The working tree's kernels against an earlier commit's, side by side in one process.
 
-    python benchmarks/versions.py REV|FOLDER [--what grad|hessp|softmax|proba|sgd1|sgd64]
+    python benchmarks/versions.py REV|FOLDER [--what grad|hessp|softmax|proba|sgdB]
                                       [--dtypes float32,float64]
                                       [--shapes 60000x784x10,300000x20x2,...] [--rounds 11]
                                       [--reuse-cache] [--threads 16,1]
@@ -22,8 +22,9 @@ largest difference of the results relative to their largest entry; asserts
 nothing. ``--threads``: time each shape at each of these Numba thread
 counts (``numba.set_num_threads``; by default the process's count).
 ``--what softmax`` reads a shape m x k (the middle number ignored);
-``sgd1`` and ``sgd64`` time one SGD epoch in batches of 1 or 64 (the
-epoch of ``fastsoftmax.bench``'s SGD case: eta 0.01, no momentum);
+``sgdB`` (``sgd1``, ``sgd16``, ``sgd64``, ...) times one SGD epoch in
+batches of B rows (the epoch of ``fastsoftmax.bench``'s SGD case: eta
+0.01, no momentum);
 ``proba`` times ``predict_proba`` of a model whose weights are set by hand.
 """
 
@@ -138,6 +139,15 @@ def _sgd_epoch(module, X, y, W, b, batch_size: int, order):
     return epoch
 
 
+def _what(text: str) -> str:
+    """The --what argument: one of the fixed names, or sgd followed by a batch size."""
+    if text in ("grad", "hessp", "softmax", "proba") or (
+            text.startswith("sgd") and text[3:].isdigit() and int(text[3:]) > 0):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected grad, hessp, softmax, proba or "
+                                     "sgdB with B a positive batch size (sgd1, sgd64, ...)")
+
+
 def _difference(a, b) -> float:
     a = a if isinstance(a, tuple) else (a,)
     b = b if isinstance(b, tuple) else (b,)
@@ -151,8 +161,8 @@ def _difference(a, b) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rev")
-    ap.add_argument("--what", choices=("grad", "hessp", "softmax", "proba", "sgd1", "sgd64"),
-                    default="grad")
+    ap.add_argument("--what", type=_what, default="grad",
+                    help="grad, hessp, softmax, proba or sgdB (B: the batch size)")
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--rounds", type=int, default=11)

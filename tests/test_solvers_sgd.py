@@ -225,7 +225,9 @@ def test_batches_are_split_by_features_only_where_rows_are_short_against_feature
     assert feature_split_parts(128, 784, 10, 2) == 1       # n < 8 B: by rows
     assert feature_split_parts(64, 300, 100, 2) == 1
     assert feature_split_parts(1, 784, 10, 2) == 1         # per-sample SGD
-    assert feature_split_parts(16, 784, 10, 2) == 1        # below PARALLEL_MIN_ROWS
+    assert feature_split_parts(16, 784, 10, 2) == 1        # below PARALLEL_WORK
+    assert feature_split_parts(16, 3000, 10, 2) == 2       # wide rows: from 8 a batch
+    assert feature_split_parts(4, 3000, 100, 2) == 1       # below FEATURE_SPLIT_MIN_ROWS
     assert feature_split_parts(32, 300, 2, 2) == 1         # below PARALLEL_WORK
     assert feature_split_parts(64, FEATURE_SPLIT_RATIO * 64, 10, 1) == 1  # one thread
 

@@ -26,16 +26,16 @@ contiguous features. The per-row arithmetic is the fused gradient's
 error with its finiteness test of every logit; rows a few places ahead
 in the order are prefetched (``AHEAD_ROWS``). Per-sample SGD (B = 1)
 skips the gradient buffer and makes two steps per sweep over W
-(:func:`_per_sample_epoch`). Mini-batches of at least ``PARALLEL_MIN_ROWS``
-rows are split across threads: by rows (per-part partial gradients, summed
-and applied by one thread; :func:`_sgd_epoch`), or, where a batch's rows
-are short against its features (n >= ``FEATURE_SPLIT_RATIO`` B), by
+(:func:`_per_sample_epoch`). Mini-batches are split across threads: by
+rows (per-part partial gradients, summed and applied by one thread;
+:func:`_sgd_epoch`; from ``PARALLEL_MIN_ROWS`` rows), or, where a batch's
+rows are short against its features (n >= ``FEATURE_SPLIT_RATIO`` B), by
 features (each thread updates its own columns of W;
-:func:`_feature_split_epoch`). Either way the whole epoch is one parallel
-region whose threads hand the batches on through atomic flags
-(:mod:`._atomic`). Smaller batches, and batches of little work
-(``ROW_SPLIT_WORK``, ``PARALLEL_WORK``), run on one thread: a hand-over per
-batch would cost more than the batch saves.
+:func:`_feature_split_epoch`; from ``FEATURE_SPLIT_MIN_ROWS`` rows).
+Either way the whole epoch is one parallel region whose threads hand the
+batches on through atomic flags (:mod:`._atomic`). Smaller batches, and
+batches of little work (``ROW_SPLIT_WORK``, ``PARALLEL_WORK``), run on one
+thread: a hand-over per batch would cost more than the batch saves.
 """
 
 from collections import namedtuple
@@ -70,7 +70,7 @@ def sgd_hyper(*, alpha, momentum, eta0, power_t, t0, steps_per_epoch, schedule, 
                     int(steps_per_epoch), int(schedule), bool(nesterov), bool(fit_intercept))
 
 
-# Batches of fewer rows run on one thread whatever their work.
+# Batches of fewer rows are not split by rows whatever their work.
 PARALLEL_MIN_ROWS = 32
 
 # A batch is split by features only if it holds at least this many
@@ -796,6 +796,16 @@ FEATURE_SPLIT_RATIO = 8
 # no host with more than 2 cores was at hand.
 MIN_SPLIT_FEATURES = 128
 
+# Batches split by features from this many rows (with PARALLEL_WORK
+# multiply-adds), fewer than the row split asks for: a part is a range of
+# columns of every row, and a batch is handed on inside the epoch's one
+# region. B = 16 on 2 cores (versions.py sgd16, 20,000-30,000 rows of
+# 1,536-3,000 features): 0.59-0.84x the time on one thread; B = 8 at
+# (20000, 3000, 20) 0.70-0.87x. Below PARALLEL_WORK it did not pay: B = 16
+# at (100000, 300, 10) 1.23-1.40x, at the MNIST shape 0.89-0.98x
+# (BENCHMARKS.md, "Thirty-fourth session").
+FEATURE_SPLIT_MIN_ROWS = 8
+
 
 def feature_split_parts(batch_size, n, k, n_threads):
     """Return the thread count a batch is split over by features, or 1: split by rows.
@@ -803,7 +813,7 @@ def feature_split_parts(batch_size, n, k, n_threads):
     Per-sample SGD and batches below the parallel thresholds (above) are
     never split by features.
     """
-    if (batch_size < PARALLEL_MIN_ROWS or batch_size * n * k < PARALLEL_WORK
+    if (batch_size < FEATURE_SPLIT_MIN_ROWS or batch_size * n * k < PARALLEL_WORK
             or n < FEATURE_SPLIT_RATIO * batch_size):
         return 1
     return max(1, min(n_threads, n // MIN_SPLIT_FEATURES))
