@@ -76,6 +76,45 @@ def test_atomics_take_only_one_dimensional_int64_arrays(bad):
         add(bad)
 
 
+def _split_epoch_against_numpy(split, threads, parts, dtype, m, n, k, bs, nesterov, seed):
+    """Run one split epoch kernel at ``threads`` threads over ``parts`` parts; check it
+    against the NumPy loop (momentum 0.9, intercept, L2 term)."""
+    from fastsoftmax._kernels._sgd import _feature_split_epoch, _sgd_epoch, sgd_hyper
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((m, n)).astype(dtype)
+    y = rng.integers(0, k, m)
+    W0 = (0.1 * rng.standard_normal((n, k))).astype(dtype)
+    b0 = (0.1 * rng.standard_normal(k)).astype(dtype)
+    order = rng.permutation(m)
+    W_ref, b_ref = reference.sgd_epoch(X.astype(np.float64), y, W0.astype(np.float64),
+                                       b0.astype(np.float64), order, batch_size=bs, eta=0.05,
+                                       alpha=0.01, momentum=0.9, nesterov=nesterov,
+                                       fit_intercept=True)
+    data = dataset(X, y, k)
+    Wt, b = np.ascontiguousarray(W0.T), b0.copy()
+    hyper = sgd_hyper(alpha=0.01, momentum=0.9, eta0=0.05, power_t=0.5, t0=0,
+                      steps_per_epoch=1, schedule=0, nesterov=nesterov, fit_intercept=True)
+    loss = np.zeros(1)
+    state = (Wt, b, np.zeros_like(Wt), np.zeros(k, dtype), np.empty((parts, k, n), dtype))
+    saved = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        if split == "features":
+            steps = _feature_split_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper,
+                                         *state, np.empty(k, dtype), loss)
+        else:
+            steps = _sgd_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper, *state,
+                               np.empty((parts, k), dtype), loss)
+    finally:
+        numba.set_num_threads(saved)
+    assert steps == -(-m // bs)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Wt.T, W_ref, **tol)
+    np.testing.assert_allclose(b, b_ref, **tol)
+    assert loss[0] > 0
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("parts", [2, 3, 5])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -84,37 +123,8 @@ def test_feature_split_epoch_whatever_threads_take_the_parts(threads, parts, dty
     every batch: the region's iterations that find their parts taken move
     on, and the epoch ends with the NumPy loop's weights (no thread waits
     for a part that nobody takes)."""
-    from fastsoftmax._kernels._sgd import _feature_split_epoch, sgd_hyper
-
-    rng = np.random.default_rng(parts)
-    m, n, k, bs = 150, 80, 5, 16
-    X = rng.standard_normal((m, n)).astype(dtype)
-    y = rng.integers(0, k, m)
-    W0 = (0.1 * rng.standard_normal((n, k))).astype(dtype)
-    b0 = (0.1 * rng.standard_normal(k)).astype(dtype)
-    order = rng.permutation(m)
-    W_ref, b_ref = reference.sgd_epoch(X.astype(np.float64), y, W0.astype(np.float64),
-                                       b0.astype(np.float64), order, batch_size=bs, eta=0.05,
-                                       alpha=0.01, momentum=0.9, nesterov=False,
-                                       fit_intercept=True)
-    data = dataset(X, y, k)
-    Wt, b = np.ascontiguousarray(W0.T), b0.copy()
-    hyper = sgd_hyper(alpha=0.01, momentum=0.9, eta0=0.05, power_t=0.5, t0=0,
-                      steps_per_epoch=1, schedule=0, nesterov=False, fit_intercept=True)
-    loss = np.zeros(1)
-    saved = numba.get_num_threads()
-    try:
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        steps = _feature_split_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper,
-                                     Wt, b, np.zeros_like(Wt), np.zeros(k, dtype),
-                                     np.empty((parts, k, n), dtype), np.empty(k, dtype), loss)
-    finally:
-        numba.set_num_threads(saved)
-    assert steps == -(-m // bs)
-    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(Wt.T, W_ref, **tol)
-    np.testing.assert_allclose(b, b_ref, **tol)
-    assert loss[0] > 0
+    _split_epoch_against_numpy("features", threads, parts, dtype, m=150, n=80, k=5, bs=16,
+                               nesterov=False, seed=parts)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -123,38 +133,11 @@ def test_feature_split_epoch_whatever_threads_take_the_parts(threads, parts, dty
 def test_row_split_epoch_whatever_threads_take_the_parts(threads, chunks, dtype):
     """The row-split epoch with one thread or with more parts than threads,
     a last batch of fewer rows: the NumPy loop's weights."""
-    from fastsoftmax._kernels._sgd import _sgd_epoch, row_split_parts, sgd_hyper
+    from fastsoftmax._kernels._sgd import row_split_parts
 
-    rng = np.random.default_rng(chunks)
-    m, n, k, bs = 250, 30, 6, 48
-    assert row_split_parts(bs, n, k, chunks) == min(chunks, bs // 16) > 1
-    X = rng.standard_normal((m, n)).astype(dtype)
-    y = rng.integers(0, k, m)
-    W0 = (0.1 * rng.standard_normal((n, k))).astype(dtype)
-    b0 = (0.1 * rng.standard_normal(k)).astype(dtype)
-    order = rng.permutation(m)
-    W_ref, b_ref = reference.sgd_epoch(X.astype(np.float64), y, W0.astype(np.float64),
-                                       b0.astype(np.float64), order, batch_size=bs, eta=0.05,
-                                       alpha=0.01, momentum=0.9, nesterov=True,
-                                       fit_intercept=True)
-    data = dataset(X, y, k)
-    Wt, b = np.ascontiguousarray(W0.T), b0.copy()
-    hyper = sgd_hyper(alpha=0.01, momentum=0.9, eta0=0.05, power_t=0.5, t0=0,
-                      steps_per_epoch=1, schedule=0, nesterov=True, fit_intercept=True)
-    loss = np.zeros(1)
-    saved = numba.get_num_threads()
-    try:
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        steps = _sgd_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper, Wt, b,
-                           np.zeros_like(Wt), np.zeros(k, dtype),
-                           np.empty((chunks, k, n), dtype), np.empty((chunks, k), dtype), loss)
-    finally:
-        numba.set_num_threads(saved)
-    assert steps == -(-m // bs)
-    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(Wt.T, W_ref, **tol)
-    np.testing.assert_allclose(b, b_ref, **tol)
-    assert loss[0] > 0
+    assert row_split_parts(48, 30, 6, chunks) == min(chunks, 48 // 16) > 1
+    _split_epoch_against_numpy("rows", threads, chunks, dtype, m=250, n=30, k=6, bs=48,
+                               nesterov=True, seed=chunks)
 
 
 @pytest.mark.parametrize("split", ["rows", "features"])

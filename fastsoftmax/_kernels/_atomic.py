@@ -1,9 +1,9 @@
 """Atomic operations on int64 array elements, for threads of one parallel region.
 
 Numba has no atomics; these intrinsics emit LLVM's. They let the threads
-of one ``prange`` region hand work to each other without ending the region
-(the SGD epoch split by features, :func:`._sgd._feature_split_epoch`,
-runs a whole epoch in one region instead of one region per batch).
+of one ``prange`` region hand work to each other without ending the region:
+the SGD epochs (:func:`._sgd._sgd_epoch`, :func:`._sgd._feature_split_epoch`)
+run a whole epoch in one region instead of one region per batch.
 
 Ordering follows C++'s memory model: :func:`publish` is a release store
 and :func:`wait_nonzero` an acquire load, so whatever a thread wrote before
@@ -34,49 +34,54 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 _YIELD = sys.platform != "win32"
 
 
-def _element(context, builder, aty, arr, i):
+def _element(context, builder, sig, args):
+    """Return a pointer to arr[i], from the intrinsics' first two arguments (arr, i)."""
+    aty, ity = sig.args[0], sig.args[1]
+    i = context.cast(builder, args[1], ity, types.intp)
     return cgutils.get_item_pointer(context, builder, aty,
-                                    context.make_array(aty)(context, builder, arr), [i])
+                                    context.make_array(aty)(context, builder, args[0]), [i])
 
 
-def _check(arr):
+def _check(arr, i):
     if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
         raise TypeError("atomics take a 1-D int64 array")
+    if not isinstance(i, types.Integer):
+        raise TypeError("atomics take an integer index")
 
 
-@intrinsic
-def fetch_add(typingctx, arr, i, v):
-    """arr[i] += v atomically (sequentially consistent); return the value before."""
-    _check(arr)
+def _read_modify_write(op):
+    """Return an intrinsic ``f(arr, i, v)``: LLVM's atomicrmw ``op`` on arr[i], seq_cst.
 
-    def codegen(context, builder, sig, args):
-        ptr = _element(context, builder, sig.args[0], args[0], args[1])
-        return builder.atomic_rmw("add", ptr, context.cast(builder, args[2], sig.args[2],
-                                                           types.int64), "seq_cst")
+    It returns arr[i]'s value before.
+    """
 
-    return types.int64(arr, i, v), codegen
+    @intrinsic
+    def rmw(typingctx, arr, i, v):
+        _check(arr, i)
+
+        def codegen(context, builder, sig, args):
+            ptr = _element(context, builder, sig, args)
+            value = context.cast(builder, args[2], sig.args[2], types.int64)
+            return builder.atomic_rmw(op, ptr, value, "seq_cst")
+
+        return types.int64(arr, i, v), codegen
+
+    return rmw
 
 
-@intrinsic
-def exchange(typingctx, arr, i, v):
-    """arr[i] <- v atomically (sequentially consistent); return the value before."""
-    _check(arr)
-
-    def codegen(context, builder, sig, args):
-        ptr = _element(context, builder, sig.args[0], args[0], args[1])
-        return builder.atomic_rmw("xchg", ptr, context.cast(builder, args[2], sig.args[2],
-                                                            types.int64), "seq_cst")
-
-    return types.int64(arr, i, v), codegen
+# arr[i] += v atomically; returns the value before.
+fetch_add = _read_modify_write("add")
+# arr[i] <- v atomically; returns the value before.
+exchange = _read_modify_write("xchg")
 
 
 @intrinsic
 def load_acquire(typingctx, arr, i):
     """arr[i], read with acquire ordering."""
-    _check(arr)
+    _check(arr, i)
 
     def codegen(context, builder, sig, args):
-        ptr = _element(context, builder, sig.args[0], args[0], args[1])
+        ptr = _element(context, builder, sig, args)
         return builder.load_atomic(ptr, "acquire", 8)
 
     return types.int64(arr, i), codegen
@@ -85,10 +90,10 @@ def load_acquire(typingctx, arr, i):
 @intrinsic
 def publish(typingctx, arr, i, v):
     """arr[i] <- v with release ordering: what this thread wrote before is seen with it."""
-    _check(arr)
+    _check(arr, i)
 
     def codegen(context, builder, sig, args):
-        ptr = _element(context, builder, sig.args[0], args[0], args[1])
+        ptr = _element(context, builder, sig, args)
         builder.store_atomic(context.cast(builder, args[2], sig.args[2], types.int64), ptr,
                              "release", 8)
         return context.get_dummy_value()
