@@ -74,9 +74,10 @@ def sgd_hyper(*, alpha, momentum, eta0, power_t, t0, steps_per_epoch, schedule, 
 PARALLEL_MIN_ROWS = 32
 
 # A batch is split by features only if it holds at least this many
-# multiply-adds per product (B n k) as well as PARALLEL_MIN_ROWS rows: the
-# bound was set when every batch opened a parallel region, which cost more
-# than a smaller batch saved. A batch of 64
+# multiply-adds per product (B n k) as well as FEATURE_SPLIT_MIN_ROWS rows:
+# the bound was set when every batch opened a parallel region, which cost
+# more than a smaller batch saved (lower bounds were slower at 300
+# features even in one region: FEATURE_SPLIT_MIN_ROWS). A batch of 64
 # MNIST rows (0.5 M multiply-adds) is split: on the 2-core AMD host a B = 64
 # epoch took about 25 % less time split than on one thread (float64,
 # interleaved runs; BENCHMARKS.md, "Fifth session").
@@ -611,6 +612,13 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
     return m
 
 
+# The flag a batch's last part publishes in the epochs split across threads
+# (its step made, or its error formed), or that the epoch stopped at the
+# batch on logits that are not finite.
+_PUBLISHED = 1
+_STOPPED = 2
+
+
 @njit(**JIT)
 def row_split_parts(batch_size, n, k, n_threads):
     """Return the parts (of rows) each batch of an epoch is split into, or 1: one thread.
@@ -682,7 +690,8 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     handed between threads as in :func:`_feature_split_epoch`. (Summing and
     applying the step by ranges of columns on every thread, a second
     hand-over per batch, took 1.03-1.08x the time of one region per batch
-    at 300-400 features on 2 cores; this, 0.92-0.94x.)
+    at 300-400 features on 2 cores; this, 0.92-0.94x: BENCHMARKS.md,
+    "Thirty-fourth session".)
     """
     m = order.shape[0]
     k, n = Wt.shape
@@ -700,9 +709,10 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     total = np.zeros(1, dtype=np.float64)
     # One part (batches on one thread) runs through the same region, of one
     # iteration: a loop of its own beside it would compile the gradient into
-    # this function once more. Per batch: its parts' flags (taken or not), how many parts are done,
-    # and the flag its last part publishes once the batch's step is made
-    # (_STOPPED where a row's logits were not finite).
+    # this function once more. Per batch: its parts' flags (taken or not),
+    # how many parts are done, and the flag its last part publishes once
+    # the batch's step is made (_STOPPED where a row's logits were not
+    # finite).
     taken = np.zeros(n_batches * parts, dtype=np.int64)
     done = np.zeros(n_batches, dtype=np.int64)
     stepped = np.zeros(n_batches, dtype=np.int64)
@@ -920,12 +930,6 @@ def _split_batch_error(P, b, order, start, stop, y, Y, sw, soft, weighted, coef,
         for j in range(k):
             E[i, j] = zero
     return part, -1
-
-
-# Flags of a batch's error (_feature_split_epoch): published, or the epoch
-# stopped there on logits that are not finite.
-_PUBLISHED = 1
-_STOPPED = 2
 
 
 @njit(**JIT)
