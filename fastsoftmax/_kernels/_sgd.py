@@ -612,6 +612,27 @@ def _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, 
     return m
 
 
+@njit(**PJIT)
+def _per_sample_kernel(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt, b, VWt, Vb,
+                       g0, loss_out):
+    """One epoch of per-sample SGD (:func:`_per_sample_epoch`), a kernel of its own.
+
+    The arguments and result are :func:`_sgd_epoch`'s without batch_size
+    and with g0 (k,) the scratch. The epoch runs from a parallel region of
+    one iteration: Numba marks a prange body's arrays as not aliasing one
+    another, and with that mark LLVM compiles the epoch's loops better
+    (the same results; 0.57-0.97x the time at 20-784 features on 2 cores,
+    BENCHMARKS.md, "Thirty-fourth session"). A kernel of its own, so that a
+    first fit compiles only the epoch it runs (per-sample or mini-batch).
+    """
+    scratch = np.empty((5, Wt.shape[0]), dtype=Wt.dtype)
+    steps = np.zeros(1, dtype=np.int64)
+    for _ in prange(1):
+        steps[0] = _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper,
+                                     Wt, b, VWt, Vb, g0, scratch, loss_out)
+    return steps[0]
+
+
 # The flag a batch's last part publishes in the epochs split across threads
 # (its step made, or its error formed), or that the epoch stopped at the
 # batch on logits that are not finite.
@@ -696,12 +717,10 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
-    # Per part, the four rows of logits of _batch_gradient; per-sample SGD
-    # takes part 0's five rows.
+    # Per part, the four rows of logits of _batch_gradient (a view of five
+    # rows: the kernel's float64 row split ran 1.09x as long on C-contiguous
+    # blocks of four, at (300000, 100, 10), a compiled-code difference).
     scratch = np.empty((n_chunks, 5, k), dtype=Wt.dtype)
-    if batch_size == 1:
-        return _per_sample_epoch(X, y, Y, sw, soft, weighted, order, row_scale, hyper,
-                                 Wt, b, VWt, Vb, gb[0], scratch[0], loss_out)
     n_batches = (m + batch_size - 1) // batch_size
     parts = min(n_chunks, row_split_parts(batch_size, n, k, n_chunks))
     loss_parts = np.empty(n_chunks, dtype=np.float64)

@@ -21,6 +21,7 @@ from .._kernels._sgd import (
     SCHEDULE_CONSTANT,
     SCHEDULE_INVSCALING,
     _feature_split_epoch,
+    _per_sample_kernel,
     _sgd_epoch,
     feature_split_parts,
     sgd_hyper,
@@ -133,7 +134,12 @@ def run_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
     loss_out = np.zeros(1, dtype=np.float64)
     args = (data.X, *data.kernel_targets(), order, batch_size, 1.0 / data.mean_weight, hyper,
             state.coef, state.intercept, state.velocity_coef, state.velocity_intercept)
-    if parts > 1:
+    if batch_size == 1:
+        steps = _per_sample_kernel(data.X, *data.kernel_targets(), order,
+                                   1.0 / data.mean_weight, hyper, state.coef, state.intercept,
+                                   state.velocity_coef, state.velocity_intercept,
+                                   np.empty(k, dtype=data.dtype), loss_out)
+    elif parts > 1:
         # Each batch split by features: one partial gradient per range.
         steps = _feature_split_epoch(*args, np.empty((parts, k, n), dtype=data.dtype),
                                      np.empty(k, dtype=data.dtype), loss_out)
