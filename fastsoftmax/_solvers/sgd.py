@@ -132,13 +132,12 @@ def run_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
     chunks = n_chunks(m)
     parts = feature_split_parts(batch_size, n, k, chunks)
     loss_out = np.zeros(1, dtype=np.float64)
-    args = (data.X, *data.kernel_targets(), order, batch_size, 1.0 / data.mean_weight, hyper,
-            state.coef, state.intercept, state.velocity_coef, state.velocity_intercept)
+    rows = (data.X, *data.kernel_targets(), order)
+    step_args = (1.0 / data.mean_weight, hyper, state.coef, state.intercept,
+               state.velocity_coef, state.velocity_intercept)
+    args = (*rows, batch_size, *step_args)
     if batch_size == 1:
-        steps = _per_sample_kernel(data.X, *data.kernel_targets(), order,
-                                   1.0 / data.mean_weight, hyper, state.coef, state.intercept,
-                                   state.velocity_coef, state.velocity_intercept,
-                                   np.empty(k, dtype=data.dtype), loss_out)
+        steps = _per_sample_kernel(*rows, *step_args, np.empty(k, dtype=data.dtype), loss_out)
     elif parts > 1:
         # Each batch split by features: one partial gradient per range.
         steps = _feature_split_epoch(*args, np.empty((parts, k, n), dtype=data.dtype),
