@@ -13,12 +13,13 @@ from fastsoftmax._kernels._atomic import (
     fetch_add,
     load_acquire,
     publish,
+    try_take,
     wait_nonzero,
 )
 
 
 @njit(parallel=True)
-def _contend(counts, workers, n):
+def _contend(counts, flags, workers, n):
     for w in prange(workers):
         for _ in range(n):
             fetch_add(counts, 0, 1)
@@ -26,6 +27,10 @@ def _contend(counts, workers, n):
         if exchange(counts, 1, 1) == 0:
             fetch_add(counts, 2, 1)
         fetch_add(counts, 3, w)
+        # Of many flags tried by every worker, each is taken exactly once.
+        for f in range(n):
+            if try_take(flags, f):
+                fetch_add(counts, 4, 1)
 
 
 @njit(parallel=True)
@@ -37,12 +42,14 @@ def _relay(flags, values, workers):
         publish(flags, w, 1)
 
 
-def test_fetch_add_and_exchange_are_atomic_under_contention():
-    counts = np.zeros(4, dtype=np.int64)
-    _contend(counts, 8, 20000)
+def test_fetch_add_exchange_and_try_take_are_atomic_under_contention():
+    counts = np.zeros(5, dtype=np.int64)
+    flags = np.zeros(20000, dtype=np.int64)
+    _contend(counts, flags, 8, 20000)
     assert counts[0] == 8 * 20000
     assert counts[1] == 1 and counts[2] == 1
     assert counts[3] == sum(range(8))
+    assert counts[4] == 20000 and (flags == 1).all()
 
 
 def test_a_published_value_and_what_was_written_before_it_are_seen():

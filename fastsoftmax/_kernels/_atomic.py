@@ -121,6 +121,18 @@ def _relax(typingctx, give_core):
     return types.void(types.boolean), codegen
 
 
+@njit(inline="always", **JIT)
+def try_take(arr, i):
+    """Set arr[i] from 0 to 1; return True if this call did it, False if it was set before.
+
+    Reads first and exchanges only a flag it saw at 0: where many threads
+    look at flags that another has already taken, they read a shared copy
+    of the cache line instead of each taking it from the others' caches
+    in turn.
+    """
+    return load_acquire(arr, i) == 0 and exchange(arr, i, 1) == 0
+
+
 @njit(**JIT)
 def wait_nonzero(arr, i):
     """Wait until arr[i] != 0 (acquire); return it.

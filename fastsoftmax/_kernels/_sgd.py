@@ -44,7 +44,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import logits4_cols, prefetch_row
-from ._atomic import exchange, fetch_add, publish, wait_nonzero
+from ._atomic import fetch_add, publish, try_take, wait_nonzero
 from ._backward import accumulate4_cols, accumulate4_gather_ahead
 from ._common import _chunk, _zero1, _zero2
 from ._config import JIT, PJIT
@@ -639,6 +639,9 @@ def _per_sample_kernel(X, y, Y, sw, soft, weighted, order, row_scale, hyper, Wt,
 _PUBLISHED = 1
 _STOPPED = 2
 
+# A cache line: what one part writes is kept this far from the next part's.
+LINE_BYTES = 64
+
 
 @njit(**JIT)
 def row_split_parts(batch_size, n, k, n_threads):
@@ -664,9 +667,9 @@ def _finish_batch(s, batch_size, m, parts, hyper, Wt, b, VWt, Vb, gWt, gb, loss_
     bs = min(m, (s + 1) * batch_size) - s * batch_size
     used = min(parts, max(1, bs // MIN_CHUNK_ROWS))
     for c in range(used):
-        if not ok_parts[c]:
+        if not ok_parts[c, 0]:
             return False
-        total[0] += loss_parts[c]
+        total[0] += loss_parts[c, 0]
     G = gWt[0]
     g0 = gb[0]
     for q in range(1, used):
@@ -695,7 +698,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     mean weight); hyper an :data:`SGDHyper`.
     IN/OUT: Wt (k, n) weights, b (k,) intercept (left at 0 unless
     hyper.fit_intercept), VWt (k, n) and Vb (k,) velocities.
-    SCRATCH: gWt (n_chunks, k, n), gb (n_chunks, k) per-part gradients.
+    SCRATCH: gWt (n_chunks, k, n), gb (n_chunks, >= k) per-part gradients.
     OUT: loss_out[0], the sum of w_i * CE_i over the epoch, each row
     evaluated with the weights in force when its batch was processed.
 
@@ -717,21 +720,25 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
-    # Per part, the four rows of logits of _batch_gradient (a view of five
+    # Per part, the four rows of logits of _batch_gradient (a view of more
     # rows: the kernel's float64 row split ran 1.09x as long on C-contiguous
-    # blocks of four, at (300000, 100, 10), a compiled-code difference).
-    scratch = np.empty((n_chunks, 5, k), dtype=Wt.dtype)
+    # blocks of four, at (300000, 100, 10), a compiled-code difference), and
+    # its loss and success. Each part's entries are a cache line or more
+    # apart from the next part's: they are written at every block of four
+    # rows, by a thread of their own.
+    scratch = np.empty((n_chunks, 5 + LINE_BYTES // (k * Wt.itemsize), k), dtype=Wt.dtype)
     n_batches = (m + batch_size - 1) // batch_size
     parts = min(n_chunks, row_split_parts(batch_size, n, k, n_chunks))
-    loss_parts = np.empty(n_chunks, dtype=np.float64)
-    ok_parts = np.empty(n_chunks, dtype=np.bool_)
+    loss_parts = np.empty((n_chunks, LINE_BYTES // 8), dtype=np.float64)
+    ok_parts = np.empty((n_chunks, LINE_BYTES), dtype=np.bool_)
     total = np.zeros(1, dtype=np.float64)
     # One part (batches on one thread) runs through the same region, of one
     # iteration: a loop of its own beside it would compile the gradient into
-    # this function once more. Per batch: its parts' flags (taken or not),
-    # how many parts are done, and the flag its last part publishes once
-    # the batch's step is made (_STOPPED where a row's logits were not
-    # finite).
+    # this function once more. Per batch: its parts' flags (taken or not;
+    # part c's flags of every batch side by side, so that a thread taking
+    # its own part writes to no line that holds another part's flag), how
+    # many parts are done, and the flag its last part publishes once the
+    # batch's step is made (_STOPPED where a row's logits were not finite).
     taken = np.zeros(n_batches * parts, dtype=np.int64)
     done = np.zeros(n_batches, dtype=np.int64)
     stepped = np.zeros(n_batches, dtype=np.int64)
@@ -741,7 +748,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
         for s in range(n_batches):
             for u in range(parts):
                 c = (first + u) % parts
-                if exchange(taken, s * parts + c, 1) != 0:
+                if not try_take(taken, c * n_batches + s):
                     continue
                 # Part c of the batch's rows (none where the batch, the
                 # last, has too few rows for every part). The gradient is
@@ -755,8 +762,8 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                     part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start + lo,
                                                start + hi, Wt.dtype.type(row_scale / bs), Wt,
                                                b, gWt[c], gb[c], scratch[c, :4])
-                    loss_parts[c] = part
-                    ok_parts[c] = ok
+                    loss_parts[c, 0] = part
+                    ok_parts[c, 0] = ok
                 if fetch_add(done, s, 1) != parts - 1:
                     continue
                 if _finish_batch(s, batch_size, m, parts, hyper, Wt, b, VWt, Vb, gWt, gb,
@@ -1004,8 +1011,9 @@ def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_sca
     swb = np.empty(rows4 if weighted else 0, dtype=Wt.dtype)
     no_proba = np.empty((0, k), dtype=Wt.dtype)
     n_batches = (m + batch_size - 1) // batch_size
-    # Per batch: its parts' flags (taken or not), how many parts are done,
-    # and its error's flag; then the epoch's result and loss.
+    # Per batch: its parts' flags (taken or not; part by part, as in
+    # _sgd_epoch), how many parts are done, and its error's flag; then the
+    # epoch's result and loss.
     taken = np.zeros((n_batches + 1) * n_parts, dtype=np.int64)
     done = np.zeros(n_batches + 1, dtype=np.int64)
     error = np.zeros(n_batches + 1, dtype=np.int64)
@@ -1019,7 +1027,7 @@ def _feature_split_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_sca
                 break
             for u in range(n_parts):
                 c = (first + u) % n_parts
-                if exchange(taken, s * n_parts + c, 1) != 0:
+                if not try_take(taken, c * (n_batches + 1) + s):
                     continue
                 _split_part(X, order, batch_size, s, c, n_parts, hyper, Wt, VWt, E, gWt[c],
                             P[c], no_bias)

@@ -26,7 +26,7 @@ from .._kernels._sgd import (
     feature_split_parts,
     sgd_hyper,
 )
-from .._launch import aligned_empty, n_chunks
+from .._launch import ALIGN, aligned_empty, aligned_row, n_chunks
 from .._penalty import l2_penalty
 from ._common import (
     Callback,
@@ -143,8 +143,10 @@ def run_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
         steps = _feature_split_epoch(*args, np.empty((parts, k, n), dtype=data.dtype),
                                      np.empty(k, dtype=data.dtype), loss_out)
     else:
-        steps = _sgd_epoch(*args, np.empty((chunks, k, n), dtype=data.dtype),
-                           np.empty((chunks, k), dtype=data.dtype), loss_out)
+        # The parts' intercept gradients a cache line apart (each is written
+        # at every block of four rows by a thread of its own).
+        gb = aligned_empty((chunks, aligned_row(k, data.dtype.itemsize, ALIGN)), data.dtype)
+        steps = _sgd_epoch(*args, np.empty((chunks, k, n), dtype=data.dtype), gb, loss_out)
     ok = steps >= 0
     steps = steps if ok else -steps - 1
     state.t += steps
