@@ -135,15 +135,16 @@ def test_feature_split_epoch_whatever_threads_take_the_parts(threads, parts, dty
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("chunks", [2, 3])
+@pytest.mark.parametrize("chunks", [2, 3, 4])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_row_split_epoch_whatever_threads_take_the_parts(threads, chunks, dtype):
     """The row-split epoch with one thread or with more parts than threads,
-    a last batch of fewer rows: the NumPy loop's weights."""
+    a last batch of fewer rows than its parts need: the NumPy loop's
+    weights."""
     from fastsoftmax._kernels._sgd import row_split_parts
 
-    assert row_split_parts(48, 30, 6, chunks) == min(chunks, 48 // 16) > 1
-    _split_epoch_against_numpy("rows", threads, chunks, dtype, m=250, n=30, k=6, bs=48,
+    assert row_split_parts(64, 30, 6, chunks) == chunks
+    _split_epoch_against_numpy("rows", threads, chunks, dtype, m=250, n=30, k=6, bs=64,
                                nesterov=True, seed=chunks)
 
 
@@ -155,10 +156,11 @@ def test_an_epoch_split_across_threads_stops_at_the_batch_whose_logits_overflow(
     from fastsoftmax._kernels._sgd import _feature_split_epoch, _sgd_epoch, sgd_hyper
 
     rng = np.random.default_rng(11)
-    m, k, bs = 320, 8, 32
-    n = 512 if split == "features" else 40
+    m, k = 320, 8
+    # Batches of 64 rows split by rows into up to 4 parts.
+    n, bs, splits = (512, 32, (1, 2)) if split == "features" else (40, 64, (1, 2, 4))
     X = rng.standard_normal((m, n)) / 8
-    X[200, 3] = np.inf  # row 200: the seventh batch (rows in order)
+    X[200, 3] = np.inf  # row 200, in batch 200 // bs (rows in order)
     y = rng.integers(0, k, m)
     order = np.arange(m)
     hyper = sgd_hyper(alpha=0.0, momentum=0.0, eta0=0.1, power_t=0.5, t0=0,
@@ -166,7 +168,7 @@ def test_an_epoch_split_across_threads_stops_at_the_batch_whose_logits_overflow(
     data = dataset(X, y, k)
     W0 = 0.01 * rng.standard_normal((k, n))
     results = []
-    for parts in (1, 2):
+    for parts in splits:
         Wt, b, loss = W0.copy(), np.zeros(k), np.zeros(1)
         if split == "features":
             steps = _feature_split_epoch(X, *data.kernel_targets(), order, bs, 1.0, hyper, Wt,
@@ -178,7 +180,7 @@ def test_an_epoch_split_across_threads_stops_at_the_batch_whose_logits_overflow(
                                np.empty((parts, k)), loss)
         results.append((steps, Wt, b, loss[0]))
     for steps, Wt, b, loss in results:
-        assert steps == -(6 + 1)
+        assert steps == -(200 // bs + 1)
         assert loss == 0.0
         np.testing.assert_allclose(Wt, results[0][1], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(b, results[0][2], rtol=1e-12, atol=1e-14)
