@@ -720,8 +720,8 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
-    # Per part, the four rows of logits of _batch_gradient (a view of more
-    # rows: the kernel's float64 row split ran 1.09x as long on C-contiguous
+    # Per part, the four rows of logits of _batch_gradient (a view of the
+    # first four of more rows: the kernel's float64 row split ran 1.09x as long on C-contiguous
     # blocks of four, at (300000, 100, 10), a compiled-code difference), and
     # its loss and success. Each part's entries are a cache line or more
     # apart from the next part's: they are written at every block of four
@@ -800,10 +800,10 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
 # 2.5 us to open and close on two cores, 938 times an epoch at MNIST size
 # (BENCHMARKS.md, "Thirty-fourth session"). Inside it the threads hand the
 # batches on through flags (._atomic): a thread takes a part of batch t by
-# an atomic exchange of its flag (its own part first, so that columns stay
-# on their core), the one that finishes batch t's last part computes the
-# batch's error and publishes it, and the parts of batch t + 1 wait for
-# that. A thread tries every part of a batch before it waits, so however
+# setting its flag atomically (try_take; its own part first, so that
+# columns stay on their core), the one that finishes batch t's last part
+# computes the batch's error and publishes it, and the parts of batch t + 1
+# wait for that. A thread tries every part of a batch before it waits, so however
 # the region's iterations are spread over threads -- all on one thread,
 # say, where fewer threads run than parts -- every part is taken by a
 # thread that is running, and none waits for a part that nobody will take.
