@@ -99,6 +99,29 @@ def test_huge_features_never_give_non_finite_weights():
     assert est.score(X, y) > 0.9
 
 
+@pytest.mark.parametrize("size", [5, 300])
+def test_conjugate_gradient_numpy_and_fused_vectors_agree(monkeypatch, size):
+    """Below FUSED_VECTOR_SIZE the CG vectors are NumPy's, from it the fused
+    kernels': the same solution of H d = -g (an SPD H) in the same steps."""
+    import importlib
+
+    # The module (the package exports the solver function under its name).
+    newton = importlib.import_module("fastsoftmax._solvers.newton")
+    rng = np.random.default_rng(size)
+    A = rng.standard_normal((size, size))
+    H = A @ A.T / size + 0.1 * np.eye(size)
+    g = rng.standard_normal(size)
+    solves = []
+    for bound in (size + 1, size):  # NumPy, then the kernels
+        monkeypatch.setattr(newton, "FUSED_VECTOR_SIZE", bound)
+        solves.append(newton._conjugate_gradient(lambda v, scale: H @ (scale * v), g.copy(),
+                                                 1e-10))
+    (d_np, steps_np), (d_fused, steps_fused) = solves
+    assert steps_np == steps_fused
+    np.testing.assert_allclose(d_np, d_fused, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(H @ d_np, -g, atol=1e-8)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("size", [1, 7, 10_001])
 def test_cg_vector_kernels_match_numpy(threads, size):

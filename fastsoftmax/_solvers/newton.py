@@ -46,6 +46,14 @@ MAX_CG = 200
 DECREASE_FLOOR_EPS = 4
 # Curvature along a unit direction below this counts as none.
 CURVATURE_FLOOR = 16 * np.finfo(np.float64).eps
+# The conjugate-gradient vectors are updated by the fused kernels of
+# :mod:`fastsoftmax._kernels._vector` from this many entries (n k + k), by
+# NumPy below it: there its passes over vectors that fit in L2 cost
+# microseconds beside a Hessian product's pass over X, and a first fit of
+# such a model does not compile the three kernels (4.3 s of the 28 s of a
+# first default fit on an empty cache, on a slow 2-core host;
+# BENCHMARKS.md, "Thirty-fifth session").
+FUSED_VECTOR_SIZE = 1 << 16
 
 
 class _Packing:
@@ -110,6 +118,26 @@ class _Packing:
         return self._coef_part(x) if self.dtype == np.float64 else None
 
 
+def _numpy_cg_update(d, r, p, Hu, step, step_r, parts):
+    """``_vector._cg_update`` in NumPy, its sums in parts[0] (parts (1, 2))."""
+    d += step * p
+    r -= step_r * Hu
+    parts[0, 0] = r @ r
+    parts[0, 1] = np.abs(r).sum()
+
+
+def _numpy_cg_direction(p, r, beta, parts):
+    """``_vector._cg_direction`` in NumPy, p . p in parts[0, 0] (parts (1, 2))."""
+    p *= beta
+    p += r
+    parts[0, 0] = p @ p
+
+
+def _numpy_dot_scaled(a, b, s, parts):
+    """``_vector._dot_scaled`` in NumPy, into parts[0, 0] (parts (1, 2))."""
+    parts[0, 0] = (s * a) @ b
+
+
 def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, int]:
     """Approximately solve H d = -g; return (d, products used).
 
@@ -126,11 +154,17 @@ def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, i
     # The vector updates are two fused passes per step
     # (:mod:`fastsoftmax._kernels._vector`): on wide models (millions of
     # weights) NumPy's one pass per operation cost as much time as the
-    # Hessian products themselves.
+    # Hessian products themselves. Below FUSED_VECTOR_SIZE, NumPy's.
+    if g.shape[0] >= FUSED_VECTOR_SIZE:
+        cg_update, cg_direction, dot_scaled = _cg_update, _cg_direction, _dot_scaled
+        parts = np.empty((n_chunks(g.shape[0]), 2))
+    else:
+        cg_update, cg_direction = _numpy_cg_update, _numpy_cg_direction
+        dot_scaled = _numpy_dot_scaled
+        parts = np.empty((1, 2))
     d = np.zeros_like(g)
     r = np.negative(g)  # residual of H d = -g at d = 0
     p = r.copy()
-    parts = np.empty((n_chunks(g.shape[0]), 2))
     rr = float(r @ r)
     r1 = float(np.abs(r).sum())
     pp = rr
@@ -142,17 +176,17 @@ def _conjugate_gradient(hessp, g: np.ndarray, tol: float) -> tuple[np.ndarray, i
             # The product along the unit direction p / |p|, which it forms
             # as it reads p (no pass over p here).
             Hu = hessp(p, 1.0 / norm)
-            _dot_scaled(p, Hu, 1.0 / norm, parts)
+            dot_scaled(p, Hu, 1.0 / norm, parts)
             curv = float(parts[:, 0].sum())  # curvature along the unit direction
         if not (np.isfinite(curv) and curv > CURVATURE_FLOOR):
             # No usable curvature: on the first step fall back to steepest
             # descent (the line search scales it), later keep what CG has.
             return (p if i == 0 else d), i + 1
         step = rr / norm / norm / curv
-        _cg_update(d, r, p, Hu, step, step * norm, parts)
+        cg_update(d, r, p, Hu, step, step * norm, parts)
         rr_new = float(parts[:, 0].sum())
         r1 = float(parts[:, 1].sum())
-        _cg_direction(p, r, rr_new / rr, parts)
+        cg_direction(p, r, rr_new / rr, parts)
         pp = float(parts[:, 0].sum())
         rr = rr_new
     return d, MAX_CG
