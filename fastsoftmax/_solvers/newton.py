@@ -49,10 +49,11 @@ CURVATURE_FLOOR = 16 * np.finfo(np.float64).eps
 # The conjugate-gradient vectors are updated by the fused kernels of
 # :mod:`fastsoftmax._kernels._vector` from this many entries (n k + k), by
 # NumPy below it: there its passes over vectors that fit in L2 cost
-# microseconds beside a Hessian product's pass over X, and a first fit of
-# such a model does not compile the three kernels (4.3 s of the 28 s of a
-# first default fit on an empty cache, on a slow 2-core host;
-# BENCHMARKS.md, "Thirty-fifth session").
+# microseconds beside a Hessian product's pass over X (Newton fits at
+# 7,850 and 60,020 weights took 0.97-0.99x the time), and a first fit of
+# such a model does not compile the three kernels (a first default fit on
+# an empty cache, float64, 20.7-21.5 s instead of 26.6-27.0 s on a slow
+# 2-core host; BENCHMARKS.md, "Thirty-fifth session").
 FUSED_VECTOR_SIZE = 1 << 16
 
 
