@@ -655,6 +655,13 @@ def row_split_parts(batch_size, n, k, n_threads):
     return max(1, min(n_threads, batch_size // MIN_CHUNK_ROWS))
 
 
+@njit(inline="always", **JIT)
+def _used_parts(s, batch_size, m, parts):
+    """Return how many of batch s's parts hold rows (the last batch may be short)."""
+    bs = min(m, (s + 1) * batch_size) - s * batch_size
+    return min(parts, max(1, bs // MIN_CHUNK_ROWS))
+
+
 @njit(**JIT)
 def _finish_batch(s, batch_size, m, parts, hyper, Wt, b, VWt, Vb, gWt, gb, loss_parts,
                   ok_parts, total):
@@ -664,8 +671,7 @@ def _finish_batch(s, batch_size, m, parts, hyper, Wt, b, VWt, Vb, gWt, gb, loss_
     """
     k, n = Wt.shape
     dt = Wt.dtype.type
-    bs = min(m, (s + 1) * batch_size) - s * batch_size
-    used = min(parts, max(1, bs // MIN_CHUNK_ROWS))
+    used = _used_parts(s, batch_size, m, parts)
     for c in range(used):
         if not ok_parts[c, 0]:
             return False
@@ -715,17 +721,18 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
     applying the step by ranges of columns on every thread, a second
     hand-over per batch, took 1.03-1.08x the time of one region per batch
     at 300-400 features on 2 cores; this, 0.92-0.94x: BENCHMARKS.md,
-    "Thirty-fourth session".)
+    "Thirty-fourth session". On 16 cores it took 1.02-1.31x this epoch's
+    time: "Thirty-fifth session".)
     """
     m = order.shape[0]
     k, n = Wt.shape
     n_chunks = gWt.shape[0]
     # Per part, the four rows of logits of _batch_gradient (a view of the
-    # first four of more rows: the kernel's float64 row split ran 1.09x as long on C-contiguous
-    # blocks of four, at (300000, 100, 10), a compiled-code difference), and
-    # its loss and success. Each part's entries are a cache line or more
-    # apart from the next part's: they are written at every block of four
-    # rows, by a thread of their own.
+    # first four of more rows: the kernel's float64 row split ran 1.09x as
+    # long on C-contiguous blocks of four, at (300000, 100, 10), a
+    # compiled-code difference), and its loss and success. Each part's
+    # entries are a cache line or more apart from the next part's: they are
+    # written at every block of four rows, by a thread of their own.
     scratch = np.empty((n_chunks, 5 + LINE_BYTES // (k * Wt.itemsize), k), dtype=Wt.dtype)
     n_batches = (m + batch_size - 1) // batch_size
     parts = min(n_chunks, row_split_parts(batch_size, n, k, n_chunks))
@@ -756,7 +763,7 @@ def _sgd_epoch(X, y, Y, sw, soft, weighted, order, batch_size, row_scale, hyper,
                 # compiled function it is linked into optimises it again.
                 start = s * batch_size
                 bs = min(m, start + batch_size) - start
-                used = min(parts, max(1, bs // MIN_CHUNK_ROWS))
+                used = _used_parts(s, batch_size, m, parts)
                 if c < used:
                     lo, hi = _chunk(bs, used, c)
                     part, ok = _batch_gradient(X, y, Y, sw, soft, weighted, order, start + lo,

@@ -134,7 +134,7 @@ def run_epoch(data: Any, state: SGDState, order: np.ndarray, params: Any, *,
     loss_out = np.zeros(1, dtype=np.float64)
     rows = (data.X, *data.kernel_targets(), order)
     step_args = (1.0 / data.mean_weight, hyper, state.coef, state.intercept,
-               state.velocity_coef, state.velocity_intercept)
+                 state.velocity_coef, state.velocity_intercept)
     args = (*rows, batch_size, *step_args)
     if batch_size == 1:
         steps = _per_sample_kernel(*rows, *step_args, np.empty(k, dtype=data.dtype), loss_out)
