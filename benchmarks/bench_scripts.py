@@ -53,6 +53,14 @@ def test_hot_cold_script():
     assert_table(run_script("benchmarks/hot_cold.py", "--rounds", "1"), 4)
 
 
+def test_inline_copies_script():
+    # One cheap case (the float32 softmax kernel), cold under each setting once.
+    rows = run_script("benchmarks/inline_copies.py", "--rounds", "1", "--cases",
+                      "float32:softmax")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| float32:softmax |"), rows
+
+
 @pytest.mark.parametrize("table", ["threads", "softmax"])
 def test_ratio_tables(table):
     rows = run_script("benchmarks/ratios.py", table, "--rounds", "1")
@@ -101,10 +109,11 @@ def test_idle_pools_script():
 
 def test_strategy_margin_script():
     # Tiny cells, one calibration of one dtype: a truth table and a row per margin.
-    # Two truth passes add the oracle row.
+    # Two truth passes add the oracle row. Short timed calls and a few MiB of
+    # cold copies (not the 256 MiB a real calibration reads through).
     rows = run_script("benchmarks/strategy_margin.py", "--calibrations", "1", "--rounds", "1",
                       "--work", "1e5", "--margins", "0.9,1.0", "--dtypes", "float32",
-                      "--truths", "2")
+                      "--truths", "2", "--cell-work", "1000000", "--cold-bytes", "4194304")
     from fastsoftmax import _calibration as cal
 
     cells = len(cal.GRID_N) * sum(k <= cal.SMALL_K for k in cal.GRID_K)

@@ -4,7 +4,7 @@
                                          [--margins 0.85,0.9,0.95,1.0]
                                          [--dtypes float32,float64]
                                          [--cell-work 8388608,67108864]
-                                         [--truths 1]
+                                         [--truths 1] [--cold-bytes 268435456]
 
 The truth: on every cell of the calibration grid with k <= SMALL_K (above
 it the choice is always GEMM), both strategies of ``loss_and_grad`` at the
@@ -26,6 +26,11 @@ the passes, and adds an "oracle" row: each pass's faster strategy charged
 at every other pass. Where even that choice is more than 10 % slower, the
 two strategies' order on that cell moved between passes by more than the
 target's tolerance: the resolution a "within 10 %" verdict has on the host.
+
+``--cold-bytes`` sets ``_calibration.COLD_X_BYTES``, the memory through
+which a calibration's cold timings cycle copies of each cell's X (its
+default makes the copies come from memory on any host; a small value
+only checks that the script runs).
 """
 
 from __future__ import annotations
@@ -85,9 +90,14 @@ def main(argv: list[str] | None = None) -> None:
                          "(comma-separated; default: _calibration.CELL_WORK)")
     ap.add_argument("--truths", type=int, default=1,
                     help="passes of the truth (2 or more: their median, and an oracle row)")
+    ap.add_argument("--cold-bytes", type=int, default=cal.COLD_X_BYTES,
+                    help="bytes of X copies the calibrations' cold timings read in turn "
+                         "(default: _calibration.COLD_X_BYTES)")
     args = ap.parse_args(argv)
     if args.truths < 1:
         ap.error("--truths: at least 1")
+    if args.cold_bytes < 0:
+        ap.error("--cold-bytes: at least 0")
     os.environ.pop("FASTSOFTMAX_STRATEGY", None)
     ks = [k for k in cal.GRID_K if k <= cal.SMALL_K]
     dtypes = tuple(args.dtypes.split(","))
@@ -102,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
         for i, n in enumerate(cal.GRID_N):
             print(f"| {n} | " + " | ".join(f"{g / r:.2f}" for r, g in t[dt][i]) + " |")
     works = [int(float(w)) for w in args.cell_work.split(",")]
-    saved = cal.CELL_WORK, cal.MARGIN
+    saved = cal.CELL_WORK, cal.MARGIN, cal.COLD_X_BYTES
+    cal.COLD_X_BYTES = args.cold_bytes
     try:
         calibrations = {}
         for work in works:
@@ -124,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
             row = [_oracle(passes[dt], ks) for dt in dtypes]
             print("| oracle | | " + " | ".join(row) + " |", flush=True)
     finally:
-        cal.CELL_WORK, cal.MARGIN = saved
+        cal.CELL_WORK, cal.MARGIN, cal.COLD_X_BYTES = saved
 
 
 def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict],

@@ -1,0 +1,170 @@
+"""Numba's inliner with one scope per IR copy (``fastsoftmax._kernels._inline``).
+
+The change must leave the compiled kernels as they were: the same IR, only
+copied with less work. Checked three ways: the copies themselves (one
+shared scope, the same statements), that only this package's helpers get
+them, and kernels compiled with and without it giving the same bits.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from numba.core import inline_closurecall
+from numba.core.compiler import run_frontend
+
+import fastsoftmax
+from fastsoftmax._kernels import _common, _inline
+
+REPO = Path(fastsoftmax.__file__).resolve().parent.parent
+
+
+def test_installed_with_this_numba():
+    # The Numba the package is tested with has the inliner _inline expects;
+    # should a new one not, this fails here rather than the kernels
+    # silently compiling more slowly.
+    assert _inline._numba_copies_blocks_as_expected()
+    assert _inline.installed()
+    assert isinstance(inline_closurecall.copy, _inline._CopyModule)
+
+
+def test_blocks_copied_in_one_call_share_one_copy_of_the_scope():
+    # _exp_loop is one of the helpers the kernels inline: several blocks, one scope.
+    func_ir = run_frontend(_common._exp_loop.py_func)
+    blocks = func_ir.blocks
+    assert len(blocks) > 2
+    scope = next(iter(blocks.values())).scope
+    assert all(b.scope is scope for b in blocks.values())
+    shim = inline_closurecall.copy
+    _inline._memos.append({})
+    try:
+        copies = {label: shim.deepcopy(b) for label, b in blocks.items()}
+        again = {label: shim.deepcopy(b) for label, b in copies.items()}
+    finally:
+        _inline._memos.pop()
+    for made in (copies, again):
+        scopes = {id(b.scope) for b in made.values()}
+        assert len(scopes) == 1  # one copy of the scope for all the blocks ...
+    new_scope = next(iter(copies.values())).scope
+    assert new_scope is not scope  # ... a copy, not the original
+    # A copy of the copy has its own scope, not the first copy's memo entries.
+    assert next(iter(again.values())).scope is not new_scope
+    assert set(new_scope.localvars._con) == set(scope.localvars._con)
+    for label, b in blocks.items():
+        c = copies[label]
+        assert c is not b and len(c.body) == len(b.body)
+        assert [str(s) for s in c.body] == [str(s) for s in b.body]
+        for stmt in c.body:  # every variable of the copy is in the copied scope
+            assert all(var.scope is new_scope for var in stmt.list_vars())
+    # Outside an inline_ir call of this package's helpers: Numba's own copies.
+    plain = {label: shim.deepcopy(b) for label, b in blocks.items()}
+    assert len({id(b.scope) for b in plain.values()}) == len(plain)
+
+
+class _Caller:
+    """Stands in for Numba's InlineWorker: records whether a memo was active."""
+
+    def __init__(self):
+        self.active = []
+
+    def inline_ir(self, caller_ir, block, i, callee_ir, *args, **kwargs):
+        self.active.append(len(_inline._memos))
+        return "result"
+
+
+class _FuncId:
+    def __init__(self, modname):
+        self.modname = modname
+
+
+class _IR:
+    def __init__(self, modname):
+        self.func_id = _FuncId(modname)
+
+
+@pytest.mark.parametrize("modname, shared", [
+    ("fastsoftmax._kernels._fused", True),
+    ("numba.np.arraymath", False),
+    ("fastsoftmaxlike", False),
+    ("user_module", False),
+])
+def test_only_this_packages_helpers_get_shared_scopes(modname, shared):
+    caller = _Caller()
+    wrapped = _inline._wrap(_Caller.inline_ir)
+    before = len(_inline._memos)
+    assert wrapped(caller, None, None, 0, _IR(modname), (), arg_typs=None) == "result"
+    assert caller.active == [before + 1 if shared else before]
+    assert len(_inline._memos) == before  # popped again
+
+
+def test_memo_popped_when_inlining_raises():
+    def failing(self, caller_ir, block, i, callee_ir, *args, **kwargs):
+        raise RuntimeError("typing failed")
+
+    before = len(_inline._memos)
+    with pytest.raises(RuntimeError, match="typing failed"):
+        _inline._wrap(failing)(None, None, None, 0, _IR("fastsoftmax._kernels._sgd"))
+    assert len(_inline._memos) == before
+
+
+def test_copy_module_forwards_everything_else():
+    shim = _inline._CopyModule()
+    assert shim.copy is copy.copy and shim.Error is copy.Error
+    x = {"a": [1, 2]}
+    y = shim.deepcopy(x)
+    assert y == x and y["a"] is not x["a"]
+
+
+def test_numba_setting_leaves_the_inliner_alone():
+    code = ("import json; from numba.core import inline_closurecall as ic; import copy; "
+            "import fastsoftmax._kernels._inline as m; "
+            "print(json.dumps([m.installed(), ic.copy is copy]))")
+    env = dict(os.environ, FASTSOFTMAX_INLINE_COPIES="numba",
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True]
+
+
+# The float32 softmax, log-softmax and logsumexp kernels (they inline the row
+# helpers of _common), compiled afresh in a process of their own; the
+# digests of their results' bytes.
+COMPILE_AND_RUN = r"""
+import hashlib, json
+import numpy as np
+import fastsoftmax as fs
+from fastsoftmax._kernels import _inline
+rng = np.random.default_rng(7)
+out = {"installed": _inline.installed()}
+Z = (4 * rng.standard_normal((203, 37))).astype("float32")
+Z[5, 3] = -np.inf
+parts = [fs.softmax(Z), fs.log_softmax(Z), fs.logsumexp(Z)]
+out["bytes"] = [hashlib.sha256(np.ascontiguousarray(p).tobytes()).hexdigest() for p in parts]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_kernels_compiled_with_and_without_give_the_same_bits(tmp_path):
+    results = {}
+    for setting in ("", "numba"):
+        cache = tmp_path / f"cache-{setting or 'shared'}"
+        cache.mkdir()
+        env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), FASTSOFTMAX_INLINE_COPIES=setting,
+                   PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+        env.pop("NUMBA_DISABLE_JIT", None)
+        proc = subprocess.run([sys.executable, "-c", COMPILE_AND_RUN], env=env,
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        results[setting] = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert list(cache.rglob("*.nbi")), "the kernels were not compiled into the new cache"
+    assert results[""].pop("installed") is True
+    assert results["numba"].pop("installed") is False
+    assert results[""] == results["numba"]
+    assert len(results[""]["bytes"]) == 3
