@@ -121,6 +121,21 @@ def test_copy_module_forwards_everything_else():
     assert y == x and y["a"] is not x["a"]
 
 
+@pytest.mark.parametrize("value", ["off", "0", "Numba2"])
+def test_a_bad_setting_is_an_error_naming_it(monkeypatch, value):
+    monkeypatch.setenv("FASTSOFTMAX_INLINE_COPIES", value)
+    copies = inline_closurecall.copy
+    with pytest.raises(ValueError, match=f"FASTSOFTMAX_INLINE_COPIES='{value}'.*'numba'"):
+        _inline.install()
+    assert inline_closurecall.copy is copies  # nothing changed
+
+
+@pytest.mark.parametrize("value", ["", "shared", " Shared "])
+def test_the_default_setting_is_accepted(monkeypatch, value):
+    monkeypatch.setenv("FASTSOFTMAX_INLINE_COPIES", value)
+    assert _inline.install() is True
+
+
 def test_numba_setting_leaves_the_inliner_alone():
     code = ("import json; from numba.core import inline_closurecall as ic; import copy; "
             "import fastsoftmax._kernels._inline as m; "

@@ -25,7 +25,8 @@ copies blocks through its module attribute ``copy``, and the line of
 ``inline_ir`` that does so (checked in its source). Should a later Numba
 change either, nothing is installed and the kernels compile as before,
 only more slowly. ``FASTSOFTMAX_INLINE_COPIES=numba`` leaves Numba as it
-is (to compare, or should this ever be in doubt).
+is (to compare, or should this ever be in doubt); ``shared``, or unset, is
+the default.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import os
 
 from numba.core import inline_closurecall, ir
 
+SWITCH = "FASTSOFTMAX_INLINE_COPIES"
 # The statement of inline_ir's copy_ir this module replaces the effect of.
 _NUMBA_LINE = "copy.deepcopy(the_ir.blocks[block_label])"
 _PACKAGE = __name__.split(".")[0] + "."
@@ -82,9 +84,9 @@ def _numba_copies_blocks_as_expected() -> bool:
     module = getattr(inline_closurecall, "copy", None)
     if worker is None or not (module is copy or isinstance(module, _CopyModule)):
         return False
-    worker = getattr(worker.inline_ir, "__wrapped__", worker.inline_ir)
+    method = getattr(worker.inline_ir, "__wrapped__", worker.inline_ir)
     try:
-        source = inspect.getsource(worker)
+        source = inspect.getsource(method)
     except (OSError, TypeError):  # no source shipped: nothing to check against
         return False
     return _NUMBA_LINE in source
@@ -95,12 +97,19 @@ def install() -> bool:
 
     Returns whether it is installed: False where Numba's inliner is not the
     code described in the module docstring, or where
-    ``FASTSOFTMAX_INLINE_COPIES`` is ``numba``.
+    ``FASTSOFTMAX_INLINE_COPIES`` is ``numba``. Raises ValueError, before
+    anything changes, where that variable is set to anything but ``numba``
+    or ``shared`` (the default).
     """
     global _installed
+    setting = os.environ.get(SWITCH, "").strip().lower()
+    if setting not in ("", "shared", "numba"):
+        raise ValueError(f"{SWITCH}={os.environ[SWITCH]!r}: use 'shared' (the default: "
+                         "this package's helpers copied with one scope per copy) or "
+                         "'numba' (Numba's inliner as it is)")
     if _installed:
         return True
-    if os.environ.get("FASTSOFTMAX_INLINE_COPIES", "").strip().lower() == "numba":
+    if setting == "numba":
         return False
     if not _numba_copies_blocks_as_expected():
         return False
