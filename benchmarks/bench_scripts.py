@@ -53,9 +53,9 @@ def test_hot_cold_script():
     assert_table(run_script("benchmarks/hot_cold.py", "--rounds", "1"), 4)
 
 
-def test_inline_copies_script():
+def test_numba_passes_script():
     # One cheap case (the float32 softmax kernel), cold under each setting once.
-    rows = run_script("benchmarks/inline_copies.py", "--rounds", "1", "--cases",
+    rows = run_script("benchmarks/numba_passes.py", "--rounds", "1", "--cases",
                       "float32:softmax")
     assert_table(rows, 1)
     assert rows[2].startswith("| float32:softmax |"), rows

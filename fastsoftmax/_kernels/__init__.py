@@ -10,6 +10,10 @@ docstrings. Inputs are checked and coerced once, at the edge
   kernel file (installed here, before any kernel is defined).
 * :mod:`._inline` -- Numba's inliner copying the kernels' helpers with one scope per copy
   (installed here: it cuts the kernels' compile time).
+* :mod:`._ssa` -- Numba's SSA reconstruction of the kernels visiting only the blocks that
+  name each variable (installed here, for the same reason).
+* :mod:`._wrappers` -- the two wrapper libraries of the kernels' parallel loops compiled
+  once, inside their kernel (installed here, for the same reason).
 * :mod:`._common` -- row chunks, the vector exp, row softmax, row status codes, serial
   zeroing.
 * :mod:`._checks` -- parallel NaN/inf and probability-row validation scans.
@@ -26,8 +30,10 @@ docstrings. Inputs are checked and coerced once, at the edge
   prediction, validation scan, and the CSR row helpers the CSR Hessian product uses.
 """
 
-from . import _inline
+from . import _inline, _ssa, _wrappers
 from ._cache import install_locator
 
 install_locator()
 _inline.install()
+_ssa.install()
+_wrappers.install()

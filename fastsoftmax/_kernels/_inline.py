@@ -24,20 +24,19 @@ It relies on two internals of ``numba.core.inline_closurecall``: that it
 copies blocks through its module attribute ``copy``, and the line of
 ``inline_ir`` that does so (checked in its source). Should a later Numba
 change either, nothing is installed and the kernels compile as before,
-only more slowly. ``FASTSOFTMAX_INLINE_COPIES=numba`` leaves Numba as it
-is (to compare, or should this ever be in doubt); ``shared``, or unset, is
-the default.
+only more slowly. ``FASTSOFTMAX_NUMBA_AS_IS=inline`` (or ``all``) leaves
+Numba as it is (to compare, or should this ever be in doubt).
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-import os
 
 from numba.core import inline_closurecall, ir
 
-SWITCH = "FASTSOFTMAX_INLINE_COPIES"
+from ._config import left_to_numba
+
 # The statement of inline_ir's copy_ir this module replaces the effect of.
 _NUMBA_LINE = "copy.deepcopy(the_ir.blocks[block_label])"
 _PACKAGE = __name__.split(".")[0] + "."
@@ -97,19 +96,14 @@ def install() -> bool:
 
     Returns whether it is installed: False where Numba's inliner is not the
     code described in the module docstring, or where
-    ``FASTSOFTMAX_INLINE_COPIES`` is ``numba``. Raises ValueError, before
-    anything changes, where that variable is set to anything but ``numba``
-    or ``shared`` (the default).
+    ``FASTSOFTMAX_NUMBA_AS_IS`` names ``inline``. Raises ValueError, before
+    anything changes, where that variable names anything unknown.
     """
     global _installed
-    setting = os.environ.get(SWITCH, "").strip().lower()
-    if setting not in ("", "shared", "numba"):
-        raise ValueError(f"{SWITCH}={os.environ[SWITCH]!r}: use 'shared' (the default: "
-                         "this package's helpers copied with one scope per copy) or "
-                         "'numba' (Numba's inliner as it is)")
+    as_is = left_to_numba()
     if _installed:
         return True
-    if setting == "numba":
+    if "inline" in as_is:
         return False
     if not _numba_copies_blocks_as_expected():
         return False
