@@ -1,15 +1,18 @@
-"""The parallel loops' wrapper libraries compiled inside their kernel (``_kernels._wrappers``).
+"""The parallel loops' libraries of the kernels (``_kernels._wrappers``).
 
 Checked on a prange kernel of the package compiled afresh in this process:
 its loop's two wrapper libraries are linked only, every other library is
-finalized as Numba finalizes it, and the kernel computes what the cached
-one does; a user's own prange function is left to Numba; a wrapper library
+finalized, and the kernel computes what the cached one does; a loop body
+calling a chunk function is compiled without it and hands it on for
+linking; a user's own prange function is left to Numba; a wrapper library
 asked for its machine code after all gets it. That the compiled kernels
 are the same, bit for bit, cached and loaded again, is
 ``tests/test_numba_as_is.py``'s.
 """
 
 from __future__ import annotations
+
+import types
 
 import numpy as np
 import pytest
@@ -59,6 +62,43 @@ def test_a_package_kernel_links_its_loop_wrappers_only(finalized):
     names = [name for name, _, _ in finalized]
     assert any(name.startswith("__numba_parfor_gufunc") for name in names)
     assert "_first_nonfinite_row" in names  # the kernel: finalized (and compiled) as before
+
+
+@njit
+def _row_total(c, A, out):
+    """A chunk function of the kernels' kind: its own library, called from a loop."""
+    s = 0.0
+    for j in range(A.shape[1]):
+        s += A[c, j]
+    out[c] = s
+
+
+def _totals(A, out):
+    for c in prange(A.shape[0]):
+        _row_total(c, A, out)
+
+
+def test_a_loop_body_is_compiled_without_its_chunk_and_hands_it_on(finalized):
+    # _totals as if written in a kernel module (its globals stay this module's).
+    func = types.FunctionType(_totals.__code__, _totals.__globals__, "_totals")
+    func.__module__ = "fastsoftmax._kernels._common"
+    A = np.arange(20.0).reshape(4, 5)
+    out = np.zeros(4)
+    njit(parallel=True)(func)(A, out)
+    np.testing.assert_array_equal(out, A.sum(axis=1))
+    body = next(lib for name, _, lib in finalized if name.startswith("__numba_parfor_gufunc"))
+    chunk = next(lib for lib in body._linking_libraries if lib.name == "_row_total")
+    chunk_names = {f.name for f in chunk._final_module.functions if not f.is_declaration
+                   and "_row_total" in f.name}
+    assert chunk_names
+    own = {f.name: bool(f.is_declaration) for f in body._final_module.functions}
+    shared = {f.name: bool(f.is_declaration)
+              for f in body._get_module_for_linking().functions}
+    called = chunk_names & set(own)
+    assert called and all(own[name] for name in called)  # the body calls the chunk where it is ...
+    assert any(shared.get(name) is False for name in chunk_names)  # ... its kernel gets it
+    linked = sorted(name.split(" object")[0] for name, only, _ in finalized if only)
+    assert linked == ["<numba.np.ufunc.wrappers._GufuncWrapper", "parallelgufuncwrapper"]
 
 
 def test_a_users_prange_function_is_left_to_numba(finalized):
