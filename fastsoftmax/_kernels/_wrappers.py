@@ -134,8 +134,8 @@ def _finalize_body(self) -> bool:
             return False
     for library in links:
         self._reload_init.update(library._reload_init)
-    self._optimize_final_module()
-    own.verify()
+    self._optimize_final_module()  # (which may put a new module in _final_module)
+    self._final_module.verify()
     self._finalize_final_module()
     # For linking: the body with what it links, as Numba's own would be.
     shared = self._final_module.clone()
