@@ -19,7 +19,8 @@ import pytest
 from numba.core import inline_closurecall, ssa
 
 import fastsoftmax
-from fastsoftmax._kernels import _config, _inline, _ssa, _wrappers
+from fastsoftmax import _settings
+from fastsoftmax._kernels import _inline, _ssa, _wrappers
 
 REPO = Path(fastsoftmax.__file__).resolve().parent.parent
 MODULES = {"inline": _inline, "ssa": _ssa, "wrappers": _wrappers}
@@ -32,7 +33,7 @@ MODULES = {"inline": _inline, "ssa": _ssa, "wrappers": _wrappers}
 ])
 def test_the_names_read(monkeypatch, value, names):
     monkeypatch.setenv("FASTSOFTMAX_NUMBA_AS_IS", value)
-    assert _config.left_to_numba() == names
+    assert _settings.left_to_numba() == names
 
 
 @pytest.mark.parametrize("value, bad", [("numba", "'numba'"), ("ssa,inlne", "'inlne'"),
@@ -44,6 +45,17 @@ def test_a_bad_value_is_an_error_naming_it_before_anything_changes(monkeypatch, 
     with pytest.raises(ValueError, match=f"FASTSOFTMAX_NUMBA_AS_IS='{value}': {bad} is not one"):
         MODULES[name].install()
     assert (inline_closurecall.copy, ssa._run_ssa) == before
+
+
+def test_the_command_line_names_a_bad_value_in_one_line():
+    proc = subprocess.run([sys.executable, "-m", "fastsoftmax", "info"],
+                          env=_env(FASTSOFTMAX_NUMBA_AS_IS="inline,fast"), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "fastsoftmax: error: FASTSOFTMAX_NUMBA_AS_IS='inline,fast': 'fast' is not one of "
+        "inline, ssa, wrappers or all (the adjustments to Numba's compiler to leave as Numba "
+        "has them)"]
 
 
 def _env(**extra):

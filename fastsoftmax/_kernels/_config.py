@@ -70,31 +70,3 @@ def itemsize(typingctx, x):
 
     return types.intp(x), codegen
 
-
-# Adjustments this package makes to Numba's compiler for its own kernels,
-# each leaving the compiled code as Numba would make it, only sooner
-# (``_inline``, ``_ssa``, ``_wrappers``); the variable names those to leave
-# as Numba has them.
-NUMBA_AS_IS = "FASTSOFTMAX_NUMBA_AS_IS"
-ADJUSTMENTS = ("inline", "ssa", "wrappers")
-
-
-def left_to_numba() -> frozenset[str]:
-    """Return the adjustments ``FASTSOFTMAX_NUMBA_AS_IS`` leaves as Numba has them.
-
-    A comma-separated list of ``inline``, ``ssa``, ``wrappers``, or ``all``;
-    unset or empty: none. Raises ValueError naming the variable and the
-    entry for anything else.
-    """
-    import os
-
-    value = os.environ.get(NUMBA_AS_IS, "")
-    names = {part.strip().lower() for part in value.split(",")} - {""}
-    if "all" in names:
-        names = (names - {"all"}) | set(ADJUSTMENTS)
-    unknown = sorted(names - set(ADJUSTMENTS))
-    if unknown:
-        raise ValueError(f"{NUMBA_AS_IS}={value!r}: {', '.join(map(repr, unknown))} is not one "
-                         f"of {', '.join(ADJUSTMENTS)} or all (the adjustments to Numba's "
-                         "compiler to leave as Numba has them)")
-    return frozenset(names)

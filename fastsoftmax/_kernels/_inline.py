@@ -35,7 +35,7 @@ import inspect
 
 from numba.core import inline_closurecall, ir
 
-from ._config import left_to_numba
+from .._settings import left_to_numba
 
 # The statement of inline_ir's copy_ir this module replaces the effect of.
 _NUMBA_LINE = "copy.deepcopy(the_ir.blocks[block_label])"

@@ -37,7 +37,7 @@ from pathlib import Path
 from numba.core import errors, ir, ssa
 from numba.core.analysis import compute_cfg_from_blocks
 
-from ._config import left_to_numba
+from .._settings import left_to_numba
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
 # What _run_ssa calls in numba.core.ssa.

@@ -51,7 +51,7 @@ from numba.core import codegen
 from numba.core.compiler_lock import require_global_compiler_lock
 from numba.parfors import parfor_lowering
 
-from ._config import left_to_numba
+from .._settings import left_to_numba
 
 _PACKAGE = __name__.split(".")[0] + "."
 # The names Numba gives the two wrapper libraries of a prange loop

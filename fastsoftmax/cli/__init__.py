@@ -49,6 +49,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._settings import SettingError
 from . import _commands, _io
 from ._common import PARAM_OPTIONS, PROG, CLIError, one_line
 
@@ -332,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(estimator_options=train).parse_args(args_list)
         _check_combinations(args)
         return int(args.func(args))
-    except CLIError as exc:
+    except (CLIError, SettingError) as exc:
         print(f"{PROG}: error: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
