@@ -214,3 +214,20 @@ def ref_hessp64(X, y, W, b, V, c, alpha, sw):
     S = d[:, None] * (P * U - P * np.sum(P * U, axis=1, keepdims=True))
     mag = np.abs(X).T @ np.abs(S) + alpha * np.abs(V)
     return HV, Hc, mag, np.abs(S).sum(axis=0)
+
+
+def fresh_process_env(**extra) -> dict:
+    """The environment for a fresh Python process importing fastsoftmax from this checkout.
+
+    This checkout first on PYTHONPATH, Numba's JIT on, ``extra`` set on top.
+    """
+    import os
+    from pathlib import Path
+
+    import fastsoftmax
+
+    repo = str(Path(fastsoftmax.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]),
+               **extra)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    return env

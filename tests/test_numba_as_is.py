@@ -10,19 +10,16 @@ Numba has them; anything else in it is an error naming it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from _helpers import fresh_process_env
 from numba.core import inline_closurecall, ssa
 
-import fastsoftmax
 from fastsoftmax import _settings
 from fastsoftmax._kernels import _inline, _ssa, _wrappers
 
-REPO = Path(fastsoftmax.__file__).resolve().parent.parent
 MODULES = {"inline": _inline, "ssa": _ssa, "wrappers": _wrappers}
 
 
@@ -48,22 +45,14 @@ def test_a_bad_value_is_an_error_naming_it_before_anything_changes(monkeypatch, 
 
 
 def test_the_command_line_names_a_bad_value_in_one_line():
-    proc = subprocess.run([sys.executable, "-m", "fastsoftmax", "info"],
-                          env=_env(FASTSOFTMAX_NUMBA_AS_IS="inline,fast"), capture_output=True,
-                          text=True, timeout=120)
+    env = fresh_process_env(FASTSOFTMAX_NUMBA_AS_IS="inline,fast")
+    proc = subprocess.run([sys.executable, "-m", "fastsoftmax", "info"], env=env,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "fastsoftmax: error: FASTSOFTMAX_NUMBA_AS_IS='inline,fast': 'fast' is not one of "
         "inline, ssa, wrappers or all (the adjustments to Numba's compiler to leave as Numba "
         "has them)"]
-
-
-def _env(**extra):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO),
-                                                      os.environ.get("PYTHONPATH", "")]),
-               **extra)
-    env.pop("NUMBA_DISABLE_JIT", None)
-    return env
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -74,8 +63,9 @@ def test_each_named_adjustment_is_left_out(value, expected):
     code = ("import json; import fastsoftmax._kernels as k; "
             "print(json.dumps([k._inline.installed(), k._ssa.installed(), "
             "k._wrappers.installed()]))")
-    out = subprocess.run([sys.executable, "-c", code], env=_env(FASTSOFTMAX_NUMBA_AS_IS=value),
-                         capture_output=True, text=True, timeout=120, check=True)
+    env = fresh_process_env(FASTSOFTMAX_NUMBA_AS_IS=value)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
 
 
@@ -109,7 +99,7 @@ def test_kernels_compiled_with_and_without_give_the_same_bits(tmp_path):
         cache = tmp_path / f"cache-{setting or 'adjusted'}"
         if not loaded:
             cache.mkdir()
-        env = _env(NUMBA_CACHE_DIR=str(cache), FASTSOFTMAX_NUMBA_AS_IS=setting)
+        env = fresh_process_env(NUMBA_CACHE_DIR=str(cache), FASTSOFTMAX_NUMBA_AS_IS=setting)
         proc = subprocess.run([sys.executable, "-c", COMPILE_AND_RUN], env=env,
                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]

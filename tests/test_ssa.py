@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _helpers import fresh_process_env
 from numba.core import ir, ssa
 from numba.core.compiler import run_frontend
 from numba.core.registry import CPUDispatcher
 
-import fastsoftmax
 from fastsoftmax import _kernels
 from fastsoftmax._kernels import _ssa
 
-REPO = Path(fastsoftmax.__file__).resolve().parent.parent
 KERNEL_DIR = Path(_kernels.__file__).resolve().parent
 
 
@@ -122,14 +120,6 @@ def test_other_code_gets_numbas_own_reconstruction(monkeypatch, where):
     assert calls == [blocks]
 
 
-def _env(**extra):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO),
-                                                      os.environ.get("PYTHONPATH", "")]),
-               **extra)
-    env.pop("NUMBA_DISABLE_JIT", None)
-    return env
-
-
 # The float32 rows chunk (the largest kernel once its helpers are inlined),
 # compiled on an empty cache up to its SSA reconstruction, which runs both
 # ways; the compile stops there.
@@ -188,7 +178,7 @@ print(json.dumps(seen))
 def test_the_inlined_rows_chunk_gets_numbas_ssa(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
-    env = _env(NUMBA_CACHE_DIR=str(cache), FASTSOFTMAX_STRATEGY="rows")
+    env = fresh_process_env(NUMBA_CACHE_DIR=str(cache), FASTSOFTMAX_STRATEGY="rows")
     proc = subprocess.run([sys.executable, "-c", INLINED],
                           env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -12,8 +12,8 @@ docstrings. Inputs are checked and coerced once, at the edge
   (installed here: it cuts the kernels' compile time).
 * :mod:`._ssa` -- Numba's SSA reconstruction of the kernels visiting only the blocks that
   name each variable (installed here, for the same reason).
-* :mod:`._wrappers` -- the two wrapper libraries of the kernels' parallel loops compiled
-  once, inside their kernel (installed here, for the same reason).
+* :mod:`._wrappers` -- the libraries of the kernels' parallel loops compiling a chunk's code
+  twice instead of five times (installed here, for the same reason).
 * :mod:`._common` -- row chunks, the vector exp, row softmax, row status codes, serial
   zeroing.
 * :mod:`._checks` -- parallel NaN/inf and probability-row validation scans.

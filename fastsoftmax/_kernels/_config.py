@@ -69,4 +69,3 @@ def itemsize(typingctx, x):
         return context.get_constant(types.intp, size)
 
     return types.intp(x), codegen
-

@@ -102,15 +102,22 @@ def _finalize(self):
     # kernel that links this library.
     require_global_compiler_lock()
     self._raise_if_finalized()
-    seen = set()
-    for library in self._linking_libraries:
-        if library not in seen:
-            self._reload_init.update(library._reload_init)
-            seen.add(library)
-            self._final_module.link_in(library._get_module_for_linking(), preserve=True)
+    for library in _links(self):
+        self._final_module.link_in(library._get_module_for_linking(), preserve=True)
     self._final_module.verify()
     self._finalized = True
     self._fastsoftmax_linked_only = True
+
+
+def _links(self) -> list:
+    """Return the libraries ``self`` links, each once, in order, taking on their reload hooks.
+
+    As Numba's own finalize does before linking them.
+    """
+    links = list(dict.fromkeys(self._linking_libraries))
+    for library in links:
+        self._reload_init.update(library._reload_init)
+    return links
 
 
 def _finalize_body(self) -> bool:
@@ -132,8 +139,7 @@ def _finalize_body(self) -> bool:
                 and (symbol.name.startswith("_ZN5numba")
                      or not engine.is_symbol_defined(symbol.name))):
             return False
-    for library in links:
-        self._reload_init.update(library._reload_init)
+    _links(self)  # the reload hooks, now that the body is finalized here
     self._optimize_final_module()  # (which may put a new module in _final_module)
     self._final_module.verify()
     self._finalize_final_module()
