@@ -30,7 +30,7 @@ import numpy as np
 from ._blas_choice import use_chosen
 from ._launch import first_bad, n_chunks, rowwise_kernel
 from ._threads import blas_map, check_n_threads, load_kernel_blas, thread_policy
-from ._validation import check_finite, check_X, first_nonfinite_row
+from ._validation import check_finite, check_X, first_nonfinite_row, kernel_view
 
 # The compiled kernels and the sparse launchers are imported by the functions
 # that use them: dense labels need neither, nor Numba (see the docstring).
@@ -87,7 +87,8 @@ def scores(est, X, mode):
                 # (the kernels' row passes take contiguous rows: a user's
                 # intercept_ can be a strided view)
                 kernel = _scores_lanes if W.shape[1] >= LANES_FROM else _scores
-                kernel(X, W, np.ascontiguousarray(est.intercept_), code, out, bad_row)
+                kernel(X, W, kernel_view(np.ascontiguousarray(est.intercept_)), code, out,
+                       bad_row)
             else:
                 _sparse.logits(X, W, est.intercept_, out)
                 bad_code = np.empty_like(bad_row)

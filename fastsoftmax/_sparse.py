@@ -43,6 +43,7 @@ from ._kernels._sparse import (
 )
 from ._launch import first_bad, n_chunks
 from ._threads import numba_threads
+from ._validation import kernel_view
 
 if TYPE_CHECKING:  # scipy.sparse is imported where used: dense work never pays its import
     import scipy.sparse
@@ -159,14 +160,14 @@ def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None 
         target = np.dtype(dtype)
         if target not in _FLOATS:
             raise ValueError(f"dtype must be float32 or float64, got {target}")
-    data = np.ascontiguousarray(data, dtype=target)
+    data = kernel_view(np.ascontiguousarray(data, dtype=target))
     indices = np.asarray(indices)
     if indices.dtype.kind not in "iu":
         raise TypeError(f"{name}.indices must be integers, got dtype {indices.dtype}")
     if indices.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
         indices = indices.astype(np.int64)
-    indices = np.ascontiguousarray(indices)
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = kernel_view(np.ascontiguousarray(indices))
+    indptr = kernel_view(np.ascontiguousarray(indptr, dtype=np.int64))
     if data.ndim != 1 or indices.ndim != 1 or indices.shape != data.shape:
         raise ValueError(f"{name}: data and indices must be 1-D of one length, got "
                          f"{data.shape} and {indices.shape}")
@@ -193,8 +194,8 @@ def _targets(y: Any, m: int, k: int, dt: np.dtype) -> tuple[np.ndarray, np.ndarr
     """(labels, targets, soft) for the kernels; y is (m,) labels or (m, k) targets."""
     y = np.asarray(y)
     if y.ndim == 2:
-        return np.empty(0, np.int64), np.ascontiguousarray(y, dtype=dt), True
-    return np.ascontiguousarray(y, dtype=np.int64), np.empty((0, k), dt), False
+        return np.empty(0, np.int64), kernel_view(np.ascontiguousarray(y, dtype=dt)), True
+    return kernel_view(np.ascontiguousarray(y, dtype=np.int64)), np.empty((0, k), dt), False
 
 
 def _weights(sample_weight: Any, m: int, dt: np.dtype,
@@ -202,15 +203,16 @@ def _weights(sample_weight: Any, m: int, dt: np.dtype,
     """(sw, weighted, the loss's normaliser: ``total`` or the sum of the weights)."""
     if sample_weight is None or len(sample_weight) == 0:
         return np.empty(0, dt), False, float(m) if total is None else float(total)
-    sw = np.ascontiguousarray(sample_weight, dtype=dt)
+    sw = kernel_view(np.ascontiguousarray(sample_weight, dtype=dt))
     return sw, True, float(sw.sum(dtype=np.float64)) if total is None else float(total)
 
 
 def _kernel_weights(csr: CSR, W: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
     """W (n, k) and the intercept (zeros for None), C-contiguous in csr's dtype."""
     dt = csr.dtype
-    W = np.ascontiguousarray(W, dtype=dt)
-    return W, (np.zeros(W.shape[1], dt) if b is None else np.ascontiguousarray(b, dtype=dt))
+    W = kernel_view(np.ascontiguousarray(W, dtype=dt))
+    return W, (np.zeros(W.shape[1], dt) if b is None
+               else kernel_view(np.ascontiguousarray(b, dtype=dt)))
 
 
 def _row_pass_buffers(XT: CSR | Panels | None, m: int, n: int, k: int, chunks: int,
@@ -558,7 +560,7 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     V, cv = _kernel_weights(csr, V, c)
     k = V.shape[1]
     cv = cv * dt.type(scale)
-    P = np.ascontiguousarray(P, dtype=dt)
+    P = kernel_view(np.ascontiguousarray(P, dtype=dt))
     sw, weighted, total = _weights(sample_weight, m, dt, total)
     with numba_threads(n_threads) as t:
         chunks = n_chunks(m)
@@ -633,7 +635,7 @@ def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray
     labels, targets, soft = _targets(y, m, k, dt)
     sw, weighted, total = _weights(sample_weight, m, dt)
     inv_mean_weight = m / total if mean_weight is None else 1.0 / mean_weight
-    order = np.ascontiguousarray(order, dtype=np.int64)
+    order = kernel_view(np.ascontiguousarray(order, dtype=np.int64))
     if order.size and (order.min() < 0 or order.max() >= m):
         # O(len(order)), against the epoch's O(nnz k): cheap insurance
         # against an out-of-bounds read in the kernel.

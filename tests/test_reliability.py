@@ -284,9 +284,6 @@ def test_integer_and_boolean_data_equal_float64(kind):
     np.testing.assert_array_equal(a.predict_proba(Xi), b.predict_proba(Xf))
 
 
-# slow on a cold Numba cache only: read-only X (memmaps) is a separate
-# signature of the SGD epoch kernel, ~90 s to compile per dtype.
-@pytest.mark.slow
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_estimator_accepts_every_form_and_modifies_nothing(tmp_path, dt):
     X, y = toy(m=90, n=4)
@@ -322,6 +319,63 @@ def test_estimator_accepts_every_form_and_modifies_nothing(tmp_path, dt):
         _unchanged(Xf, X)
     for form in sw_forms.values():
         _unchanged(form, sw)
+
+
+def _read_only_signatures() -> set[str]:
+    """The signatures of this package's kernels that take a read-only array."""
+    from numba import types
+    from numba.core.registry import CPUDispatcher
+
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] != "fastsoftmax":
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, CPUDispatcher):
+                found.update(f"{name}.{attr}{sig}" for sig in value.signatures
+                             if any(isinstance(t, types.Array) and not t.mutable for t in sig))
+    return found
+
+
+def test_no_kernel_is_compiled_for_read_only_arrays(tmp_path):
+    """Read-only arrays -- memory-mapped files, joblib's memmaps of a model or
+    of sparse data in parallel workers -- reach the kernels typed writable:
+    Numba would otherwise compile each kernel a second time for them (the
+    sparse ones alone about three minutes here). Every entry point, with
+    every array it takes read-only, dense and sparse, and a model whose
+    attributes are read-only."""
+    import scipy.sparse
+
+    def ro(a):
+        a = np.array(a)
+        a.flags.writeable = False
+        return a
+
+    X, y = toy(m=90, n=4)
+    S = scipy.sparse.csr_matrix(X)
+    S.data, S.indices, S.indptr = ro(S.data), ro(S.indices), ro(S.indptr)
+    sw = ro(np.linspace(0.5, 1.5, 90))
+    W, b, V, c = ro(np.zeros((4, 3))), ro(np.zeros(3)), ro(np.ones((4, 3))), ro(np.ones(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for data in (ro(X), S):
+            fs.loss_and_grad(data, ro(y), W, b, sample_weight=sw, alpha=0.1)
+            fs.hessp(data, ro(y), W, b, V, c, sample_weight=sw, alpha=0.1)
+            for solver in ("auto", "sgd"):
+                model = SoftmaxRegression(solver, max_iter=3, random_state=0).fit(
+                    data, ro(y), sample_weight=sw)
+                for attr in ("coef_", "intercept_"):
+                    setattr(model, attr, ro(getattr(model, attr)))
+                for method in ("predict", "predict_proba", "predict_log_proba",
+                               "decision_function"):
+                    getattr(model, method)(data)
+                for data_again in (ro(X), S):
+                    model.predict_proba(data_again)
+            model.partial_fit(data, ro(y))
+        fs.softmax(ro(X))
+        fs.log_softmax(ro(X))
+        fs.logsumexp(ro(X))
+    assert not _read_only_signatures()
 
 
 def test_warm_start_with_one_feature_does_not_alias_coef():
