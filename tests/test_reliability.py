@@ -341,7 +341,7 @@ def test_no_kernel_is_compiled_for_read_only_arrays(tmp_path):
     """Read-only arrays -- memory-mapped files, joblib's memmaps of a model or
     of sparse data in parallel workers -- reach the kernels typed writable:
     Numba would otherwise compile each kernel a second time for them (the
-    sparse ones alone about three minutes here). Every entry point, with
+    sparse and prediction ones about two minutes on a 2-core host). Every entry point, with
     every array it takes read-only, dense and sparse, and a model whose
     attributes are read-only."""
     import scipy.sparse
