@@ -54,9 +54,10 @@ def test_hot_cold_script():
 
 
 def test_numba_passes_script():
-    # One cheap case (the float32 softmax kernel), cold under each setting once.
+    # One cheap case (the float32 softmax kernel), cold under each setting
+    # once, two processes at once on one cache.
     rows = run_script("benchmarks/numba_passes.py", "--rounds", "1", "--cases",
-                      "float32:softmax")
+                      "float32:softmax", "--processes", "2")
     assert_table(rows, 1)
     assert rows[2].startswith("| float32:softmax |"), rows
 

@@ -1,7 +1,9 @@
 """Cold compile time of the kernels behind each entry point, in this process.
 
 Numba's cache is pointed at a new empty folder before fastsoftmax is
-imported, so every kernel the calls need is compiled here; each line is the
+imported (or at ``$COMPILE_TIME_CACHE``, an empty folder the caller
+shares between processes started together), so every kernel the calls
+need is compiled here; each line is the
 seconds of the first call (compilation included) on a small problem.
 
     python benchmarks/compile_time.py [float32|float64] [grad softmax auto lbfgs sgd bgd
@@ -30,7 +32,10 @@ import tempfile
 import time
 import warnings
 
-os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="fastsoftmax-cold-cache-")
+# COMPILE_TIME_CACHE: an empty folder that processes started together share
+# (benchmarks/numba_passes.py --processes).
+os.environ["NUMBA_CACHE_DIR"] = (os.environ.get("COMPILE_TIME_CACHE")
+                                 or tempfile.mkdtemp(prefix="fastsoftmax-cold-cache-"))
 
 import numpy as np  # noqa: E402
 

@@ -242,6 +242,15 @@ def test_cache_shared_by_processes_started_at_once(tmp_path, monkeypatch):
         results = pool.map(_fit_in_worker, [0, 0, 0], chunksize=1)
     # No crash; the three (same-seed) models are identical.
     assert results[0][0] == results[1][0] == results[2][0]
+    # Each kernel signature was compiled by one of the three, under its
+    # lock file, and loaded from the cache by the other two
+    # (fastsoftmax._kernels._locks; not on Windows).
+    from fastsoftmax._kernels import _locks
+
+    assert results[0][1] and all(r[1].keys() == results[0][1].keys() for r in results)
+    for name, (hits, misses) in results[0][1].items():
+        if _locks.installed():
+            assert sum(r[1][name][1] for r in results) == hits + misses, (name, results)
     assert list(cache.rglob("*.nbi")), "nothing was written to NUMBA_CACHE_DIR"
     # A process started afterwards loads every kernel it uses from the cache.
     proc = subprocess.run([sys.executable, "-c", LATER.format(tests=os.path.dirname(__file__))],

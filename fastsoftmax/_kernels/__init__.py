@@ -14,6 +14,8 @@ docstrings. Inputs are checked and coerced once, at the edge
   name each variable (installed here, for the same reason).
 * :mod:`._wrappers` -- the libraries of the kernels' parallel loops compiling a chunk's code
   twice instead of five times (installed here, for the same reason).
+* :mod:`._locks` -- one process at a time compiling a kernel signature, the others loading
+  it from the cache (installed here).
 * :mod:`._common` -- row chunks, the vector exp, row softmax, row status codes, serial
   zeroing.
 * :mod:`._checks` -- parallel NaN/inf and probability-row validation scans.
@@ -30,10 +32,11 @@ docstrings. Inputs are checked and coerced once, at the edge
   prediction, validation scan, and the CSR row helpers the CSR Hessian product uses.
 """
 
-from . import _inline, _ssa, _wrappers
+from . import _inline, _locks, _ssa, _wrappers
 from ._cache import install_locator
 
 install_locator()
 _inline.install()
 _ssa.install()
 _wrappers.install()
+_locks.install()
