@@ -62,6 +62,11 @@ def test_numba_passes_script():
     assert rows[2].startswith("| float32:softmax |"), rows
 
 
+def test_finite_scan_script():
+    rows = run_script("benchmarks/finite_scan.py", "--shapes", "20x5,300x300", "--rounds", "3")
+    assert_table(rows, 2)
+
+
 @pytest.mark.parametrize("table", ["threads", "softmax"])
 def test_ratio_tables(table):
     rows = run_script("benchmarks/ratios.py", table, "--rounds", "1")

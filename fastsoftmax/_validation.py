@@ -61,17 +61,27 @@ def as_float_array(
     return kernel_view(np.ascontiguousarray(arr, dtype=target))
 
 
+# Below this many entries NumPy's test (a boolean array of ``a``'s size,
+# microseconds) takes the compiled scan's place: a process's first small
+# fit or prediction does not wait for the scan's compile (about a second
+# per dtype on an empty cache) nor for its cache load.
+SCAN_FROM = 1 << 16
+
+
 def first_nonfinite_row(a: np.ndarray, n_threads: int | None = None) -> int:
     """Index of the first row of ``a`` holding NaN or inf, or -1.
 
-    A compiled parallel scan that reads ``a`` once and allocates one int per
-    thread, nothing of ``a``'s size.
+    From :data:`SCAN_FROM` entries, a compiled parallel scan that reads
+    ``a`` once and allocates one int per thread, nothing of ``a``'s size.
     """
     if a.size == 0:
         return -1
+    a2 = a.reshape(a.shape[0], -1)
+    if a.size < SCAN_FROM:
+        finite = np.isfinite(a2).all(axis=1)
+        return -1 if finite.all() else int(np.argmin(finite))
     from ._kernels._checks import _first_nonfinite_row  # Numba on first use
 
-    a2 = a.reshape(a.shape[0], -1)
     with numba_threads(n_threads):
         bad_row = np.empty(n_chunks(a2.shape[0]), dtype=np.int64)
         _first_nonfinite_row(a2, bad_row)

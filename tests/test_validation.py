@@ -176,6 +176,53 @@ def test_first_bad_entry_is_named():
         call(X=X, n_threads=1)
 
 
+@pytest.mark.parametrize("path", ["numpy", "compiled"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_first_nonfinite_row_either_way(monkeypatch, path, dt):
+    """NumPy's test below SCAN_FROM entries and the compiled scan from there
+    find the same first row: NaN, inf or -inf, first, last or in between,
+    1-D and 2-D; the largest finite values are finite."""
+    from fastsoftmax import _validation
+    from fastsoftmax._validation import check_finite, first_nonfinite_row
+
+    if path == "compiled":
+        monkeypatch.setattr(_validation, "SCAN_FROM", 1)
+    else:
+        monkeypatch.setattr(_validation, "SCAN_FROM", 1 << 40)
+    rng = np.random.default_rng(5)
+    for shape in [(1, 1), (7,), (50, 3), (300, 17)]:
+        a = rng.standard_normal(shape).astype(dt)
+        a.flat[::5] = np.finfo(dt).max
+        assert first_nonfinite_row(a) == -1
+        m = shape[0]
+        for bad in (np.nan, np.inf, -np.inf):
+            for rows in ([0], [m - 1], [m // 2, m - 1], [m // 3, m // 2]):
+                b = a.copy()
+                for r in rows:
+                    b[(r, -1) if b.ndim == 2 else r] = bad
+                assert first_nonfinite_row(b, n_threads=2) == min(rows), (shape, bad, rows)
+    X = rng.standard_normal((60, 4)).astype(dt)
+    X[41, 2], X[52, 0] = np.nan, np.inf
+    with pytest.raises(ValueError, match=r"X contains NaN at row 41, column 2; it must be fin"):
+        check_finite(X, "X")
+    assert first_nonfinite_row(np.empty((0, 3), dt)) == -1
+
+
+def test_first_nonfinite_row_switches_to_the_compiled_scan_at_scan_from(monkeypatch):
+    from fastsoftmax._kernels import _checks
+    from fastsoftmax._validation import SCAN_FROM, first_nonfinite_row
+
+    real, calls = _checks._first_nonfinite_row, []
+    monkeypatch.setattr(_checks, "_first_nonfinite_row",
+                        lambda A, bad_row: calls.append(A.shape) or real(A, bad_row))
+    for rows, scans in ((SCAN_FROM // 4 - 1, False), (SCAN_FROM // 4, True)):
+        a = np.zeros((rows, 4))
+        a[-1, 3] = np.nan
+        calls.clear()
+        assert first_nonfinite_row(a) == rows - 1
+        assert calls == ([(rows, 4)] if scans else []), rows
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("k", [3, 40])
 @pytest.mark.parametrize("n_threads", [1, 2])
