@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
             m, n = map(int, shape.split("x"))
             a = np.random.default_rng(0).standard_normal((m, n))
             times: dict[str, list[float]] = {w: [] for w in ways}
-            for w, scan_from in ways.items():  # warm-up: the compiled scan loaded
+            for scan_from in ways.values():  # warm-up: the compiled scan loaded
                 _validation.SCAN_FROM = scan_from
                 _validation.first_nonfinite_row(a)
             for _ in range(args.rounds):

@@ -64,6 +64,9 @@ _PROBLEMS = {
 class CSR:
     """A validated CSR matrix, as the sparse kernels take it.
 
+    Its arrays are read, never written: one may be a writable-typed view of
+    a read-only array (:func:`fastsoftmax._validation.kernel_view`).
+
     Attributes
     ----------
     data : ndarray of shape (nnz,), float32 or float64

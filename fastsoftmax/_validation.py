@@ -61,10 +61,11 @@ def as_float_array(
     return kernel_view(np.ascontiguousarray(arr, dtype=target))
 
 
-# Below this many entries NumPy's test (a boolean array of ``a``'s size,
-# microseconds) takes the compiled scan's place: a process's first small
-# fit or prediction does not wait for the scan's compile (about a second
-# per dtype on an empty cache) nor for its cache load.
+# Below this many entries NumPy's test (a boolean array of ``a``'s size)
+# takes the compiled scan's place: a process's first small fit or
+# prediction waits neither for the scan's compile (on an empty cache) nor
+# for its cache load, and below about half this size NumPy's test is the
+# faster one anyway (BENCHMARKS.md, "Thirty-eighth session").
 SCAN_FROM = 1 << 16
 
 

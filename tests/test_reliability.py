@@ -340,8 +340,7 @@ def _read_only_signatures() -> set[str]:
 def test_no_kernel_is_compiled_for_read_only_arrays():
     """Read-only arrays -- memory-mapped files, joblib's memmaps of a model or
     of sparse data in parallel workers -- reach the kernels typed writable:
-    Numba would otherwise compile each kernel a second time for them (the
-    sparse and prediction ones took about two minutes on a 2-core host).
+    Numba would otherwise compile each kernel a second time for them.
     Every entry point, with every array it takes read-only, dense and
     sparse, and a model whose attributes are read-only."""
     import scipy.sparse

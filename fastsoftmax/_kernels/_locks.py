@@ -2,10 +2,9 @@
 
 Processes started together on an empty cache -- joblib's or Dask's workers
 on one machine, a test runner's workers -- each reach the same kernels
-first and each compiled them: the same seconds of single-threaded work
-once per process, side by side on cores the others need (three processes
-fitting at once on two cores took three compiles' time). Numba's cache
-has no lock: each process writes the same entry in turn.
+first and each compiled them: the same single-threaded work once per
+process, side by side on cores the others need. Numba's cache has no
+lock: each process writes the same entry in turn.
 
 Here a process about to compile one of this package's kernels for a
 signature first takes a lock file beside the cache entry (``flock``, one
