@@ -6,24 +6,26 @@ shares between processes started together), so every kernel the calls
 need is compiled here; each line is the
 seconds of the first call (compilation included) on a small problem.
 
-    python benchmarks/compile_time.py [float32|float64] [grad softmax auto lbfgs sgd bgd
+    python benchmarks/compile_time.py [float32|float64] [grad softmax proba auto lbfgs sgd bgd
                                                          calibrate mnist large large-narrow
                                                          ... kernels]
 
 prints one line per entry point, in order (a later line does not pay again
 for a kernel an earlier one compiled), then the total with the import.
-"calibrate" is the kernel strategy's calibration of every grid cell of
-that dtype (``fastsoftmax bench --calibrate``; nothing is written), its
-compiling and its timing together. "large" and "large-narrow" are a first
-fit (``max_iter=2``) of a problem large enough (m n k >= 2**30) to
-calibrate what it uses: 60,000 x 784, 25 classes (its strategy cell), and
-300,000 x 20, 200 classes (the GEMM blocks of narrow rows); the wisdom goes
-to a new empty folder too, unless FASTSOFTMAX_CACHE_DIR says otherwise.
-"mnist" is the same first fit at 60,000 x 784, 10 classes, the MNIST shape
-(m n k below 2**30: nothing calibrated). ``kernels`` (anywhere after the
-dtype) also prints, after each entry point, the kernels it compiled and
-the seconds of each (Numba's compile events; a kernel's line includes the
-functions compiled for it).
+"proba" is a model's first ``predict_proba`` (weights set by hand, as a
+loaded model has them: no fit). "calibrate" is the kernel strategy's
+calibration of every grid cell of that dtype (``fastsoftmax bench
+--calibrate``; nothing is written), its compiling and its timing together.
+"large" and "large-narrow" are a first fit (``max_iter=2``) of a problem
+large enough (m n k >= 2**30) to calibrate what it uses: 60,000 x 784, 25
+classes (its strategy cell), and 300,000 x 20, 200 classes (the GEMM
+blocks of narrow rows); the wisdom goes to a new empty folder too, unless
+FASTSOFTMAX_CACHE_DIR says otherwise. "mnist" is the same first fit at
+60,000 x 784, 10 classes, the MNIST shape (m n k below 2**30: nothing
+calibrated). ``kernels`` (anywhere after the dtype) also prints, after
+each entry point, the kernels it compiled and the seconds of each
+(Numba's compile events; a kernel's line includes the functions compiled
+for it).
 """
 
 import os
@@ -88,6 +90,15 @@ def main(argv):
             fs.loss_and_grad(X, y, np.zeros((100, 3), X.dtype), np.zeros(3, X.dtype))
         elif name == "softmax":
             fs.softmax(X)
+        elif name == "proba":
+            # A model's first predict_proba, its weights set by hand (as a
+            # model loaded from a file has them): no fit's kernels compiled.
+            model = fs.SoftmaxRegression()
+            model.coef_ = np.zeros((3, X.shape[1]), X.dtype)
+            model.intercept_ = np.zeros(3, X.dtype)
+            model.classes_ = np.arange(3)
+            model.n_features_in_ = X.shape[1]
+            model.predict_proba(X)
         elif name == "calibrate":
             from fastsoftmax import _calibration
 

@@ -1,6 +1,6 @@
 """Cold compile time with Numba's compiler as it is and as this package adjusts it (target 5).
 
-    python benchmarks/numba_passes.py [--switch inline|ssa|wrappers|locks|all] [--rounds 3]
+    python benchmarks/numba_passes.py [--switch inline|ssa|copies|wrappers|locks|all] [--rounds 3]
                                       [--cases float64:auto,float32:sgd,float32:grad:rows]
                                       [--processes 1]
 
@@ -13,10 +13,11 @@ it (``FASTSOFTMAX_NUMBA_AS_IS`` set to that name) and as this package has
 it (the variable unset), the two alternating, the order swapped every
 round: ``inline`` (this package's helpers copied with one scope per IR
 copy, ``fastsoftmax._kernels._inline``), ``ssa`` (SSA reconstruction on
-the blocks naming each variable only, ``_ssa``), ``wrappers`` (the
-parallel loops' wrapper libraries compiled inside their kernel only,
-``_wrappers``), ``locks`` (one process at a time compiling a kernel
-signature, ``_locks``) or ``all`` of them (the default). Prints per case
+the blocks naming each variable only, ``_ssa``), ``copies`` (copy
+propagation's rounds compared without deep copies, ``_copies``),
+``wrappers`` (the parallel loops' wrapper libraries compiled inside their
+kernel only, ``_wrappers``), ``locks`` (one process at a time compiling a
+kernel signature, ``_locks``) or ``all`` of them (the default). Prints per case
 the median wall seconds (what a user waits) and CPU seconds of the child
 process under each, and their ratio.
 
@@ -40,7 +41,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = ("numba", "")
-SWITCHES = ("inline", "ssa", "wrappers", "locks", "all")
+SWITCHES = ("inline", "ssa", "copies", "wrappers", "locks", "all")
 
 
 def child_cpu() -> float:

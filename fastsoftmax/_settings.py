@@ -6,10 +6,10 @@ import os
 
 # Adjustments this package makes to Numba's compiler for its own kernels,
 # each leaving the compiled code as Numba would make it, only sooner
-# (``_kernels._inline``, ``_ssa``, ``_wrappers``, ``_locks``); the variable
-# names those to leave as Numba has them.
+# (``_kernels._inline``, ``_ssa``, ``_copies``, ``_wrappers``, ``_locks``);
+# the variable names those to leave as Numba has them.
 NUMBA_AS_IS = "FASTSOFTMAX_NUMBA_AS_IS"
-ADJUSTMENTS = ("inline", "ssa", "wrappers", "locks")
+ADJUSTMENTS = ("inline", "ssa", "copies", "wrappers", "locks")
 
 
 class SettingError(ValueError):
@@ -19,8 +19,8 @@ class SettingError(ValueError):
 def left_to_numba() -> frozenset[str]:
     """Return the adjustments ``FASTSOFTMAX_NUMBA_AS_IS`` leaves as Numba has them.
 
-    A comma-separated list of ``inline``, ``ssa``, ``wrappers``, ``locks``, or ``all``;
-    unset or empty: none. Raises :class:`SettingError` (a ValueError) naming
+    A comma-separated list of ``inline``, ``ssa``, ``copies``, ``wrappers``,
+    ``locks``, or ``all``; unset or empty: none. Raises :class:`SettingError` (a ValueError) naming
     the variable and the entry for anything else.
     """
     value = os.environ.get(NUMBA_AS_IS, "")

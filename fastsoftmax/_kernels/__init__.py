@@ -12,6 +12,8 @@ docstrings. Inputs are checked and coerced once, at the edge
   (installed here: it cuts the kernels' compile time).
 * :mod:`._ssa` -- Numba's SSA reconstruction of the kernels visiting only the blocks that
   name each variable (installed here, for the same reason).
+* :mod:`._copies` -- Numba's copy propagation comparing its rounds without deep copies
+  (installed here, for the same reason).
 * :mod:`._wrappers` -- the libraries of the kernels' parallel loops compiling a chunk's code
   twice instead of five times (installed here, for the same reason).
 * :mod:`._locks` -- one process at a time compiling a kernel signature, the others loading
@@ -32,11 +34,12 @@ docstrings. Inputs are checked and coerced once, at the edge
   prediction, validation scan, and the CSR row helpers the CSR Hessian product uses.
 """
 
-from . import _inline, _locks, _ssa, _wrappers
+from . import _copies, _inline, _locks, _ssa, _wrappers
 from ._cache import install_locator
 
 install_locator()
 _inline.install()
 _ssa.install()
+_copies.install()
 _wrappers.install()
 _locks.install()
