@@ -6,9 +6,9 @@ find which copies ``a = b`` hold where by a fixed-point iteration over
 the blocks (``ir_utils.copy_propagate``). To tell whether a round changed
 anything it keeps the previous round's result as ``copy.deepcopy`` of the
 whole map: Python-level recursion into every (name, name) pair of every
-block, each round. On the kernels' large inlined IR that was the largest
-part of the parallel passes' own time (a profile of the prediction
-kernel's compile).
+block, each round. On the kernels' large inlined IR that was about a
+sixth of the prediction kernel's compile under a profiler (BENCHMARKS.md,
+"Thirty-eighth session").
 
 The pairs are tuples of two strings, immutable, so a copy of each set is
 the same snapshot as a deep copy. :func:`install` puts
