@@ -7,7 +7,7 @@ need is compiled here; each line is the
 seconds of the first call (compilation included) on a small problem.
 
     python benchmarks/compile_time.py [float32|float64] [grad softmax proba auto lbfgs sgd bgd
-                                                         calibrate mnist large large-narrow
+                                                         calibrate mnist large large-narrow rows:N
                                                          ... kernels]
 
 prints one line per entry point, in order (a later line does not pay again
@@ -22,10 +22,13 @@ classes (its strategy cell), and 300,000 x 20, 200 classes (the GEMM
 blocks of narrow rows); the wisdom goes to a new empty folder too, unless
 FASTSOFTMAX_CACHE_DIR says otherwise. "mnist" is the same first fit at
 60,000 x 784, 10 classes, the MNIST shape (m n k below 2**30: nothing
-calibrated). ``kernels`` (anywhere after the dtype) also prints, after
-each entry point, the kernels it compiled and the seconds of each
-(Numba's compile events; a kernel's line includes the functions compiled
-for it).
+calibrated). "rows:N" is ``loss_and_grad`` and then ``hessp`` on 203 rows of
+N features, 5 classes, with the rows strategy forced
+(``FASTSOFTMAX_STRATEGY=rows``): "rows:127 rows:128" shows whether float64
+rows on both sides of the 512-bit width's threshold share their kernels.
+``kernels`` (anywhere after the dtype) also prints, after each entry
+point, the kernels it compiled and the seconds of each (Numba's compile
+events; a kernel's line includes the functions compiled for it).
 """
 
 import os
@@ -103,6 +106,19 @@ def main(argv):
             from fastsoftmax import _calibration
 
             _calibration.calibrate((dtype,), write=False)
+        elif name.startswith("rows:"):
+            n = int(name[len("rows:"):])
+            Xr = rng.standard_normal((203, n)).astype(dtype)
+            Wr, br = np.zeros((n, 5), dtype), np.zeros(5, dtype)
+            before = os.environ.get("FASTSOFTMAX_STRATEGY")
+            os.environ["FASTSOFTMAX_STRATEGY"] = "rows"
+            try:
+                fs.loss_and_grad(Xr, np.arange(203) % 5, Wr, br, alpha=0.1)
+                fs.hessp(Xr, np.arange(203) % 5, Wr, br, np.ones_like(Wr), alpha=0.1)
+            finally:
+                os.environ.pop("FASTSOFTMAX_STRATEGY")
+                if before is not None:
+                    os.environ["FASTSOFTMAX_STRATEGY"] = before
         elif name in LARGE:
             m, n, k = LARGE[name]
             Xl = rng.standard_normal((m, n)).astype(dtype)

@@ -22,6 +22,7 @@ import numpy as np
 from ._blas_choice import in_use, use_chosen
 from ._kernels._ahead import micro_tiles
 from ._kernels._common import LANES_FROM, reads_ahead
+from ._kernels._config import WIDE_REGISTERS
 from ._kernels._fused import (
     _gemm_chunk,
     _gemm_chunk_lanes,
@@ -162,12 +163,19 @@ _GRADIENT_KERNELS = {
 }
 
 # Float64 rows of at least this many features take the rows kernels
-# compiled with 512-bit vectors (the marker _kernels._width.FLOAT64_512;
-# a no-op on hosts without AVX-512). Long rows gain from the wider vectors;
-# on short ones the scalar remainder of each row and the tiles' horizontal
-# sums weigh more, and 512-bit vectors ran slower below about 100 features
-# (BENCHMARKS.md, "Eleventh session").
+# compiled with 512-bit vectors (the marker _kernels._width.FLOAT64_512),
+# on hosts with AVX-512 only: elsewhere the request is a no-op, and the
+# marker would compile a second specialisation with the same code. Long
+# rows gain from the wider vectors; on short ones the scalar remainder of
+# each row and the tiles' horizontal sums weigh more, and 512-bit vectors
+# ran slower below about 100 features (BENCHMARKS.md, "Eleventh session").
 _WIDE_ROWS_FEATURES = 128
+
+
+def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
+    """Return the vector-width marker of the rows kernels for rows of ``n`` features."""
+    wide = WIDE_REGISTERS and dtype == np.float64 and n >= _WIDE_ROWS_FEATURES
+    return FLOAT64_512 if wide else DEFAULT_WIDTH
 
 # Rows of fewer than LANES_FROM classes over at most this many bytes of
 # features (64 float32, 32 float64) take the GEMM kernel with transposed
@@ -300,8 +308,7 @@ class DenseEngine:
         self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows,
                                          block_bytes), m)
         # The rows kernels' vector width (_WIDE_ROWS_FEATURES).
-        self._width = (FLOAT64_512 if self.dtype == np.float64 and n >= _WIDE_ROWS_FEATURES
-                       else DEFAULT_WIDTH)
+        self._width = rows_width(self.dtype, n)
         # What the dtype's rows kernels are compiled without (None prunes it).
         self._blocks = rows_blocks(self.dtype)
         self._micro = micro_tiles(self.dtype)

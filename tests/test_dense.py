@@ -114,13 +114,14 @@ def test_rows_blocks_of_every_class_count(k, dt, rng):
 @pytest.mark.parametrize("k", [2, 7, 13])
 @pytest.mark.parametrize("variant", ["plain", "all"])
 def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch):
-    """Float64 rows of _dense._WIDE_ROWS_FEATURES or more go to the rows
-    kernels' specialisation with 512-bit vectors (the marker
-    _kernels._width.FLOAT64_512; the attribute itself only on AVX-512 hosts,
-    tests/test_width.py), shorter rows and float32 to the other; either way
-    the reference's results (gradient and Hessian products), serial and
-    parallel."""
+    """On AVX-512 hosts, float64 rows of _dense._WIDE_ROWS_FEATURES or more
+    go to the rows kernels' specialisation with 512-bit vectors (the marker
+    _kernels._width.FLOAT64_512, tests/test_width.py), shorter rows and
+    float32 to the other; elsewhere every row to the other (one
+    specialisation compiled, not two alike); either way the reference's
+    results (gradient and Hessian products), serial and parallel."""
     from fastsoftmax._data import make_dataset
+    from fastsoftmax._kernels._config import WIDE_REGISTERS
     from fastsoftmax._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 
     _launch_mode(monkeypatch, mode)
@@ -129,7 +130,7 @@ def test_rows_kernel_of_long_float64_rows(mode, n, k, variant, rng, monkeypatch)
     labels = None if soft else y
     targets = y if soft else None
     data = make_dataset(X, labels, targets, sw, k)
-    wide = n >= _dense._WIDE_ROWS_FEATURES
+    wide = WIDE_REGISTERS and n >= _dense._WIDE_ROWS_FEATURES
     assert _dense.DenseEngine(data, "rows")._width is (FLOAT64_512 if wide else DEFAULT_WIDTH)
     data32 = make_dataset(X.astype(np.float32), labels,
                           None if targets is None else targets.astype(np.float32),
