@@ -27,7 +27,7 @@ def client(request):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = distributed.LocalCluster(n_workers=request.param, threads_per_worker=1,
-                                           processes=True, dashboard_address=None,
+                                           processes=True, dashboard_address=":0",
                                            silence_logs=50)
         c = distributed.Client(cluster)
     yield c

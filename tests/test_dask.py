@@ -19,8 +19,10 @@ ALPHA = 1e-3
 def client():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # cluster start-up chatter is not ours
+        # dashboard_address=None still takes port 8787 (distributed's default);
+        # ":0" takes a free one, so clusters in other test workers never clash.
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, silence_logs=50)
+                                           dashboard_address=":0", silence_logs=50)
         c = distributed.Client(cluster)
     yield c
     with warnings.catch_warnings():

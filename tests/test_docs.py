@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import socket
 import warnings
 from pathlib import Path
 
@@ -90,9 +91,27 @@ def test_the_guide_has_code():
             "user_guide/dask.rst", "user_guide/cli.rst"} <= names
 
 
+@pytest.fixture
+def dashboard_port_taken():
+    """Hold distributed's default dashboard port, 8787, as a cluster may elsewhere.
+
+    A page's cluster that asks for that port gets another with a
+    UserWarning (an error here): under ``make test`` a Dask test in another
+    worker may hold it, so the pages must not ask for it.
+    """
+    sock = socket.socket()
+    try:
+        sock.bind(("", 8787))
+        sock.listen()
+    except OSError:  # already taken: the same condition
+        pass
+    yield
+    sock.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", pages_with_code(), ids=lambda p: p.relative_to(DOCS).as_posix())
-def test_page_code_runs(page, tmp_path, monkeypatch, capsys):
+def test_page_code_runs(page, tmp_path, monkeypatch, capsys, dashboard_port_taken):
     monkeypatch.chdir(tmp_path)  # the pages write toy.csv, toy.npz, PNGs...
     namespace: dict = {"__name__": "__docs__"}
     for i, (lang, code) in enumerate(code_blocks(page.read_text(encoding="utf-8"))):
