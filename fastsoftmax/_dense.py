@@ -177,6 +177,7 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
     wide = WIDE_REGISTERS and dtype == np.float64 and n >= _WIDE_ROWS_FEATURES
     return FLOAT64_512 if wide else DEFAULT_WIDTH
 
+
 # Rows of fewer than LANES_FROM classes over at most this many bytes of
 # features (64 float32, 32 float64) take the GEMM kernel with transposed
 # logits (_kernels._fused._loss_grad_gemm_t): its error pass runs along the
