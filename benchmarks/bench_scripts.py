@@ -177,3 +177,14 @@ def test_gemm_blocks_script():
     # One wide shape in each dtype: a row each.
     assert_table(run_script("benchmarks/gemm_blocks.py", "--ns", "300", "--ks", "40",
                             "--work", "2e6", "--sizes", "64,128", "--rounds", "1"), 2)
+
+
+def test_side_compile_script():
+    # One round of a cheap case (no Newton fit, so nothing starts beside it):
+    # a row per setting, then the medians' table.
+    rows = run_script("benchmarks/side_compile.py", "--rounds", "1", "--dtype", "float32",
+                      "--case", "softmax")
+    runs, medians = rows[:4], rows[4:]
+    assert_table(runs, 2)
+    assert_table(medians, 2)
+    assert "| 0 (one process) |" in runs[2] + runs[3] and "_rowwise" in runs[2], runs

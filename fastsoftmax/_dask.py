@@ -254,6 +254,9 @@ class DaskObjective:
         loss = penalize(float(sum(p[0] for p in parts)), grad_coef, coef, alpha)
         return loss, grad_coef, grad_intercept
 
+    def compile_hessp_aside(self) -> None:
+        """Nothing to start: each worker compiles the kernels its blocks run."""
+
     def loss_grad(self, coef, intercept, alpha=0.0):
         parts = self._broadcast_each(_block_loss_grad, self.data.blocks, (coef, intercept),
                                      self.n_threads)

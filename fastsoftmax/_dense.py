@@ -16,6 +16,7 @@ and reused.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,7 @@ from ._launch import (
     first_bad,
     launch_work,
     n_chunks,
+    one_chunk_runs_kernel,
     run_one_chunk,
 )
 from ._penalty import add_l2, penalize
@@ -530,28 +532,13 @@ class DenseEngine:
         if scale != 1.0:
             V = V * dt.type(scale)
             cv = cv * dt.type(scale)
-        chunks = self._chunks()
-        if self.strategy == "rows":
-            def make(c):
-                return (*self._accumulators(c), self._row_scratch(c, HESSP_SCRATCH_ROWS))
-            G, gc, scratch = self._buffer("hessp", chunks, make)
-            args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
-                    aligned_rows(V), cv, G, gc, scratch)
-            self._run(_hessp_rows_chunk, _hessp_rows, (*args, self._width, self._micro))
-            HV = self._to_coef(G)
-        elif self._split:
-            HV, gc = self._hessp_split(coef, bias, P, V, cv)
+        if self._split:
+            args, G, gc = self._hessp_split_args(coef, bias, P, V, cv)
+            _hessp_gemm_split(*args)
+            HV = G.T
         else:
-            def make(c):
-                G, gc = self._accumulators(c)
-                return G, gc, np.empty((c, 2 * self._rows, self.k), dtype=dt)
-            G, gc, scratch = self._buffer("hessp", chunks, make)
-            args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
-                    np.ascontiguousarray(V.T), cv, G, gc, scratch)
-            if self.k >= LANES_FROM:
-                self._run(_hessp_gemm_chunk_lanes, _hessp_gemm_lanes, args)
-            else:
-                self._run(_hessp_gemm_chunk, _hessp_gemm, args)
+            chunk_fn, kernel, args, G, gc = self._hessp_call(coef, bias, P, V, cv)
+            self._run(chunk_fn, kernel, args)
             HV = self._to_coef(G)
         if alpha:
             add_l2(HV, V, alpha)
@@ -561,8 +548,34 @@ class DenseEngine:
         call_ended()
         return HV, gc.sum(axis=0)[:self.k]
 
-    def _hessp_split(self, coef, bias, P, V, cv):
-        """H (V, cv) without the L2 term by :func:`~._kernels._hessp._hessp_gemm_split`."""
+    def _hessp_call(self, coef, bias, P, V, cv):
+        """(chunk function, kernel, arguments, G, gc) of H (V, cv) without the L2 term.
+
+        The rows or GEMM kernels (not the split pass, :meth:`_hessp_split_args`);
+        G and gc are the per-chunk sums the launch writes.
+        """
+        dt = self.dtype
+        chunks = self._chunks()
+        if self.strategy == "rows":
+            def make(c):
+                return (*self._accumulators(c), self._row_scratch(c, HESSP_SCRATCH_ROWS))
+            G, gc, scratch = self._buffer("hessp", chunks, make)
+            args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
+                    aligned_rows(V), cv, G, gc, scratch, self._width, self._micro)
+            return _hessp_rows_chunk, _hessp_rows, args, G, gc
+
+        def make_gemm(c):
+            G, gc = self._accumulators(c)
+            return G, gc, np.empty((c, 2 * self._rows, self.k), dtype=dt)
+        G, gc, scratch = self._buffer("hessp", chunks, make_gemm)
+        args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
+                np.ascontiguousarray(V.T), cv, G, gc, scratch)
+        if self.k >= LANES_FROM:
+            return _hessp_gemm_chunk_lanes, _hessp_gemm_lanes, args, G, gc
+        return _hessp_gemm_chunk, _hessp_gemm, args, G, gc
+
+    def _hessp_split_args(self, coef, bias, P, V, cv):
+        """(arguments, G (n, k), gc) of :func:`~._kernels._hessp._hessp_gemm_split`: H (V, cv)."""
         dt, k = self.dtype, self.k
 
         def make(c):
@@ -572,9 +585,37 @@ class DenseEngine:
 
         gc, S, scratch = self._buffer("hessp", self._chunks(), make)
         G = np.empty((self.data.n_features, k), dtype=dt)
-        _hessp_gemm_split(self.data.X, P, *self._weight_args(), self._weights(coef), bias,
-                          np.ascontiguousarray(V.T), cv, G, gc, S, scratch)
-        return G.T, gc
+        args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
+                np.ascontiguousarray(V.T), cv, G, gc, S, scratch)
+        return args, G, gc
+
+    def hessp_kernels(self) -> list[tuple[Any, tuple]]:
+        """[(kernel, argument types)]: what this engine's first Hessian product compiles.
+
+        For :mod:`fastsoftmax._side_compile`, before the fit's first
+        gradient: the types of the arguments :meth:`hessp` will pass, from
+        the same code with zero weights and directions (their shapes and
+        layouts are the fit's; X, the targets and the weights are the
+        data's own, P's type is that of :meth:`proba_buffer`'s). The launch
+        is the one it would take now: the split pass, the parallel kernel,
+        or for one chunk the function :func:`~._launch.run_one_chunk` calls.
+        That last choice can change before the product where the gradient
+        pass launches the process's first parallel region (the L2 term's
+        pass over many weights, after few rows): then the kernel named
+        here is not the one the fit calls, and the fit compiles its own.
+        """
+        k, n, dt = self.k, self.data.n_features, self.dtype
+        coef, V = np.zeros((k, n), dt), np.zeros((k, n), dt)
+        bias, cv = np.zeros(k, dt), np.zeros(k, dt)
+        kernel: Any
+        if self._split:
+            kernel = _hessp_gemm_split
+            args = self._hessp_split_args(coef, bias, self.no_proba, V, cv)[0]
+        else:
+            chunk_fn, kernel, args, _, _ = self._hessp_call(coef, bias, self.no_proba, V, cv)
+            if self._serial and not one_chunk_runs_kernel(self._work):
+                kernel, args = chunk_fn, (0, *args)
+        return [(kernel, tuple(kernel.typeof_pyval(a) for a in args))]
 
     def _run(self, chunk_fn, kernel, args) -> None:
         """One chunk on this thread (serial), or the parallel kernel."""

@@ -115,11 +115,7 @@ def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
     """
     import numba
 
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel kernel has run yet
-        layer = None
-    if layer not in ("omp", "tbb") or work < DIRECT_WORK:
+    if not one_chunk_runs_kernel(work):
         chunk_fn(0, *args)
         return
     previous = numba.get_num_threads()
@@ -131,6 +127,21 @@ def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
         kernel(*args)
     finally:
         numba.set_num_threads(previous)
+
+
+def one_chunk_runs_kernel(work: int = DIRECT_WORK) -> bool:
+    """Return whether :func:`run_one_chunk` runs the parallel kernel (at one thread) for ``work``.
+
+    False: it calls the chunk function directly (the threading layer is not
+    known yet or is "workqueue", or the work is below :data:`DIRECT_WORK`).
+    """
+    import numba
+
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        return False
+    return layer in ("omp", "tbb") and work >= DIRECT_WORK
 
 
 def n_chunks(m: int) -> int:

@@ -75,6 +75,18 @@ class Objective:
             self.engine = DenseEngine(data, strategy, mode, warm, keep_scratch)
         self.strategy = self.engine.strategy
 
+    def compile_hessp_aside(self) -> None:
+        """Start compiling the Hessian products' kernel in a second process, where it helps.
+
+        Called by Newton's method before its first gradient, so that the
+        kernel compiles beside the gradient's (:mod:`fastsoftmax._side_compile`).
+        Dense data only: the sparse kernels compile in this process as before.
+        """
+        if isinstance(self.engine, DenseEngine):
+            from . import _side_compile
+
+            _side_compile.start(self.engine.hessp_kernels)
+
     def _bias(self, intercept: np.ndarray | None) -> np.ndarray:
         return intercept if intercept is not None else np.zeros(self.n_classes, self.dtype)
 

@@ -29,7 +29,8 @@ from . import __version__
 # The environment variables that change what the kernels run (or how they
 # are compiled), reported where set.
 SETTINGS = ("FASTSOFTMAX_STRATEGY", "FASTSOFTMAX_BLAS", "FASTSOFTMAX_MKL",
-            "FASTSOFTMAX_CACHE_DIR", "FASTSOFTMAX_NUMBA_AS_IS", "NUMBA_NUM_THREADS",
+            "FASTSOFTMAX_CACHE_DIR", "FASTSOFTMAX_NUMBA_AS_IS", "FASTSOFTMAX_SIDE_COMPILE",
+            "NUMBA_NUM_THREADS",
             "NUMBA_THREADING_LAYER", "NUMBA_CACHE_DIR", "OMP_NUM_THREADS",
             "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "MKL_THREADING_LAYER",
             "OPENBLAS_THREAD_TIMEOUT")

@@ -91,6 +91,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # test reads this host's calibration or pays for one (tests/test_calibration.py
 # calibrates into a temporary folder).
 os.environ["FASTSOFTMAX_STRATEGY"] = "fixed"
+# No kernel compiled in a second process beside a Newton fit
+# (fastsoftmax._side_compile): whether one starts depends on the host's load,
+# and what each test process compiles itself should not. tests/test_side_compile.py
+# turns it on where it tests it.
+os.environ["FASTSOFTMAX_SIDE_COMPILE"] = "0"
 
 from _helpers import FLOAT_DTYPES, dtype_id  # noqa: E402
 

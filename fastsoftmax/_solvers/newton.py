@@ -202,6 +202,9 @@ def newton(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alp
     improved for ``n_iter_no_change`` iterations (the best held-out weights
     are kept).
     """
+    # On an empty cache the Hessian products' kernel compiles in a second
+    # process meanwhile, where a core is spare (fastsoftmax._side_compile).
+    objective.compile_hessp_aside()
     H = objective.hessian(coef0, intercept0, alpha)
     grad = H.grad_coef
     packing = _Packing(coef0, intercept0, objective.dtype,

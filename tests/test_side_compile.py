@@ -1,0 +1,153 @@
+"""The Hessian products' kernel compiled in a second process (fastsoftmax._side_compile).
+
+The suite runs with ``FASTSOFTMAX_SIDE_COMPILE=0`` (conftest.py), so that
+no test's compiling depends on the host's load; the tests here turn it on
+where they need it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _helpers import dataset, make_problem
+
+from fastsoftmax import SoftmaxRegression, _dense, _side_compile
+from fastsoftmax._objective import Objective
+from fastsoftmax._settings import SettingError
+from fastsoftmax._solvers.newton import newton
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("value, mode", [("", "auto"), ("auto", "auto"), (" 0 ", "0"),
+                                         ("1", "1")])
+def test_setting(value, mode, monkeypatch):
+    monkeypatch.setenv(_side_compile.SETTING, value)
+    assert _side_compile.setting() == mode
+
+
+def test_bad_setting_is_named(monkeypatch):
+    monkeypatch.setenv(_side_compile.SETTING, "yes")
+    with pytest.raises(SettingError, match="FASTSOFTMAX_SIDE_COMPILE='yes'"):
+        _side_compile.start(lambda: pytest.fail("kernels() called"))
+
+
+@pytest.mark.parametrize("cpus, load, spare", [(1, 0.0, False), (2, 0.2, True),
+                                               (2, 1.49, True), (2, 1.5, False),
+                                               (16, 14.0, True), (16, 15.6, False)])
+def test_spare_core(cpus, load, spare, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert _side_compile.spare_core() is spare
+
+
+def test_nothing_started_when_off_or_busy(monkeypatch):
+    """Setting 0, or auto without a spare core: None, and the signatures are never asked for."""
+    def kernels():
+        raise AssertionError("kernels() called")
+
+    monkeypatch.setenv(_side_compile.SETTING, "0")
+    assert _side_compile.start(kernels) is None
+    monkeypatch.setenv(_side_compile.SETTING, "auto")
+    monkeypatch.setattr(_side_compile, "spare_core", lambda: False)
+    assert _side_compile.start(kernels) is None
+
+
+def test_nothing_started_for_a_kernel_compiled_here(rng, monkeypatch):
+    X, y, W, b, _ = make_problem(rng, 300, 12, 3, np.float64)
+    engine = Objective(dataset(X, y, 3), strategy="gemm", warm=True).engine
+    engine.hessp(W.T, b, engine.no_proba, np.ones_like(W.T), np.zeros(3))
+    monkeypatch.setenv(_side_compile.SETTING, "1")
+    assert _side_compile.start(engine.hessp_kernels) is None
+
+
+# (strategy, rows, features, classes, dtype, weights, soft): the launches a
+# Hessian product can take (rows kernels, GEMM of short and long rows, one
+# chunk on the calling thread, the split pass).
+CASES = {
+    "rows": ("rows", 3000, 40, 5, np.float32, False, False),
+    "rows-64-soft": ("rows", 3000, 40, 5, np.float64, False, True),
+    "gemm": ("gemm", 3000, 100, 3, np.float64, True, False),
+    "gemm-lanes": ("gemm", 2000, 20, 40, np.float32, False, False),
+    "one-chunk": ("gemm", 200, 10, 3, np.float64, False, False),
+    "one-chunk-rows": ("rows", 200, 10, 3, np.float32, True, False),
+    "split": ("gemm", 203, 45, 40, np.float64, False, False),
+}
+
+
+@pytest.mark.filterwarnings("ignore:newton did not converge")
+@pytest.mark.parametrize("case", list(CASES))
+def test_predicted_signature_is_the_one_newton_compiles(case, rng, monkeypatch):
+    """hessp_kernels() names the kernel and argument types of a Newton fit's
+    products, P stored or recomputed, with and without intercept: the second
+    process compiles exactly what the fit then loads."""
+    strategy, m, n, k, dt, weights, soft = CASES[case]
+    if case == "split":
+        for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
+                            ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
+                            ("SERIAL_WORK_WARM", 0)):
+            monkeypatch.setattr(_dense, name, value)
+    X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=weights, soft=soft)
+    for mode in ("cached", "recompute"):
+        for intercept in (b, None):
+            objective = Objective(dataset(X, y, k, sw), strategy=strategy, mode=mode,
+                                  warm=True)
+            assert objective.engine._split == (case == "split")
+            assert objective.engine._serial == case.startswith("one-chunk")
+            [(kernel, types)] = objective.engine.hessp_kernels()
+            # The second process finds the kernel by its module and name.
+            py_func = kernel.py_func
+            assert getattr(importlib.import_module(py_func.__module__),
+                           py_func.__qualname__) is kernel
+            newton(objective, np.zeros((k, n), dt),
+                   None if intercept is None else np.zeros(k, dt), 0.1, max_iter=1, tol=0.0)
+            assert types in kernel.overloads, (kernel, types, list(kernel.overloads))
+
+
+# A fresh process, on an empty cache: the second process compiles the
+# Hessian products' kernel (the fit waits for it here, so that the test does
+# not depend on which process gets there first); the fit then loads it.
+SECOND_PROCESS = r"""
+import json, sys
+import numpy as np
+from fastsoftmax import SoftmaxRegression, _side_compile
+from fastsoftmax._data import training_data
+
+X = np.random.default_rng(0).standard_normal((4000, 60))
+y = np.arange(4000) % 3
+data, _ = training_data(X, y, None, class_weight=None)
+[(kernel, types)] = data.objective().engine.hessp_kernels()
+proc = _side_compile.start(data.objective().engine.hessp_kernels)
+assert proc is not None
+assert proc.wait(timeout=600) == 0
+assert _side_compile.in_cache(kernel, types) and types not in kernel.overloads
+model = SoftmaxRegression(max_iter=3).fit(X, y)
+stats = kernel.stats
+print(json.dumps({"hits": stats.cache_hits.get(types, 0),
+                  "misses": stats.cache_misses.get(types, 0),
+                  "coef": model.coef_.tolist(), "intercept": model.intercept_.tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_second_process_compiles_what_the_fit_loads(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), FASTSOFTMAX_SIDE_COMPILE="1",
+               PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get(
+                   "PYTHONPATH")])]))
+    out = subprocess.run([sys.executable, "-c", SECOND_PROCESS], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (got["hits"], got["misses"]) == (1, 0)
+    # The same fit here, its kernels compiled (or loaded) by this process.
+    X = np.random.default_rng(0).standard_normal((4000, 60))
+    model = SoftmaxRegression(max_iter=3).fit(X, np.arange(4000) % 3)
+    np.testing.assert_array_equal(got["coef"], model.coef_)
+    np.testing.assert_array_equal(got["intercept"], model.intercept_)
