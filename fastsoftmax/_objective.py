@@ -80,12 +80,10 @@ class Objective:
 
         Called by Newton's method before its first gradient, so that the
         kernel compiles beside the gradient's (:mod:`fastsoftmax._side_compile`).
-        Dense data only: the sparse kernels compile in this process as before.
         """
-        if isinstance(self.engine, DenseEngine):
-            from . import _side_compile
+        from . import _side_compile
 
-            _side_compile.start(self.engine.hessp_kernels)
+        _side_compile.start(self.engine.hessp_kernels)
 
     def _bias(self, intercept: np.ndarray | None) -> np.ndarray:
         return intercept if intercept is not None else np.zeros(self.n_classes, self.dtype)

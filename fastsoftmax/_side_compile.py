@@ -4,9 +4,10 @@ On an empty cache a first Newton fit compiles its kernels one after the
 other: the gradient pass, then the Hessian products' pass, each single
 threaded (Numba compiles under one lock per process), while the other
 cores wait. Here the fit, before its first gradient, starts a second
-Python process that compiles the Hessian products' kernel for the very
-signature the fit will call it with, into the same disk cache, while this
-process compiles the gradient's. When the fit reaches its first product,
+Python process that compiles the Hessian products' kernel (dense data's,
+or the row pass of sparse data's) for the very signature the fit will
+call it with, into the same disk cache, while this process compiles the
+gradient's. When the fit reaches its first product,
 the compile lock of :mod:`fastsoftmax._kernels._locks` makes it wait for
 the second process if that one is still compiling, then it loads the
 kernel from the cache; nothing about the compiled code changes.

@@ -558,6 +558,27 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     Hc : ndarray (k,) or None
         sum_i s_i.
     """
+    with numba_threads(n_threads) as t:
+        kernel, args, (V, S, H0, Hp, hc) = hessp_row_pass(
+            csr, P, sample_weight, V, c, XT=XT, total=total, scale=scale,
+            chunks=n_chunks(csr.shape[0]), out=out)
+        kernel(*args)
+        HV, _ = _column_pass(XT, S, H0, Hp, V, alpha * scale, t, out)
+    return HV, (hc.sum(axis=0)[:V.shape[1]] if c is not None else None)
+
+
+def hessp_row_pass(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None, *,
+                   XT: CSR | Panels | None = None, total: float | None = None,
+                   scale: float = 1.0, chunks: int = 1, out: np.ndarray | None = None
+                   ) -> tuple[Any, tuple, tuple[np.ndarray, ...]]:
+    """(kernel, arguments, (V, rows, G0, Gp, hc)) of :func:`hessp`'s row pass over ``chunks``.
+
+    The kernel (:func:`~._kernels._hessp._panel_hessp_rows` for panels,
+    else :func:`~._kernels._hessp._sparse_hessp`) writes the rows, or G0
+    and the per-chunk parts Gp, and hc, for :func:`_column_pass`; V is the
+    direction as the kernels read it. Also the argument types a second
+    process compiles for a fit (``SparseEngine.hessp_kernels``).
+    """
     m, n = csr.shape
     dt = csr.dtype
     V, cv = _kernel_weights(csr, V, c)
@@ -565,19 +586,16 @@ def hessp(csr: CSR, P: np.ndarray, sample_weight: Any, V: Any, c: Any = None,
     cv = cv * dt.type(scale)
     P = kernel_view(np.ascontiguousarray(P, dtype=dt))
     sw, weighted, total = _weights(sample_weight, m, dt, total)
-    with numba_threads(n_threads) as t:
-        chunks = n_chunks(m)
-        hc = np.empty((chunks, k + _pad(1, dt)), dt)
-        scratch = np.empty((chunks, 1 + _pad(k, dt), k), dt)
-        S, H0, Hp = _row_pass_buffers(XT, m, n, k, chunks, dt, out)
-        if isinstance(XT, Panels):
-            _panel_hessp_rows(XT.data, XT.indices, XT.ptr, P, sw, weighted,
-                              dt.type(1.0 / total), V, dt.type(scale), cv, S, hc)
-        else:
-            _sparse_hessp(csr.data, csr.indices, csr.indptr, P, sw, weighted,
-                          dt.type(1.0 / total), V, dt.type(scale), cv, S, H0, Hp, hc, scratch)
-        HV, _ = _column_pass(XT, S, H0, Hp, V, alpha * scale, t, out)
-    return HV, (hc.sum(axis=0)[:k] if c is not None else None)
+    hc = np.empty((chunks, k + _pad(1, dt)), dt)
+    S, H0, Hp = _row_pass_buffers(XT, m, n, k, chunks, dt, out)
+    parts = (V, S, H0, Hp, hc)
+    if isinstance(XT, Panels):
+        return (_panel_hessp_rows, (XT.data, XT.indices, XT.ptr, P, sw, weighted,
+                                    dt.type(1.0 / total), V, dt.type(scale), cv, S, hc), parts)
+    scratch = np.empty((chunks, 1 + _pad(k, dt), k), dt)
+    return (_sparse_hessp, (csr.data, csr.indices, csr.indptr, P, sw, weighted,
+                            dt.type(1.0 / total), V, dt.type(scale), cv, S, H0, Hp, hc,
+                            scratch), parts)
 
 
 def sgd_epoch(csr: CSR, y: Any, sample_weight: Any, W: np.ndarray, b: np.ndarray,

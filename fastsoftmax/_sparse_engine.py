@@ -20,6 +20,8 @@ a Newton fit on 2 million features holds n k numbers per vector anyway.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import _sparse
@@ -62,6 +64,20 @@ class SparseEngine:
             data.X, self._y(), data.sample_weight, np.ascontiguousarray(coef.T), bias,
             alpha=alpha, P=P, XT=self._XT, total=data.total_weight)
         return loss, G.T, gb  # a fresh (n, k) array: its transpose is the coef layout
+
+    def hessp_kernels(self) -> list[tuple[Any, tuple]]:
+        """[(kernel, argument types)]: the row pass this engine's first Hessian product compiles.
+
+        For :mod:`fastsoftmax._side_compile`, before the fit's first
+        gradient: :func:`fastsoftmax._sparse.hessp_row_pass` on the data with
+        a zero direction (P's type is :meth:`proba_buffer`'s). The column
+        pass after it runs the kernels the gradient compiles.
+        """
+        n, k, dt = self.data.n_features, self.k, self.dtype
+        kernel, args, _ = _sparse.hessp_row_pass(
+            self.data.X, self.no_proba, self.data.sample_weight, np.zeros((n, k), dt),
+            np.zeros(k, dt), XT=self._XT, total=self.data.total_weight)
+        return [(kernel, tuple(kernel.typeof_pyval(a) for a in args))]
 
     def hessp(self, coef, bias, P, V, cv, alpha=0.0, scale=1.0, out=None):
         """Return H (scale V, scale cv): (HV in coef layout, Hc), HV with its L2 term.

@@ -111,6 +111,32 @@ def test_predicted_signature_is_the_one_newton_compiles(case, rng, monkeypatch):
             assert types in kernel.overloads, (kernel, types, list(kernel.overloads))
 
 
+@pytest.mark.filterwarnings("ignore:newton did not converge")
+@pytest.mark.parametrize("scheme", ["scatter", "transpose", "panels"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
+def test_predicted_sparse_signature_is_the_one_newton_compiles(scheme, dt, rng, monkeypatch):
+    """The same for CSR data: the row pass of each gradient scheme, weighted
+    or not, with and without intercept."""
+    import scipy.sparse as sp
+
+    from fastsoftmax import _sparse
+
+    monkeypatch.setattr(_sparse, "gradient_scheme", lambda csr, k, n_threads=None: scheme)
+    k = 4
+    X = _sparse.as_csr(sp.random(300, 50, density=0.1, format="csr", random_state=1,
+                                 dtype=dt))
+    y = rng.integers(0, k, 300)
+    for sw in (None, rng.uniform(0.5, 2.0, 300).astype(dt)):
+        for intercept in (np.zeros(k, dt), None):
+            objective = Objective(dataset(X, y, k, sw), warm=True)
+            [(kernel, types)] = objective.engine.hessp_kernels()
+            py_func = kernel.py_func
+            assert getattr(importlib.import_module(py_func.__module__),
+                           py_func.__qualname__) is kernel
+            newton(objective, np.zeros((k, 50), dt), intercept, 0.1, max_iter=1, tol=0.0)
+            assert types in kernel.overloads, (kernel, types, list(kernel.overloads))
+
+
 # A fresh process, on an empty cache: the second process compiles the
 # Hessian products' kernel (the fit waits for it here, so that the test does
 # not depend on which process gets there first); the fit then loads it.
