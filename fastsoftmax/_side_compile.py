@@ -46,8 +46,10 @@ from ._settings import SettingError
 
 SETTING = "FASTSOFTMAX_SIDE_COMPILE"
 
-# The processes started and not yet seen to end (stopped at exit).
+# The processes started and not yet seen to end (stopped at exit), and
+# whether stop_all is registered to run at exit.
 _started: list[subprocess.Popen] = []
+_stop_at_exit = False
 
 
 def setting() -> str:
@@ -93,7 +95,7 @@ def in_cache(kernel: Any, types: tuple) -> bool:
         cache = kernel._cache
         key = cache._index_key(types, kernel.targetctx.codegen())
         return key in cache._cache_file._load_index()
-    except (AttributeError, OSError, pickle.UnpicklingError, EOFError):
+    except Exception:  # noqa: BLE001 - other internals, an unreadable index: start nothing
         return True
 
 
@@ -115,6 +117,7 @@ def start(kernels: Callable[[], Sequence[tuple[Any, tuple]]]) -> subprocess.Pope
             if _locks.lock_path(kernel, types) is not None and not in_cache(kernel, types)]
     if not todo:
         return None
+    global _stop_at_exit
     payload = pickle.dumps([(k.py_func.__module__, k.py_func.__qualname__, types)
                             for k, types in todo])
     # The second process imports this very package (not another copy on its
@@ -131,8 +134,9 @@ def start(kernels: Callable[[], Sequence[tuple[Any, tuple]]]) -> subprocess.Pope
         proc.stdin.close()
     except OSError:
         return None
-    if not _started:
+    if not _stop_at_exit:
         atexit.register(stop_all)
+        _stop_at_exit = True
     _started[:] = [p for p in _started if p.poll() is None]
     _started.append(proc)
     return proc

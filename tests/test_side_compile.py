@@ -68,6 +68,14 @@ def test_nothing_started_for_a_kernel_compiled_here(rng, monkeypatch):
     assert _side_compile.start(engine.hessp_kernels) is None
 
 
+def test_stop_all_ends_a_process_still_running(monkeypatch):
+    """At exit a second process still compiling is stopped (its cache entry unwritten)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    monkeypatch.setattr(_side_compile, "_started", [proc])
+    _side_compile.stop_all()
+    assert proc.poll() is not None and _side_compile._started == []
+
+
 # (strategy, rows, features, classes, dtype, weights, soft): the launches a
 # Hessian product can take (rows kernels, GEMM of short and long rows, one
 # chunk on the calling thread, the split pass).
