@@ -22,6 +22,8 @@ The process is started only where it can help and cannot be in the way:
 * a core is spare: this process may use at least two, and the load
   average over the last minute is below that count less one half (under
   a test runner's or a job's full load, nothing starts);
+* this process runs a Python interpreter (not a frozen application, nor a
+  program that embeds Python: :func:`python_interpreter`);
 * ``FASTSOFTMAX_SIDE_COMPILE`` is not ``0``. ``1`` starts it whatever the
   load (the other conditions still hold).
 
@@ -82,6 +84,17 @@ def spare_core() -> bool:
     return load < cpus - 0.5
 
 
+def python_interpreter() -> bool:
+    """Return whether ``sys.executable`` is a Python interpreter that runs ``-c`` code.
+
+    Not in a frozen application (PyInstaller and the like: the executable
+    is the application itself) nor under a host program that embeds Python
+    (its executable is the host's).
+    """
+    name = os.path.basename(sys.executable or "").lower()
+    return not getattr(sys, "frozen", False) and name.startswith("python")
+
+
 def in_cache(kernel: Any, types: tuple) -> bool:
     """Return whether ``kernel`` is compiled for ``types`` here or in its disk cache.
 
@@ -109,7 +122,7 @@ def start(kernels: Callable[[], Sequence[tuple[Any, tuple]]]) -> subprocess.Pope
     from ._kernels import _locks
 
     mode = setting()
-    if mode == "0" or not _locks.installed() or not sys.executable:
+    if mode == "0" or not _locks.installed() or not python_interpreter():
         return None
     if mode == "auto" and not spare_core():
         return None

@@ -48,6 +48,18 @@ def test_spare_core(cpus, load, spare, monkeypatch):
     assert _side_compile.spare_core() is spare
 
 
+@pytest.mark.parametrize("executable, frozen, runs", [
+    ("/usr/bin/python3.11", False, True), ("/venv/bin/python", False, True),
+    ("/usr/local/bin/python3", False, True), ("/opt/app/myapp", True, False),
+    ("/venv/bin/python", True, False), ("/usr/sbin/uwsgi", False, False), ("", False, False)])
+def test_python_interpreter(executable, frozen, runs, monkeypatch):
+    """A second process only from a Python interpreter: never from a frozen
+    application or a program embedding Python (it would start the program)."""
+    monkeypatch.setattr(sys, "executable", executable)
+    monkeypatch.setattr(sys, "frozen", frozen, raising=False)
+    assert _side_compile.python_interpreter() is runs
+
+
 def test_nothing_started_when_off_or_busy(monkeypatch):
     """Setting 0, or auto without a spare core: None, and the signatures are never asked for."""
     def kernels():
