@@ -187,8 +187,25 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # row-wise kernel at m n k = 2e8 (2-core Intel host): 0.40-0.81x the time
 # at n = 16 ... 64 in float32, 0.51-0.91x at n = 16 and 32 in float64; at
 # n = 100 it was 1.04-1.28x, the transposed products costing more than the
-# error pass saved (BENCHMARKS.md, "Seventh session").
+# error pass saved (BENCHMARKS.md, "Seventh session"). Those rows were of
+# 2 and 10 classes. With more classes the row-wise error pass fills its
+# vectors too, and on float32 rows of 50-64 features the transposed kernel
+# took 1.03-1.50x the row-wise one's time from n k = 1,024 (16-24 classes
+# at 64 features, 24 at 50), 0.69-0.99x below; at 40 features or fewer
+# (and in float64, up to 32 features) it stayed the faster one up to 31
+# classes, 0.54-1.02x (2-core Zen 4 host; BENCHMARKS.md, "Fortieth
+# session"). So over more than _TRANSPOSED_ANY_K_BYTES of features it
+# takes fewer than _TRANSPOSED_WEIGHTS weights.
 _TRANSPOSED_ROW_BYTES = 256
+_TRANSPOSED_ANY_K_BYTES = 160
+_TRANSPOSED_WEIGHTS = 1024
+
+
+def transposed_logits(n: int, k: int, itemsize: int) -> bool:
+    """Whether the GEMM gradient on rows of n features, k < LANES_FROM classes, transposes."""
+    row = n * itemsize
+    return row <= _TRANSPOSED_ROW_BYTES and (row <= _TRANSPOSED_ANY_K_BYTES
+                                              or n * k < _TRANSPOSED_WEIGHTS)
 
 
 # Scratch of engines made for one call (the function API's loss_and_grad
@@ -444,7 +461,7 @@ class DenseEngine:
             if self._split:
                 return "gemm_split"
             return "gemm_lanes"
-        if self.data.n_features * self.dtype.itemsize <= _TRANSPOSED_ROW_BYTES:
+        if transposed_logits(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_t"
         return "gemm"
 
