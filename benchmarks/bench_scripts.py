@@ -188,3 +188,13 @@ def test_side_compile_script():
     assert_table(runs, 2)
     assert_table(medians, 2)
     assert "| 0 (one process) |" in runs[2] + runs[3] and "_rowwise" in runs[2], runs
+
+
+def test_gradient_variants_script():
+    # One tiny cell per mode: a row each, with the rule's choice.
+    rows = run_script("benchmarks/gradient_variants.py", "transposed", "--ns", "50", "--ks",
+                      "24", "--work", "2e5", "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].endswith("| gemm |"), rows
+    assert_table(run_script("benchmarks/gradient_variants.py", "width", "--shapes", "300x130x3",
+                            "--rounds", "1"), 1)

@@ -189,23 +189,21 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # n = 100 it was 1.04-1.28x, the transposed products costing more than the
 # error pass saved (BENCHMARKS.md, "Seventh session"). Those rows were of
 # 2 and 10 classes. With more classes the row-wise error pass fills its
-# vectors too, and on float32 rows of 50-64 features the transposed kernel
-# took 1.03-1.50x the row-wise one's time from n k = 1,024 (16-24 classes
-# at 64 features, 24 at 50), 0.69-0.99x below; at 40 features or fewer
-# (and in float64, up to 32 features) it stayed the faster one up to 31
-# classes, 0.54-1.02x (2-core Zen 4 host; BENCHMARKS.md, "Fortieth
-# session"). So over more than _TRANSPOSED_ANY_K_BYTES of features it
-# takes fewer than _TRANSPOSED_WEIGHTS weights.
+# vectors too: on float32 rows of 32-64 features the transposed kernel
+# took 0.64-0.97x the row-wise one's time up to 960 weights (n k), and
+# from 992 weights 0.87-1.51x from run to run, each of the cells at 31
+# classes at 32 features, 25-31 at 40, 20-31 at 50 and 16-31 at 64 reaching
+# 1.15-1.51x in one run or more; float64 rows (at most 32 features)
+# 0.54-1.02x (2-core Zen 4 host, `benchmarks/gradient_variants.py
+# transposed`; BENCHMARKS.md, "Fortieth session"). So it also takes at
+# most _TRANSPOSED_WEIGHTS weights.
 _TRANSPOSED_ROW_BYTES = 256
-_TRANSPOSED_ANY_K_BYTES = 160
-_TRANSPOSED_WEIGHTS = 1024
+_TRANSPOSED_WEIGHTS = 960
 
 
 def transposed_logits(n: int, k: int, itemsize: int) -> bool:
     """Whether the GEMM gradient on rows of n features, k < LANES_FROM classes, transposes."""
-    row = n * itemsize
-    return row <= _TRANSPOSED_ROW_BYTES and (row <= _TRANSPOSED_ANY_K_BYTES
-                                              or n * k < _TRANSPOSED_WEIGHTS)
+    return n * itemsize <= _TRANSPOSED_ROW_BYTES and n * k <= _TRANSPOSED_WEIGHTS
 
 
 # Scratch of engines made for one call (the function API's loss_and_grad

@@ -64,18 +64,19 @@ def _force(kernel, monkeypatch):
         monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 0)
     elif kernel == "gemm_t":
         monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 1 << 30)
-        monkeypatch.setattr(_dense, "_TRANSPOSED_ANY_K_BYTES", 1 << 30)
+        monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", 1 << 30)
     return "rows" if kernel == "rows" else "gemm"
 
 # ---------------------------------------------------------- loss and gradient
 
 def test_transposed_logits_rule():
-    """_dense.transposed_logits: at most 256 bytes of features; over 160 bytes
-    only below 1,024 weights (BENCHMARKS.md, "Fortieth session")."""
+    """_dense.transposed_logits: at most 256 bytes of features and at most 960
+    weights (BENCHMARKS.md, "Fortieth session")."""
     t = _dense.transposed_logits
     assert t(64, 10, 4) and t(64, 15, 4) and not t(64, 16, 4) and not t(65, 2, 4)
-    assert t(50, 20, 4) and not t(50, 21, 4) and t(40, 31, 4) and t(20, 31, 4)
-    assert t(32, 31, 8) and t(20, 31, 8) and not t(33, 2, 8)
+    assert t(50, 19, 4) and not t(50, 20, 4) and t(40, 24, 4) and not t(40, 25, 4)
+    assert t(20, 31, 4) and t(32, 30, 4) and not t(32, 31, 4)
+    assert t(32, 30, 8) and not t(32, 31, 8) and t(20, 31, 8) and not t(33, 2, 8)
 
 
 def _objective_for(X, y, sw, k, strategy, soft):

@@ -1,0 +1,136 @@
+"""Two kernel variants of one engine, alternating in one process (the rules behind them).
+
+    python benchmarks/gradient_variants.py transposed [--dtype float32] [--ns 50,64]
+                                           [--ks 14,16,20,24,31] [--work 2e8] [--rounds 11]
+    python benchmarks/gradient_variants.py width [--shapes 60000x784x10,...] [--rounds 11]
+
+``transposed``: the GEMM strategy's gradient with transposed logits
+(``gemm_t``) against the row-wise GEMM kernel (``gemm``), for every n and
+k given (fewer than 32 classes), m such that m n k is about ``--work``:
+the rule ``fastsoftmax._dense.transposed_logits``. ``width``: float64 rows
+kernels (gradient, then a Hessian product) compiled with the 512-bit
+vector marker against the default width, the rule
+``fastsoftmax._dense.rows_width`` (on a host without AVX-512 the request
+is a no-op). Both variants run on the same data, each on its own engine
+(the GEMM strategy, or the rows strategy, forced), the order alternating
+from round to round; each round takes the best of 5 calls; the table has
+the medians over ``--rounds`` rounds after a warm-up round. Prints one
+Markdown table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from fastsoftmax import _dense
+from fastsoftmax._data import make_dataset
+from fastsoftmax._kernels._width import DEFAULT_WIDTH, FLOAT64_512
+from fastsoftmax._objective import Objective
+from fastsoftmax._threads import thread_policy
+
+CALLS = 5
+
+
+def best_of(fn) -> float:
+    best = float("inf")
+    for _ in range(CALLS):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def alternate(runs: dict, rounds: int) -> dict[str, float]:
+    """Median ms of each callable's best of CALLS calls, the order alternating; a warm-up round."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    names = list(runs)
+    with thread_policy(None):
+        for r in range(rounds + 1):
+            for name in names if r % 2 else names[::-1]:
+                t = best_of(runs[name])
+                if r:
+                    times[name].append(t)
+    return {name: 1e3 * float(np.median(v)) for name, v in times.items()}
+
+
+def problem(m, n, k, dt, rng):
+    X = rng.standard_normal((m, n)).astype(dt)
+    data = make_dataset(X, rng.integers(0, k, m), None, None, k)
+    return data, (0.01 * rng.standard_normal((k, n))).astype(dt), np.zeros(k, dt)
+
+
+def transposed(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    saved = _dense._TRANSPOSED_ROW_BYTES, _dense._TRANSPOSED_WEIGHTS
+
+    def forced(engine, transpose, coef, b):
+        def call():
+            _dense._TRANSPOSED_ROW_BYTES = _dense._TRANSPOSED_WEIGHTS = (
+                1 << 30 if transpose else 0)
+            try:
+                engine.gradient(coef, b)
+            finally:
+                _dense._TRANSPOSED_ROW_BYTES, _dense._TRANSPOSED_WEIGHTS = saved
+        return call
+
+    print(f"{dt.name}, GEMM strategy, m n k about {args.work:.0e}, medians of {args.rounds} "
+          f"rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | gemm_t ms | gemm ms | gemm_t / gemm | the rule takes |")
+    print("|---|---:|---:|---:|---|")
+    for n in map(int, args.ns.split(",")):
+        for k in map(int, args.ks.split(",")):
+            m = max(100, int(round(args.work / (n * k), -2)))
+            data, coef, b = problem(m, n, k, dt, rng)
+            runs = {"gemm_t": forced(Objective(data, "gemm", warm=True).engine, True, coef, b),
+                    "gemm": forced(Objective(data, "gemm", warm=True).engine, False, coef, b)}
+            t = alternate(runs, args.rounds)
+            rule = "gemm_t" if _dense.transposed_logits(n, k, dt.itemsize) else "gemm"
+            print(f"| ({m}, {n}, {k}) | {t['gemm_t']:.2f} | {t['gemm']:.2f} | "
+                  f"{t['gemm_t'] / t['gemm']:.2f} | {rule} |", flush=True)
+
+
+def width(args, rng) -> None:
+    print(f"float64, rows strategy, P stored, medians of {args.rounds} rounds of the best of "
+          f"{CALLS} calls")
+    print("| (m, n, k) | gradient 512-bit ms | default ms | default / 512 | "
+          "hessp 512-bit ms | default ms | default / 512 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for shape in args.shapes.split(","):
+        m, n, k = map(int, shape.split("x"))
+        data, coef, b = problem(m, n, k, np.dtype(np.float64), rng)
+        V = rng.standard_normal((k, n))
+        runs = {}
+        for name, marker in (("wide", FLOAT64_512), ("default", DEFAULT_WIDTH)):
+            engine = Objective(data, "rows", warm=True).engine
+            engine._width = marker
+            gargs = (coef, b, engine.proba_buffer())
+            hargs = (*gargs, V, np.zeros(k))
+            runs[f"grad {name}"] = lambda e=engine, a=gargs: e.gradient(*a)
+            runs[f"hessp {name}"] = lambda e=engine, a=hargs: e.hessp(*a)
+        t = alternate(runs, args.rounds)
+        print(f"| ({m}, {n}, {k}) | {t['grad wide']:.2f} | {t['grad default']:.2f} | "
+              f"{t['grad default'] / t['grad wide']:.2f} | {t['hessp wide']:.2f} | "
+              f"{t['hessp default']:.2f} | {t['hessp default'] / t['hessp wide']:.2f} |",
+              flush=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["transposed", "width"])
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--ns", default="50,64")
+    ap.add_argument("--ks", default="14,16,20,24,31")
+    ap.add_argument("--work", type=float, default=2e8)
+    ap.add_argument("--shapes", default="60000x784x10,200000x128x5,100000x300x3,"
+                                        "20000x3000x4,300000x128x2")
+    ap.add_argument("--rounds", type=int, default=11)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    (transposed if args.what == "transposed" else width)(args, rng)
+
+
+if __name__ == "__main__":
+    main()
