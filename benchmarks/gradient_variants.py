@@ -21,9 +21,9 @@ Markdown table; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _common import best_of  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax import _dense
 from fastsoftmax._data import make_dataset
@@ -34,15 +34,6 @@ from fastsoftmax._threads import thread_policy
 CALLS = 5
 
 
-def best_of(fn) -> float:
-    best = float("inf")
-    for _ in range(CALLS):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def alternate(runs: dict, rounds: int) -> dict[str, float]:
     """Median ms of each callable's best of CALLS calls, the order alternating; a warm-up round."""
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -50,7 +41,7 @@ def alternate(runs: dict, rounds: int) -> dict[str, float]:
     with thread_policy(None):
         for r in range(rounds + 1):
             for name in names if r % 2 else names[::-1]:
-                t = best_of(runs[name])
+                t = best_of(runs[name], CALLS)
                 if r:
                     times[name].append(t)
     return {name: 1e3 * float(np.median(v)) for name, v in times.items()}
