@@ -62,10 +62,6 @@ import numpy as np
 
 from ._kernels._common import LANES_FROM
 
-# Above SMALL_K classes the strategy is always GEMM (_winner), so no cell
-# is timed there.
-SMALL_K = 48
-
 # The fixed rule, used where this host has no wisdom for a shape: every
 # call below AUTO_WORK multiply-adds until ``fastsoftmax bench --calibrate``
 # has run or a large problem has timed its cells, so most of what a user
@@ -122,7 +118,21 @@ GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 # neither kernel had: (4000, 1500, 30) float32 ran the rows kernels at 1.52x
 # GEMM's time and (6000, 1500, 24) float64 GEMM at 1.37x the rows kernels'
 # (BENCHMARKS.md, "Thirty-second session").
-GRID_K = (2, 3, 5, 7, 10, 20, 30, 48)
+# k = 100 and 200: the rows kernels also win beyond 48 classes on some
+# hosts. On the 2-core Zen 4 host, both strategies alternating in one
+# process at m n k = 1.2e8-5e8, they took 0.72-0.93x GEMM's time in
+# float64 at 384-3,072 features and 48-200 classes (the Hessian product
+# 0.66-0.89x), 0.82-0.94x on X of 30,000 x 784 x 100 and 8,000 x 3,072 x
+# 100 read from memory, and in float32 0.80-0.95x from 1,536 features; at
+# 128 features GEMM won by 1.2-1.9x, at 400-1,000 classes the two were
+# level or GEMM won by up to 2.5x (BENCHMARKS.md, "Forty-first session").
+# Before these columns every shape above 48 classes ran GEMM, 1.11-1.16x
+# the rows kernels' time at (3000, 784, 100) and (1000, 3000, 100)
+# float64 on that host (benchmarks/strategy_check.py).
+GRID_K = (2, 3, 5, 7, 10, 20, 30, 48, 100, 200)
+# Above SMALL_K classes (the grid's last column) the strategy is always
+# GEMM (_winner), so no cell is timed there.
+SMALL_K = GRID_K[-1]
 # Multiply-adds per timed call. Cells are timed for problems of at least
 # AUTO_WORK, whose X streams from memory: calls 8x longer than the first
 # choice (2**23, an X of a few MB, kept in cache between calls) chose
@@ -982,9 +992,8 @@ def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:
     """
     default = fixed_rule(n, k, AUTO_WORK)
     if k > SMALL_K:
-        # Above SMALL_K the rows kernel's 4 x 3 tiles stop paying; where a
-        # short cell timed it faster, the same n and k with more rows went
-        # to GEMM by 1.5x (20000 x 100 x 100 float32, measured).
+        # Not timed above SMALL_K: there the rows kernels' 4 x 3 tiles
+        # stop paying (see GRID_K).
         return default
     mine, other = (rows_s, gemm_s) if default == "rows" else (gemm_s, rows_s)
     if other < MARGIN * mine:

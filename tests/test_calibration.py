@@ -340,6 +340,43 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
         cal.forget()
 
 
+def test_many_classes_go_by_the_cells_up_to_the_last_column(tmp_path, monkeypatch):
+    """Above 48 classes the columns at 100 and 200 decide (the rows kernels
+    win some of those cells on some hosts); above the last column, GEMM
+    without a timing, whatever the cells say."""
+    monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
+    monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
+    assert cal.SMALL_K == cal.GRID_K[-1] == 200 and 100 in cal.GRID_K
+    assert cal._k_columns(70) == (48, 100, 200)
+
+    def cell(ratio):
+        return {"winner": "rows" if ratio < 1 else "gemm", "rows_s": ratio * 0.01,
+                "gemm_s": 0.01}
+
+    # rows / GEMM 0.8 at 784 features (the rows kernels' cells), 1.3 at 384
+    cells = {f"{n},{k}": cell(0.8 if n == 784 else 1.3) for n in (384, 784)
+             for k in (48, 100, 200)}
+    cal.wisdom_path().write_text(json.dumps({"float64": {"cells": cells}}))
+    cal.forget()
+    f64 = np.dtype(np.float64)
+    try:
+        for k in (49, 70, 100, 150, 200):
+            assert cal.strategy(784, k, f64, work=1) == "rows"
+            assert cal.strategy(384, k, f64, work=1) == "gemm"
+        # between the two columns of features: 0.8 ** 0.63 * 1.3 ** 0.37 = 0.96,
+        # not below the margin (0.95): the fixed rule's GEMM
+        assert cal.strategy(600, 100, f64, work=1) == "gemm"
+        assert cal.strategy(700, 100, f64, work=1) == "rows"
+        for k in (201, 1000):
+            assert cal.strategy(784, k, f64, work=1 << 40) == "gemm"
+            assert cal.explain(784, k, f64, work=1 << 40)["source"] == (
+                "the fixed rule: GEMM blocks above 200 classes")
+        assert not (set(json.loads(cal.wisdom_path().read_text())["float64"]["cells"])
+                    - set(cells)), "nothing timed above the last column"
+    finally:
+        cal.forget()
+
+
 def test_a_cell_off_the_grid_is_refused(fresh, monkeypatch):
     with pytest.raises(ValueError, match=r"\(100, 3\) is not a cell"):
         cal.calibrate(("float64",), cells=[(100, 3)])

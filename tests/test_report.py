@@ -156,7 +156,7 @@ def test_a_small_shapes_untimed_cell_gives_the_fixed_rule(fresh):
     assert out["strategy"] == cal.fixed_rule(784, 10, 1000)
     assert out["source"] == "the fixed rule: the shape's cell is not timed on this host"
     assert out["untimed"] and not out["times_first"]
-    assert cal.explain(784, 100, np.float64, work=1 << 40)["source"] == (
+    assert cal.explain(784, 1000, np.float64, work=1 << 40)["source"] == (
         f"the fixed rule: GEMM blocks above {cal.SMALL_K} classes")
 
 
