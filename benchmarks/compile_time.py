@@ -7,7 +7,8 @@ need is compiled here; each line is the
 seconds of the first call (compilation included) on a small problem.
 
     python benchmarks/compile_time.py [float32|float64] [grad softmax proba auto lbfgs sgd bgd
-                                                         calibrate mnist large large-narrow rows:N
+                                                         calibrate mnist large large-narrow
+                                                         large-wide rows:N
                                                          sparse ... kernels]
 
 prints one line per entry point, in order (a later line does not pay again
@@ -16,11 +17,12 @@ for a kernel an earlier one compiled), then the total with the import.
 loaded model has them: no fit). "calibrate" is the kernel strategy's
 calibration of every grid cell of that dtype (``fastsoftmax bench
 --calibrate``; nothing is written), its compiling and its timing together.
-"large" and "large-narrow" are a first fit (``max_iter=2``) of a problem
-large enough (m n k >= 2**30) to calibrate what it uses: 60,000 x 784, 25
-classes (its strategy cell), and 300,000 x 20, 200 classes (the GEMM
-blocks of narrow rows); the wisdom goes to a new empty folder too, unless
-FASTSOFTMAX_CACHE_DIR says otherwise. "mnist" is the same first fit at
+"large", "large-narrow" and "large-wide" are a first fit (``max_iter=2``)
+of a problem large enough (m n k >= 2**30) to calibrate what it uses:
+60,000 x 784, 25 classes (its strategy cell), 300,000 x 20, 200 classes
+(the GEMM blocks of narrow rows), and 20,000 x 784, 100 classes (its
+strategy cells, above 48 classes); the wisdom goes to a new empty folder
+too, unless FASTSOFTMAX_CACHE_DIR says otherwise. "mnist" is the same first fit at
 60,000 x 784, 10 classes, the MNIST shape (m n k below 2**30: nothing
 calibrated). "rows:N" is ``loss_and_grad`` and then ``hessp`` on 203 rows of
 N features, 5 classes, with the rows strategy forced
@@ -55,7 +57,7 @@ print(f"import {time.perf_counter() - t0:.1f} s", flush=True)
 T_START = t0  # the import started here
 # First fits that calibrate (m n k >= 2**30): a strategy cell; narrow blocks.
 LARGE = {"large": (60_000, 784, 25), "large-narrow": (300_000, 20, 200),
-         "mnist": (60_000, 784, 10)}
+         "large-wide": (20_000, 784, 100), "mnist": (60_000, 784, 10)}
 
 
 def compile_events() -> list[tuple[str, float]]:

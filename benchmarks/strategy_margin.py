@@ -6,8 +6,10 @@
                                          [--cell-work 8388608,67108864]
                                          [--truths 1] [--cold-bytes 268435456]
 
-The truth: on every cell of the calibration grid with k <= SMALL_K (above
-it the choice is always GEMM), both strategies of ``loss_and_grad`` at the
+The truth: on every cell of the calibration grid (k <= SMALL_K; above it
+the choice is always GEMM, and so it is on the cells of more than MANY_K
+classes and fewer than MANY_K_FEATURES features, which are charged as
+such), both strategies of ``loss_and_grad`` at the
 size users train (m n k about ``--work``), interleaved in this process,
 medians of ``--rounds`` rounds of the best of 3 calls. Then
 ``--calibrations`` calibrations (``_calibration.calibrate(write=False)``:
@@ -18,7 +20,8 @@ several ``--cell-work`` values, the calibrations are repeated with each
 as ``_calibration.CELL_WORK`` (how long a calibration's timed calls are).
 Prints the truth's ratios and one row per cell work and margin (mean and
 worst over the cells, the worst's cell, how many cells exceed 1.10x);
-asserts nothing. About 6 minutes on 2 cores with the defaults.
+asserts nothing. About 6 minutes on 2 cores with the defaults when the
+grid's classes went up to 48 (eight columns; now ten).
 
 ``--truths N`` (N >= 2) measures the truth N times, each a pass over the
 whole grid on arrays of its own, charges the calibrations at the median of

@@ -131,8 +131,20 @@ GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 # float64 on that host (benchmarks/strategy_check.py).
 GRID_K = (2, 3, 5, 7, 10, 20, 30, 48, 100, 200)
 # Above SMALL_K classes (the grid's last column) the strategy is always
-# GEMM (_winner), so no cell is timed there.
+# GEMM (_winner), so no cell is timed there. Nor above MANY_K classes on
+# rows of fewer than MANY_K_FEATURES features: there GEMM won every cell
+# by 1.2-2.0x (16-128 features, 100 and 200 classes, both dtypes, on the
+# Zen 4 host above), and timing those cells made a first fit of 300,000 x
+# 20 x 200 float64 on an empty cache compile the rows kernels for nothing
+# (8.4 -> 27 s; BENCHMARKS.md, "Forty-first session").
 SMALL_K = GRID_K[-1]
+MANY_K = 48
+MANY_K_FEATURES = 384
+
+
+def timed_shape(n_features: int, n_classes: int) -> bool:
+    """Whether the grid's cells decide a shape's strategy (else GEMM, above MANY_K classes)."""
+    return n_classes <= MANY_K or (n_classes <= SMALL_K and n_features >= MANY_K_FEATURES)
 # Multiply-adds per timed call. Cells are timed for problems of at least
 # AUTO_WORK, whose X streams from memory: calls 8x longer than the first
 # choice (2**23, an X of a few MB, kept in cache between calls) chose
@@ -589,7 +601,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     forced = override.strip().lower()
     if forced in ("rows", "gemm"):
         return forced
-    if forced == "fixed" or n_classes > SMALL_K:  # above SMALL_K: GEMM, as _winner decides
+    if forced == "fixed" or not timed_shape(n_features, n_classes):  # GEMM, as _winner decides
         return fixed_rule(n_features, n_classes, work)
 
     def find() -> str | None:
@@ -668,6 +680,10 @@ def explain(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> 
         return out
     if n_classes > SMALL_K:
         out["source"] = f"the fixed rule: GEMM blocks above {SMALL_K} classes"
+        return out
+    if not timed_shape(n_features, n_classes):
+        out["source"] = (f"the fixed rule: GEMM blocks above {MANY_K} classes on rows of "
+                         f"fewer than {MANY_K_FEATURES} features")
         return out
     _, cell, needed, _ = _shape_cells(n_features, n_classes, name, work)
     untimed = _untimed(name, needed)
@@ -772,7 +788,7 @@ def _blocks_step(key: str, dtype: np.dtype, work: int, valid, default):
 
 def winner_grid(table: dict, ahead: bool = False,
                 cold: bool = False) -> list[list[str | None]]:
-    """Return a dtype's winners on GRID_N x GRID_K (None where a cell was not timed).
+    """Return a dtype's winners on GRID_N x GRID_K (None where a cell is not timed).
 
     ``ahead``: those of the cells' timings on an X read ahead (:func:`ahead_cell`).
     ``cold``: with X from memory (the one timing where a cell has only one).
@@ -782,7 +798,8 @@ def winner_grid(table: dict, ahead: bool = False,
     def winner(entry: dict) -> str | None:
         return entry.get("winner_cold", entry.get("winner")) if cold else entry.get("winner")
 
-    return [[winner(cells.get(_cell_key(n, k, ahead)) or {}) for k in GRID_K] for n in GRID_N]
+    return [[winner(cells.get(_cell_key(n, k, ahead)) or {}) if timed_shape(n, k) else None
+             for k in GRID_K] for n in GRID_N]
 
 
 def _gemm_problem(n: int, k: int, dtype: str, rng: np.random.Generator):
@@ -991,9 +1008,9 @@ def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:
     kernels are compiled already.
     """
     default = fixed_rule(n, k, AUTO_WORK)
-    if k > SMALL_K:
-        # Not timed above SMALL_K: there the rows kernels' 4 x 3 tiles
-        # stop paying (see GRID_K).
+    if not timed_shape(n, k):
+        # Not timed there: the rows kernels' 4 x 3 tiles stop paying (see
+        # GRID_K and MANY_K).
         return default
     mine, other = (rows_s, gemm_s) if default == "rows" else (gemm_s, rows_s)
     if other < MARGIN * mine:
@@ -1056,12 +1073,16 @@ def _cells_to_time(dtypes, cells) -> dict[str, list[Cell]]:
     """Return calibrate()'s cells per dtype as (n, k, ahead), checked: an error names a bad one."""
     if cells is None:
         return {dtype: [(n, k, ahead) for ahead in (False, True) for n in GRID_N for k in GRID_K
-                        if not ahead or ahead_cell(n, k, np.dtype(dtype).itemsize)]
+                        if timed_shape(n, k)
+                        and (not ahead or ahead_cell(n, k, np.dtype(dtype).itemsize))]
                 for dtype in dtypes}
     todo = [(cell[0], cell[1], len(cell) > 2 and bool(cell[2])) for cell in cells]
     for n, k, ahead in todo:
         if n not in GRID_N or k not in GRID_K:
             raise ValueError(f"({n}, {k}) is not a cell of the calibration grid")
+        if not timed_shape(n, k):
+            raise ValueError(f"({n}, {k}) is not timed: above {MANY_K} classes, rows of fewer "
+                             f"than {MANY_K_FEATURES} features always run GEMM")
         for dtype in dtypes:
             if ahead and not ahead_cell(n, k, np.dtype(dtype).itemsize):
                 raise ValueError(f"({n}, {k}) is not timed on an X read ahead in {dtype}: "

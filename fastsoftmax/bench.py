@@ -161,7 +161,9 @@ def _calibrate() -> None:
 
     for dtype, table in cal.calibrate().items():
         print(f"{dtype}: faster kernel strategy by features (rows) and classes (columns; "
-              f"above {cal.SMALL_K}: gemm), X read back to back (in the caches where it fits)")
+              f"gemm above {cal.SMALL_K}, and above {cal.MANY_K} on fewer than "
+              f"{cal.MANY_K_FEATURES} features), X read back to back (in the caches where "
+              "it fits)")
         _print_grid(cal.winner_grid(table))
         print(f"{dtype}: the same, X from memory (large problems)")
         _print_grid(cal.winner_grid(table, cold=True))

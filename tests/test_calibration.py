@@ -341,9 +341,10 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
 
 
 def test_many_classes_go_by_the_cells_up_to_the_last_column(tmp_path, monkeypatch):
-    """Above 48 classes the columns at 100 and 200 decide (the rows kernels
-    win some of those cells on some hosts); above the last column, GEMM
-    without a timing, whatever the cells say."""
+    """Above 48 classes the columns at 100 and 200 decide on rows of 384
+    features or more (the rows kernels win some of those cells on some
+    hosts); above the last column, and on narrower rows, GEMM without a
+    timing."""
     monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
     assert cal.SMALL_K == cal.GRID_K[-1] == 200 and 100 in cal.GRID_K
@@ -371,6 +372,15 @@ def test_many_classes_go_by_the_cells_up_to_the_last_column(tmp_path, monkeypatc
             assert cal.strategy(784, k, f64, work=1 << 40) == "gemm"
             assert cal.explain(784, k, f64, work=1 << 40)["source"] == (
                 "the fixed rule: GEMM blocks above 200 classes")
+        # nor on rows of fewer than 384 features above 48 classes
+        assert cal.MANY_K == 48 and cal.MANY_K_FEATURES == 384
+        assert cal.strategy(383, 49, f64, work=1 << 40) == "gemm"
+        assert cal.explain(128, 100, f64, work=1 << 40)["source"] == (
+            "the fixed rule: GEMM blocks above 48 classes on rows of fewer than 384 features")
+        assert cal.timed_shape(128, 48) and cal.timed_shape(384, 200)
+        assert not cal.timed_shape(383, 49) and not cal.timed_shape(3072, 201)
+        with pytest.raises(ValueError, match=r"\(128, 100\) is not timed: above 48 classes"):
+            cal.calibrate(("float64",), cells=[(128, 100)], write=False)
         assert not (set(json.loads(cal.wisdom_path().read_text())["float64"]["cells"])
                     - set(cells)), "nothing timed above the last column"
     finally:
