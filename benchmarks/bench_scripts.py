@@ -198,3 +198,17 @@ def test_gradient_variants_script():
     assert rows[2].endswith("| gemm |"), rows
     assert_table(run_script("benchmarks/gradient_variants.py", "width", "--shapes", "300x130x3",
                             "--rounds", "1"), 1)
+
+
+def test_gradient_variants_strategies():
+    rows = run_script("benchmarks/gradient_variants.py", "strategies", "--shapes", "600x384x60",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (600, 384, 60) |"), rows
+
+
+def test_strategy_fits_script():
+    rows = run_script("benchmarks/strategy_fits.py", "--shapes", "2500x40x3", "--dtypes",
+                      "float32", "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (2500, 40, 3) | float32 | "), rows

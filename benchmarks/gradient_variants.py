@@ -3,6 +3,8 @@
     python benchmarks/gradient_variants.py transposed [--dtype float32] [--ns 50,64]
                                            [--ks 14,16,20,24,31] [--work 2e8] [--rounds 11]
     python benchmarks/gradient_variants.py width [--shapes 60000x784x10,...] [--rounds 11]
+    python benchmarks/gradient_variants.py strategies [--dtype float64] [--ns 384,784]
+                                           [--ks 48,100,200] [--work 1.2e8] [--shapes ...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``), for every n and
@@ -11,8 +13,13 @@ the rule ``fastsoftmax._dense.transposed_logits``. ``width``: float64 rows
 kernels (gradient, then a Hessian product) compiled with the 512-bit
 vector marker against the default width, the rule
 ``fastsoftmax._dense.rows_width`` (on a host without AVX-512 the request
-is a no-op). Both variants run on the same data, each on its own engine
-(the GEMM strategy, or the rows strategy, forced), the order alternating
+is a no-op). ``strategies``: the rows kernels against the GEMM strategy's
+(gradient with P stored, then a Hessian product from it), for every n and
+k given with m n k about ``--work`` (at least 500 rows), or at the
+``--shapes`` given instead: the calibration grid's columns above 48
+classes (``fastsoftmax._calibration.GRID_K``). Both variants run on the
+same data, each on its own engine (the GEMM strategy, or the rows
+strategy, forced), the order alternating
 from round to round; each round takes the best of 5 calls; the table has
 the medians over ``--rounds`` rounds after a warm-up round. Prints one
 Markdown table; asserts nothing.
@@ -108,19 +115,59 @@ def width(args, rng) -> None:
               flush=True)
 
 
+def strategies(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    if args.shapes:
+        shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+    else:
+        shapes = [(max(500, int(round(args.work / (n * k), -2))), n, k)
+                  for n in map(int, args.ns.split(",")) for k in map(int, args.ks.split(","))]
+    print(f"{dt.name}, P stored, medians of {args.rounds} rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | gradient rows ms | gemm ms | rows / gemm | "
+          "hessp rows ms | gemm ms | rows / gemm |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for m, n, k in shapes:
+        data, coef, b = problem(m, n, k, dt, rng)
+        V = (0.01 * rng.standard_normal((k, n))).astype(dt)
+        cv = np.zeros(k, dt)
+        runs = {}
+        for name in ("rows", "gemm"):
+            engine = Objective(data, name, warm=True).engine
+            P = engine.proba_buffer()
+            engine.gradient(coef, b, P)  # P for the products
+            args_g = (coef, b, P)
+            runs[f"grad {name}"] = lambda e=engine, a=args_g: e.gradient(*a)
+            runs[f"hessp {name}"] = lambda e=engine, a=(*args_g, V, cv): e.hessp(*a)
+        t = alternate(runs, args.rounds)
+        print(f"| ({m}, {n}, {k}) | {t['grad rows']:.2f} | {t['grad gemm']:.2f} | "
+              f"{t['grad rows'] / t['grad gemm']:.2f} | {t['hessp rows']:.2f} | "
+              f"{t['hessp gemm']:.2f} | {t['hessp rows'] / t['hessp gemm']:.2f} |", flush=True)
+
+
+# Each mode's defaults for the options left out (None).
+DEFAULTS = {
+    "transposed": {"dtype": "float32", "ns": "50,64", "ks": "14,16,20,24,31", "work": 2e8},
+    "width": {"shapes": "60000x784x10,200000x128x5,100000x300x3,20000x3000x4,300000x128x2"},
+    "strategies": {"dtype": "float64", "ns": "384,784,1536,3072", "ks": "48,100,200",
+                   "work": 1.2e8},
+}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["transposed", "width"])
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--ns", default="50,64")
-    ap.add_argument("--ks", default="14,16,20,24,31")
-    ap.add_argument("--work", type=float, default=2e8)
-    ap.add_argument("--shapes", default="60000x784x10,200000x128x5,100000x300x3,"
-                                        "20000x3000x4,300000x128x2")
+    ap.add_argument("what", choices=list(DEFAULTS))
+    ap.add_argument("--dtype")
+    ap.add_argument("--ns")
+    ap.add_argument("--ks")
+    ap.add_argument("--work", type=float)
+    ap.add_argument("--shapes")
     ap.add_argument("--rounds", type=int, default=11)
     args = ap.parse_args(argv)
+    for name, value in DEFAULTS[args.what].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     rng = np.random.default_rng(0)
-    (transposed if args.what == "transposed" else width)(args, rng)
+    {"transposed": transposed, "width": width, "strategies": strategies}[args.what](args, rng)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,93 @@
+"""Whole default fits as users get them against each kernel strategy forced.
+
+    python benchmarks/strategy_fits.py [--shapes 20000x784x100,10000x1536x64]
+                                       [--dtypes float64,float32] [--rounds 3]
+
+For each shape and dtype, a default ``SoftmaxRegression().fit`` (Newton,
+whose time is mostly Hessian products) in fresh processes: as chosen (this
+host's wisdom, or the fixed rule without it), and with
+``FASTSOFTMAX_STRATEGY=rows`` and ``=gemm``, the three interleaved over
+``--rounds`` rounds, each process timing the better of two fits after a
+short warm-up fit (compilation). The data: a class prototype per class
+(scaled so that the classes overlap alike at any n) plus unit Gaussian
+noise, so that a fit takes several Newton iterations. Prints one Markdown
+table of median seconds and GEMM's over the chosen (above 1: the choice
+was faster than GEMM, what every shape above 48 classes ran before the
+calibration grid's columns at 100 and 200 classes); asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+STRATEGIES = ("chosen", "rows", "gemm")
+
+
+def problem(m: int, n: int, k: int, dtype: str):
+    rng = np.random.default_rng(0)
+    prototypes = rng.standard_normal((k, n)) * 0.05 * (784 / n) ** 0.5
+    y = rng.integers(0, k, m)
+    return (prototypes[y] + rng.standard_normal((m, n))).astype(dtype), y
+
+
+def child(m: int, n: int, k: int, dtype: str) -> None:
+    """One process: a warm-up fit, then the better of two; prints JSON."""
+    from fastsoftmax import SoftmaxRegression
+
+    X, y = problem(m, n, k, dtype)
+    SoftmaxRegression(max_iter=2).fit(X[:2000], y[:2000])
+    times = []
+    for _ in range(2):
+        t = time.perf_counter()
+        model = SoftmaxRegression().fit(X, y)
+        times.append(time.perf_counter() - t)
+    print(json.dumps({"s": min(times), "n_iter": int(np.max(model.n_iter_))}))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="20000x784x100,10000x1536x64")
+    ap.add_argument("--dtypes", default="float64,float32")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        shape, dtype = args.child.split(":")
+        child(*map(int, shape.split("x")), dtype)
+        return
+    print(f"default fit, seconds, medians of {args.rounds} interleaved processes")
+    print("| (m, n, k) | dtype | chosen | Newton iterations | as chosen s | rows s | gemm s "
+          "| gemm / as chosen |\n|---|---|---|---:|---:|---:|---:|---:|")
+    from fastsoftmax._calibration import strategy
+
+    for shape in args.shapes.split(","):
+        m, n, k = map(int, shape.split("x"))
+        for dtype in args.dtypes.split(","):
+            times: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+            for r in range(args.rounds):
+                for name in STRATEGIES if r % 2 == 0 else STRATEGIES[::-1]:
+                    env = {key: v for key, v in os.environ.items()
+                           if key != "FASTSOFTMAX_STRATEGY"}
+                    if name != "chosen":
+                        env["FASTSOFTMAX_STRATEGY"] = name
+                    out = subprocess.run([sys.executable, __file__, "--child",
+                                          f"{shape}:{dtype}"], env=env, check=True,
+                                         capture_output=True, text=True)
+                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                    times[name].append(result["s"])
+            med = {s: float(np.median(v)) for s, v in times.items()}
+            which = strategy(n, k, np.dtype(dtype), work=m * n * k)
+            print(f"| ({m}, {n}, {k}) | {dtype} | {which} | {result['n_iter']} | "
+                  f"{med['chosen']:.2f} | {med['rows']:.2f} | {med['gemm']:.2f} | "
+                  f"**{med['gemm'] / med['chosen']:.2f}** |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
