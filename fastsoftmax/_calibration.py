@@ -132,11 +132,15 @@ GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 GRID_K = (2, 3, 5, 7, 10, 20, 30, 48, 100, 200)
 # Above SMALL_K classes (the grid's last column) the strategy is always
 # GEMM (_winner), so no cell is timed there. Nor above MANY_K classes on
-# rows of fewer than MANY_K_FEATURES features: there GEMM won every cell
-# by 1.2-2.0x (16-128 features, 100 and 200 classes, both dtypes, on the
-# Zen 4 host above), and timing those cells made a first fit of 300,000 x
-# 20 x 200 float64 on an empty cache compile the rows kernels for nothing
-# (8.4 -> 27 s; BENCHMARKS.md, "Forty-first session").
+# rows of fewer than MANY_K_FEATURES features: there (16-128 features, 100
+# and 200 classes, both dtypes, on the Zen 4 host above) 61 of the 64
+# timings of a calibration put GEMM ahead (rows / GEMM 0.91-2.03; the
+# three below 1 at 96-128 features and 200 classes, two of them on an X
+# read ahead), both strategies alternating at 128 features GEMM by
+# 1.18-1.25x in float64 and 1.32-1.86x in float32; and timing those cells
+# made a first fit of 300,000 x 20 x 200 float64 on an empty cache compile
+# the rows kernels for nothing (8.2 -> 27 s; BENCHMARKS.md, "Forty-first
+# session").
 SMALL_K = GRID_K[-1]
 MANY_K = 48
 MANY_K_FEATURES = 384
