@@ -120,15 +120,16 @@ GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
 # (BENCHMARKS.md, "Thirty-second session").
 # k = 100 and 200: the rows kernels also win beyond 48 classes on some
 # hosts. On the 2-core Zen 4 host, both strategies alternating in one
-# process at m n k = 1.2e8-5e8, they took 0.72-0.93x GEMM's time in
-# float64 at 384-3,072 features and 48-200 classes (the Hessian product
-# 0.66-0.89x), 0.82-0.94x on X of 30,000 x 784 x 100 and 8,000 x 3,072 x
-# 100 read from memory, and in float32 0.80-0.95x from 1,536 features; at
-# 128 features GEMM won by 1.2-1.9x, at 400-1,000 classes the two were
-# level or GEMM won by up to 2.5x (BENCHMARKS.md, "Forty-first session").
-# Before these columns every shape above 48 classes ran GEMM, 1.11-1.16x
-# the rows kernels' time at (3000, 784, 100) and (1000, 3000, 100)
-# float64 on that host (benchmarks/strategy_check.py).
+# process at m n k = 1.2e8, they took 0.69-0.95x GEMM's time in float64
+# at 384-3,072 features and 48-200 classes (the Hessian product
+# 0.64-0.96x), and in float32 0.80-0.94x from 1,536 features
+# (benchmarks/gradient_variants.py strategies); on tall X read from memory
+# the Hessian product 0.78-0.95x, the gradient 0.78-1.17x. At 128
+# features GEMM won by 1.2-1.9x; at 400-1,000 classes the two were level
+# or GEMM won by up to 2.5x (BENCHMARKS.md, "Forty-first session"). Before
+# these columns every shape above 48 classes ran GEMM, 1.10-1.11x the rows
+# kernels' time at (3000, 784, 100) and (1000, 3000, 100) float64 on that
+# host (benchmarks/strategy_check.py, five rounds).
 GRID_K = (2, 3, 5, 7, 10, 20, 30, 48, 100, 200)
 # Above SMALL_K classes (the grid's last column) the strategy is always
 # GEMM (_winner), so no cell is timed there. Nor above MANY_K classes on
@@ -149,6 +150,8 @@ MANY_K_FEATURES = 384
 def timed_shape(n_features: int, n_classes: int) -> bool:
     """Whether the grid's cells decide a shape's strategy (else GEMM, above MANY_K classes)."""
     return n_classes <= MANY_K or (n_classes <= SMALL_K and n_features >= MANY_K_FEATURES)
+
+
 # Multiply-adds per timed call. Cells are timed for problems of at least
 # AUTO_WORK, whose X streams from memory: calls 8x longer than the first
 # choice (2**23, an X of a few MB, kept in cache between calls) chose
