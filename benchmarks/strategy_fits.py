@@ -7,8 +7,12 @@ For each shape and dtype, a default ``SoftmaxRegression().fit`` (Newton,
 whose time is mostly Hessian products) in fresh processes: as chosen (this
 host's wisdom, or the fixed rule without it), and with
 ``FASTSOFTMAX_STRATEGY=rows`` and ``=gemm``, the three interleaved over
-``--rounds`` rounds, each process timing the better of two fits after a
-short warm-up fit (compilation). The data: a class prototype per class
+``--rounds`` rounds in the default environment (no thread variable set),
+each process timing the better of two fits after a short warm-up fit (the
+first of the two may still compile its strategy's kernels; the warm-up's
+2,000 rows can take the other strategy). The processes are started here
+rather than through benchmarks/_worker.py, whose warm-up of three calls
+or more would fit each problem five times. The data: a class prototype per class
 (scaled so that the classes overlap alike at any n) plus unit Gaussian
 noise, so that a fit takes several Newton iterations. Prints one Markdown
 table of median seconds and GEMM's over the chosen (above 1: the choice
@@ -20,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
 import numpy as np
+from threads import default_env  # benchmarks/ is on the path of a script run from it
 
 STRATEGIES = ("chosen", "rows", "gemm")
 
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"default fit, seconds, medians of {args.rounds} interleaved processes")
     print("| (m, n, k) | dtype | chosen | Newton iterations | as chosen s | rows s | gemm s "
           "| gemm / as chosen |\n|---|---|---|---:|---:|---:|---:|---:|")
-    from fastsoftmax._calibration import strategy
+    from fastsoftmax._calibration import looking_only, strategy
 
     for shape in args.shapes.split(","):
         m, n, k = map(int, shape.split("x"))
@@ -73,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
             times: dict[str, list[float]] = {s: [] for s in STRATEGIES}
             for r in range(args.rounds):
                 for name in STRATEGIES if r % 2 == 0 else STRATEGIES[::-1]:
-                    env = {key: v for key, v in os.environ.items()
-                           if key != "FASTSOFTMAX_STRATEGY"}
+                    env = default_env()
+                    env.pop("FASTSOFTMAX_STRATEGY", None)
                     if name != "chosen":
                         env["FASTSOFTMAX_STRATEGY"] = name
                     out = subprocess.run([sys.executable, __file__, "--child",
@@ -83,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
                     result = json.loads(out.stdout.strip().splitlines()[-1])
                     times[name].append(result["s"])
             med = {s: float(np.median(v)) for s, v in times.items()}
-            which = strategy(n, k, np.dtype(dtype), work=m * n * k)
+            with looking_only():  # what the wisdom says now; nothing timed here
+                which = strategy(n, k, np.dtype(dtype), work=m * n * k)
             print(f"| ({m}, {n}, {k}) | {dtype} | {which} | {result['n_iter']} | "
                   f"{med['chosen']:.2f} | {med['rows']:.2f} | {med['gemm']:.2f} | "
                   f"**{med['gemm'] / med['chosen']:.2f}** |", flush=True)
