@@ -36,9 +36,10 @@ n, k) of no wisdom, that cell and the others around the shape that it is
 interpolated between (up to four) are timed, up to a second or so each
 once both strategies' kernels are compiled. On an empty Numba cache the
 kernels of the strategy the fit would not have used are compiled for it
-(seconds); timing the whole grid at once compiles every variant of both,
-most of a minute per dtype (BENCHMARKS.md, "Thirteenth session"), which
-is why it is lazy.
+(seconds; a Newton fit compiles its Hessian products meanwhile in a
+second process, the ``aside`` of :func:`calibrate`); timing the whole
+grid at once compiles every variant of both, most of a minute per dtype
+(BENCHMARKS.md, "Thirteenth session"), which is why it is lazy.
 ``fastsoftmax bench --calibrate`` times every cell ahead of time, and
 small problems never wait for a calibration.
 """
@@ -55,6 +56,7 @@ import platform
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +250,11 @@ _wisdom: dict[str, dict] | None = None
 _found: dict[tuple, object] = {}
 _found_under: tuple | None = None
 _ABSENT = object()
+
+
+# A calibration's ``aside``: starts work elsewhere; returns None, or the
+# function to call before anything is timed (:func:`calibrate`).
+Aside = Callable[[], "Callable[[], None] | None"]
 
 
 def fixed_rule(n_features: int, n_classes: int, work: float) -> str:
@@ -593,7 +600,8 @@ def _remembered(override: str, key: tuple, find):
     return None if value is _ABSENT else value
 
 
-def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> str:
+def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0,
+             aside: Aside | None = None) -> str:
     """Return the kernel strategy for this host, shape and dtype.
 
     The wisdom's cell for the shape (:func:`grid_cell`) when it was timed,
@@ -601,8 +609,8 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
     timed too (:func:`_interpolated`), each cell's timings weighed by the
     size of X, m n = ``work`` / k (:func:`_ratio`). With ``work`` (m n k)
     of at least :data:`AUTO_WORK`, those of the cells not timed yet are
-    timed now (and remembered). Else, without the shape's own cell, the
-    fixed rule.
+    timed now (and remembered), with ``aside`` (:func:`calibrate`'s) if
+    given. Else, without the shape's own cell, the fixed rule.
     """
     override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
     forced = override.strip().lower()
@@ -625,7 +633,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) ->
             return entry if entry is not None and not untimed() else None
 
         def time_them() -> None:
-            calibrate((name,), cells=untimed(), blocks=False)
+            calibrate((name,), cells=untimed(), blocks=False, aside=aside)
 
         _known_or_timed(lookup, time_them, work)
         entry = found["entry"]
@@ -907,11 +915,12 @@ def _block_winner(times: dict[int, list[float]]) -> int:
 
 
 def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
-               ahead: bool = False) -> dict:
+               ahead: bool = False, settle=lambda: None) -> dict:
     """Time (rows, gemm) on one shape: X read back to back, and X from memory.
 
     The shape: :func:`cell_rows` rows (read ahead, with ``ahead``). Returns
-    the cell's wisdom entry: ``rows_s`` and ``gemm_s`` with the cell's X
+    the cell's wisdom entry (``settle()`` is called between the warm-up
+    calls and the timed ones): ``rows_s`` and ``gemm_s`` with the cell's X
     read call after call (in the caches where it fits), ``rows_cold_s`` and
     ``gemm_cold_s`` with each call reading the least recently read of
     :func:`cold_copies` of X (from memory; absent where X is timed alone,
@@ -934,6 +943,7 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
             per_copy[0].loss_grad(coef, b)
         for obj in per_copy[1:]:  # each engine's scratch, allocated on its first call
             obj.loss_grad(coef, b)
+    settle()
     rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: 0, ROUNDS)
     entry = {"winner": _winner(n, k, rows_s, gemm_s), "rows_s": rows_s, "gemm_s": gemm_s,
              "x_bytes": X.nbytes}
@@ -1026,7 +1036,8 @@ def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:
 
 
 def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
-              n_threads: int | None = None, write: bool = True) -> dict[str, dict]:
+              n_threads: int | None = None, write: bool = True,
+              aside: Aside | None = None) -> dict[str, dict]:
     """Time both strategies on grid cells for each dtype; remember and return the winners.
 
     ``cells``: the (n, k) cells to time, each on the grid (GRID_N x GRID_K),
@@ -1040,6 +1051,12 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
     NARROW_SHAPES shape]}) when ``blocks``. With ``write`` it is merged
     into this host's wisdom file (written atomically) and into what this
     process has read from it.
+
+    ``aside``: called once, first, to start work elsewhere (a second
+    process compiling what the caller needs next, :mod:`._side_compile`)
+    while this one compiles the cells' kernels; what it returns, unless
+    None, is called before anything is timed and must end that work
+    then, so the timings have the cores to themselves.
     """
     from ._blas_choice import chosen, use
     from ._threads import thread_policy
@@ -1050,9 +1067,17 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
     with _lock, thread_policy(n_threads):
         _state.busy = True
         try:
+            # Inside the calibration: whatever ``aside`` looks up is not timed.
+            side = aside() if aside is not None else None
+
+            def settle() -> None:
+                if side is not None:
+                    side()
+
             for dtype in dtypes:
                 table: dict = {"cells": {}}
                 if blocks:
+                    settle()
                     blas_s = _time_blas(dtype, rng)
                     table["blas"] = _blas_winner(blas_s)
                     table["blas_s"] = blas_s
@@ -1060,8 +1085,10 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
                 else:
                     use(dtype, chosen(dtype))  # the cells timed on the kernels' BLAS
                 for n, k, ahead in todo[dtype]:
-                    table["cells"][_cell_key(n, k, ahead)] = _time_cell(n, k, dtype, rng, ahead)
+                    table["cells"][_cell_key(n, k, ahead)] = _time_cell(n, k, dtype, rng, ahead,
+                                                                        settle)
                 if blocks:
+                    settle()
                     times = _time_blocks(dtype, rng)
                     table["narrow_block_bytes"] = _block_winner(times)
                     table["narrow_s"] = {str(c): t for c, t in times.items()}

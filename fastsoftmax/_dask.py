@@ -174,7 +174,8 @@ class DaskData:
         self.block_rows = block_rows
         self.total_weight = total_weight
 
-    def objective(self, n_threads: int | None = None) -> DaskObjective:
+    def objective(self, n_threads: int | None = None, newton: bool = False) -> DaskObjective:
+        del newton  # each worker compiles the kernels its blocks run
         return DaskObjective(self, n_threads)
 
     def sgd_runner(self, n_threads: int | None = None) -> DaskEpochRunner:

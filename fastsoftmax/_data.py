@@ -127,15 +127,16 @@ class Dataset:
         return dataclasses.replace(self, total_weight=float(total_weight),
                                    mean_weight=float(mean_weight))
 
-    def objective(self, n_threads: int | None = None):
+    def objective(self, n_threads: int | None = None, newton: bool = False):
         """Return the fused objective a solver evaluates on this data (:mod:`._objective`).
 
         ``n_threads`` is accepted for the Dask layer's sake (its workers are
-        told); in memory the caller's thread policy is in force.
+        told); in memory the caller's thread policy is in force. ``newton``:
+        the solver is Newton's method (:class:`~._objective.Objective`).
         """
         from ._objective import Objective
 
-        return Objective(self, warm=True)
+        return Objective(self, warm=True, newton=newton)
 
     def sgd_runner(self, n_threads: int | None = None):
         """Return a runner of SGD epochs over this data (``_solvers.sgd.EpochRunner``)."""

@@ -16,6 +16,9 @@ here: the caller runs inside :func:`fastsoftmax._threads.thread_policy`.
 
 from __future__ import annotations
 
+import functools
+import time
+
 import numpy as np
 
 from . import _calibration
@@ -29,6 +32,40 @@ def logits_error(row: int, dtype: np.dtype) -> ValueError:
     return ValueError(
         f"the logits X @ W + b are not finite at row {row}: the features or weights "
         f"are too large for {dtype.name} (rescale X or lower the learning rate)")
+
+
+def compile_hessp_during(data: Dataset, mode: str | None, warm: bool, keep_scratch: bool):
+    """Start compiling both dense strategies' Hessian products in a second process.
+
+    The ``aside`` of a Newton fit's calibration (:func:`._calibration.calibrate`):
+    on an empty cache a first large fit compiles both strategies' gradient
+    kernels to time them, then its Hessian products' kernel once the
+    winner is known, each single threaded; here the products' kernels of
+    both strategies (for this data's signature, the one the fit's engine
+    will call; the fixed rule's strategy first) compile beside the
+    gradients' (:mod:`._side_compile`, under its conditions).
+
+    Returns None where no process was started, else the function the
+    calibration calls before it times anything: it waits for the process
+    as long again as the calibration has run since the start (its own
+    compiling), and stops it if it still runs then, so a calibration whose
+    kernels were compiled already does not wait out a long compile (the
+    fit compiles what it needs itself then, as without the process).
+    """
+    from . import _side_compile
+
+    work = data.n_rows * data.n_features * data.n_classes
+    first = _calibration.fixed_rule(data.n_features, data.n_classes, work)
+
+    def kernels():
+        return [found for s in (first, "gemm" if first == "rows" else "rows")
+                for found in DenseEngine(data, s, mode, warm, keep_scratch).hessp_kernels()]
+
+    started = time.perf_counter()
+    proc = _side_compile.start(kernels)
+    if proc is None:
+        return None
+    return lambda: _side_compile.finish(proc, time.perf_counter() - started)
 
 
 class Objective:
@@ -55,10 +92,14 @@ class Objective:
     keep_scratch : bool
         The objective serves one call: the dense kernels' scratch is kept
         between such calls, per thread (:class:`fastsoftmax._dense.DenseEngine`).
+    newton : bool
+        The objective serves Newton's method: where choosing the strategy
+        calibrates first, both strategies' Hessian products compile in a
+        second process meanwhile (:func:`compile_hessp_during`).
     """
 
     def __init__(self, data: Dataset, strategy: str | None = None, mode: str | None = None,
-                 warm: bool = False, keep_scratch: bool = False):
+                 warm: bool = False, keep_scratch: bool = False, newton: bool = False):
         self.data = data
         self.dtype = data.dtype
         self.n_features = data.n_features
@@ -69,9 +110,11 @@ class Objective:
             self.engine = SparseEngine(data)
         else:
             if strategy is None:
+                aside = (functools.partial(compile_hessp_during, data, mode, warm, keep_scratch)
+                         if newton else None)
                 strategy = _calibration.strategy(
                     self.n_features, self.n_classes, self.dtype,
-                    work=data.n_rows * self.n_features * self.n_classes)
+                    work=data.n_rows * self.n_features * self.n_classes, aside=aside)
             self.engine = DenseEngine(data, strategy, mode, warm, keep_scratch)
         self.strategy = self.engine.strategy
 

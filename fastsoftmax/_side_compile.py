@@ -10,7 +10,12 @@ call it with, into the same disk cache, while this process compiles the
 gradient's. When the fit reaches its first product,
 the compile lock of :mod:`fastsoftmax._kernels._locks` makes it wait for
 the second process if that one is still compiling, then it loads the
-kernel from the cache; nothing about the compiled code changes.
+kernel from the cache; nothing about the compiled code changes. A fit
+whose choice of dense strategy calibrates first (:mod:`._calibration`:
+both strategies' gradient kernels compile then, to be timed) starts the
+process before the calibration instead, for both strategies' products
+(:func:`fastsoftmax._objective.compile_hessp_during`); the calibration
+waits for it, or stops it (:func:`finish`), before it times anything.
 
 The process is started only where it can help and cannot be in the way:
 
@@ -155,16 +160,34 @@ def start(kernels: Callable[[], Sequence[tuple[Any, tuple]]]) -> subprocess.Pope
     return proc
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop ``proc`` if it still runs (a compile cut short leaves no cache entry)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - ignores SIGTERM
+            proc.kill()
+
+
 def stop_all() -> None:
     """Stop the second processes still compiling (at exit)."""
     for proc in _started:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover - ignores SIGTERM
-                proc.kill()
+        _stop(proc)
     _started.clear()
+
+
+def finish(proc: subprocess.Popen, wait_s: float) -> None:
+    """Wait up to ``wait_s`` seconds for ``proc`` to end, then stop it if it still runs.
+
+    For a caller about to time something, which must have the cores to
+    itself: a kernel whose compile is stopped is compiled where it is
+    first called, as without the second process.
+    """
+    try:
+        proc.wait(timeout=max(wait_s, 0.0))
+    except subprocess.TimeoutExpired:
+        _stop(proc)
 
 
 def main() -> None:

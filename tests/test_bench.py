@@ -46,7 +46,7 @@ def test_calibrate_prints_every_cell_and_writes_them(capsys, tmp_path, monkeypat
     monkeypatch.setattr(cal, "GRID_N", (16, 784))
     monkeypatch.setattr(cal, "GRID_K", (3, 48))
     timed = []
-    monkeypatch.setattr(cal, "_time_cell", lambda n, k, dtype, rng, ahead=False: timed.append(
+    monkeypatch.setattr(cal, "_time_cell", lambda n, k, dtype, rng, ahead=False, *a: timed.append(
         (n, k, dtype, ahead)) or {"winner": "rows" if n == 784 else "gemm", "rows_s": 1.0,
                                   "gemm_s": 2.0 if n == 784 else 0.5, "winner_cold": "rows",
                                   "rows_cold_s": 1.0, "gemm_cold_s": 2.0, "x_bytes": 1 << 20})

@@ -251,8 +251,8 @@ def test_a_shape_read_ahead_goes_by_cells_timed_read_ahead(fresh, monkeypatch):
     timed = []
     time_cell = cal._time_cell
     monkeypatch.setattr(cal, "_time_cell",
-                        lambda n, k, dtype, rng, ahead=False: timed.append((n, k, ahead))
-                        or time_cell(n, k, dtype, rng, ahead))
+                        lambda n, k, dtype, rng, ahead=False, *a: timed.append((n, k, ahead))
+                        or time_cell(n, k, dtype, rng, ahead, *a))
     monkeypatch.setattr(cal, "AUTO_WORK", 10)
     cal.strategy(784, 10, f32, work=large * 784 * 10)
     assert timed == [(784, 10, True)]
@@ -541,7 +541,7 @@ def test_what_the_wisdom_gave_is_remembered_until_it_changes(fresh, monkeypatch)
     monkeypatch.setattr(cal, "calibrate", lambda *a, **kw: timed.append(kw) or calibrate(*a, **kw))
     winner = cal.strategy(784, 10, f64, work=10)
     assert winner in ("rows", "gemm") and timed == [{"cells": [(784, 10, False)],
-                                                      "blocks": False}]
+                                                      "blocks": False, "aside": None}]
     assert cal._load()["float64"]["cells"]["784,10"]["winner"] == winner
     assert cal.strategy(784, 10, f64, work=0) == winner  # the new wisdom, not the old None
 

@@ -197,3 +197,102 @@ def test_second_process_compiles_what_the_fit_loads(tmp_path):
     model = SoftmaxRegression(max_iter=3).fit(X, np.arange(4000) % 3)
     np.testing.assert_array_equal(got["coef"], model.coef_)
     np.testing.assert_array_equal(got["intercept"], model.intercept_)
+
+
+def test_finish_waits_for_a_process_then_stops_it():
+    """finish() lets a process end within its time, and stops one still running after it."""
+    quick = subprocess.Popen([sys.executable, "-c", "pass"])
+    _side_compile.finish(quick, 120.0)
+    assert quick.returncode == 0
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    _side_compile.finish(slow, 0.2)
+    assert slow.poll() is not None and slow.returncode != 0
+
+
+def test_calibration_starts_its_aside_first_and_settles_it_before_timing(monkeypatch):
+    """A calibration calls ``aside`` before it compiles anything and the
+    function it returns before every timing: no second process ever runs
+    beside the timed calls."""
+    from fastsoftmax import _calibration
+
+    events: list[str] = []
+
+    def aside():
+        events.append("start")
+        return lambda: events.append("settle")
+
+    real_objective = Objective
+
+    def objective(*args, **kwargs):
+        events.append("engine")
+        return real_objective(*args, **kwargs)
+
+    def time_pair(objs, coef, b, copy, rounds):
+        events.append("time")
+        return 1.0, 2.0
+
+    monkeypatch.setattr("fastsoftmax._objective.Objective", objective)
+    monkeypatch.setattr(_calibration, "cell_rows", lambda n, k, itemsize=0, ahead=False: 300)
+    monkeypatch.setattr(_calibration, "cold_copies", lambda X: [X])
+    monkeypatch.setattr(_calibration, "_time_pair", time_pair)
+    result = _calibration.calibrate(("float64",), cells=[(16, 2), (48, 3)], blocks=False,
+                                    write=False, aside=aside)
+    assert set(result["float64"]["cells"]) == {"16,2", "48,3"}
+    # Started before the cells' engines compile, settled after them, before each timing.
+    assert events.index("start") < events.index("engine") < events.index("settle")
+    assert [e for e in events if e != "engine"] == ["start", "settle", "time",
+                                                   "settle", "time"]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("solver, aside", [("newton", True), ("auto", True),
+                                           ("lbfgs", False), ("bgd", False)])
+def test_only_a_newton_fit_compiles_hessian_products_during_calibration(solver, aside, rng,
+                                                                      monkeypatch):
+    from fastsoftmax import _calibration
+
+    seen = []
+    real = _calibration.strategy
+
+    def strategy(n_features, n_classes, dtype, work=0, aside=None):
+        seen.append(aside)
+        return real(n_features, n_classes, dtype, work)
+
+    monkeypatch.setattr(_calibration, "strategy", strategy)
+    X, y, _, _, _ = make_problem(rng, 200, 6, 3, np.float64)
+    SoftmaxRegression(solver=solver, max_iter=2, tol=0.0).fit(X, y)
+    assert seen and all((a is not None) is aside for a in seen)
+
+
+@pytest.mark.parametrize("n, k", [(50, 5), (20, 40)])
+def test_compile_hessp_during_names_both_strategies_products(n, k, rng, monkeypatch):
+    """The second process gets both strategies' Hessian products, for the
+    signatures the fit's engine calls, the fixed rule's strategy first; the
+    calibration's wait lasts as long again as it has run."""
+    from fastsoftmax import _calibration
+    from fastsoftmax._objective import compile_hessp_during
+
+    X, y, _, _, _ = make_problem(rng, 3000, n, k, np.float64)
+    data = dataset(X, y, k)
+    started, waited = [], []
+
+    class Proc:
+        def wait(self, timeout):
+            waited.append(timeout)
+
+    def start(kernels):
+        started.append(kernels())
+        return Proc()
+
+    monkeypatch.setattr(_side_compile, "start", start)
+    settle = compile_hessp_during(data, None, True, False)
+    settle()
+    [found] = started
+    first = _calibration.fixed_rule(n, k, 3000 * n * k)
+    order = [first, "gemm" if first == "rows" else "rows"]
+    expected = [Objective(data, strategy=s, warm=True).engine.hessp_kernels()[0]
+                for s in order]
+    assert found == expected and found[0][0] is not found[1][0]
+    assert len(waited) == 1 and 0 <= waited[0] < 60
+    monkeypatch.setattr(_side_compile, "start", lambda kernels: None)
+    assert compile_hessp_during(data, None, True, False) is None

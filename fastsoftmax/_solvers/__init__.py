@@ -67,7 +67,7 @@ def solve(params: Any, data: Any, coef0: np.ndarray, intercept0: np.ndarray | No
                        validation=held_out, callback=callback)
         common = dict(max_iter=params.max_iter, tol=params.tol, validation=held_out,
                       n_iter_no_change=params.n_iter_no_change, callback=callback)
-        objective = data.objective(params.n_threads)
+        objective = data.objective(params.n_threads, newton=solver == "newton")
         if solver == "newton":
             return newton(objective, coef0, intercept0, params.alpha, **common)
         if solver == "lbfgs":
