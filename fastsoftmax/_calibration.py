@@ -36,8 +36,8 @@ n, k) of no wisdom, that cell and the others around the shape that it is
 interpolated between (up to four) are timed, up to a second or so each
 once both strategies' kernels are compiled. On an empty Numba cache the
 kernels of the strategy the fit would not have used are compiled for it
-(seconds; a Newton fit compiles its Hessian products meanwhile in a
-second process, the ``aside`` of :func:`calibrate`); timing the whole
+(seconds; a second process compiles the GEMM strategy's meanwhile, and
+a Newton fit's Hessian products: :func:`_compile_aside`); timing the whole
 grid at once compiles every variant of both, most of a minute per dtype
 (BENCHMARKS.md, "Thirteenth session"), which is why it is lazy.
 ``fastsoftmax bench --calibrate`` times every cell ahead of time, and
@@ -252,9 +252,9 @@ _found_under: tuple | None = None
 _ABSENT = object()
 
 
-# A calibration's ``aside``: starts work elsewhere; returns None, or the
-# function to call before anything is timed (:func:`calibrate`).
-Aside = Callable[[], "Callable[[], None] | None"]
+# A calibration's ``aside``: the [(kernel, argument types)] its caller
+# needs next, for the second compiling process (:func:`calibrate`).
+Aside = Callable[[], "list[tuple[Any, tuple]]"]
 
 
 def fixed_rule(n_features: int, n_classes: int, work: float) -> str:
@@ -1052,11 +1052,10 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
     into this host's wisdom file (written atomically) and into what this
     process has read from it.
 
-    ``aside``: called once, first, to start work elsewhere (a second
-    process compiling what the caller needs next, :mod:`._side_compile`)
-    while this one compiles the cells' kernels; what it returns, unless
-    None, is called before anything is timed and must end that work
-    then, so the timings have the cores to themselves.
+    Without ``blocks``, a second process compiles meanwhile, where a core
+    is spare (:func:`_compile_aside`): the kernels ``aside()`` names (what
+    the caller needs next), then the GEMM strategy's gradient kernels of
+    the cells, while this process compiles the rows strategy's.
     """
     from ._blas_choice import chosen, use
     from ._threads import thread_policy
@@ -1067,12 +1066,9 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
     with _lock, thread_policy(n_threads):
         _state.busy = True
         try:
-            # Inside the calibration: whatever ``aside`` looks up is not timed.
-            side = aside() if aside is not None else None
-
-            def settle() -> None:
-                if side is not None:
-                    side()
+            # Inside the calibration: whatever the second process's list
+            # looks up is not timed.
+            settle = _compile_aside(aside, todo) if not blocks else _nothing
 
             for dtype in dtypes:
                 table: dict = {"cells": {}}
@@ -1101,6 +1097,51 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
             _wisdom = _merge(_merge(_read(), _load()), result)
             _write(_wisdom)
     return result
+
+
+def _nothing() -> None:
+    pass
+
+
+def _compile_aside(aside: Aside | None, todo: dict[str, list[Cell]]) -> Callable[[], None]:
+    """Start a second process compiling what a calibration and its caller need; return its end.
+
+    On an empty cache the calibration compiles both strategies' gradient
+    kernels (to time them), each single threaded, and its caller then
+    compiles what it runs next (a Newton fit: the winner's Hessian
+    products). Here a second process (:mod:`._side_compile`, under its
+    conditions) compiles ``aside()``'s kernels and then the GEMM
+    gradients of the cells in ``todo`` (the rows kernels, which this
+    process compiles first, take the longer), into the same cache: this
+    process, reaching one, waits for it through its compile lock or loads
+    it. Returns the function to call before anything is timed: it waits
+    for the process as long again as the calibration has run so far (its
+    own compiling), then stops it if it still runs, so that no timing
+    shares the cores with a compile, and a calibration whose kernels were
+    compiled already does not wait out a long compile (what was stopped
+    is compiled where it is first called, as without the process).
+    """
+    from ._data import make_dataset
+    from ._dense import DenseEngine
+    from ._side_compile import finish, start
+
+    def kernels() -> list[tuple[Any, tuple]]:
+        found = list(aside()) if aside is not None else []
+        for dtype, cells in todo.items():
+            for n, k, ahead in cells:
+                # The engine of _time_cell's GEMM objective (X's pages never
+                # touched here).
+                m = cell_rows(n, k, np.dtype(dtype).itemsize, ahead)
+                data = make_dataset(np.empty((m, n), dtype), np.zeros(m, np.int64), None, None,
+                                    k)
+                found += DenseEngine(data, "gemm", warm=True).gradient_kernels()
+        return list(dict.fromkeys(found))
+
+    started = time.perf_counter()
+    proc = start(kernels)
+    if proc is None:
+        return _nothing
+    return lambda: finish(proc, time.perf_counter() - started)
 
 
 def _cells_to_time(dtypes, cells) -> dict[str, list[Cell]]:

@@ -472,32 +472,16 @@ class DenseEngine:
         ValueError naming the first row whose logits are not finite.
         """
         data = self.data
-        dt = self.dtype
         variant = self._gradient_variant()
         P = self.no_proba if P is None else P
         weights = self._weights(coef)
         if variant == "gemm_split":
-            gb, loss, bad_row, G = self._gradient_split(weights, bias, P)
+            args, (G, gb, loss, bad_row) = self._gradient_split_args(weights, bias, P)
+            _loss_grad_gemm_split(*args)
             self._check_rows(bad_row)
             grad = G.T
         else:
-            def make(c):
-                g, gb = self._accumulators(c)
-                if variant == "rows":
-                    scratch: tuple[np.ndarray, ...] = (
-                        self._flat_scratch(c, rows_scratch_length(self.k)),)
-                elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
-                    scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
-                else:
-                    scratch = (np.empty((c, self._rows, self.k), dtype=dt),)
-                return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
-                        *scratch)
-
-            g, gb, loss, bad_row, *scratch = self._buffer("gradient", self._chunks(), make)
-            args = (data.X, *data.kernel_targets(), self._scale, weights, bias,
-                    g, gb, loss, bad_row, *scratch, P)
-            if variant == "rows":
-                args = (*args, self._width, self._blocks, self._micro)
+            args, (g, gb, loss, bad_row) = self._gradient_args(variant, weights, bias, P)
             self._run(*_GRADIENT_KERNELS[variant], args)
             self._check_rows(bad_row)
             grad = self._to_coef(g)
@@ -519,8 +503,41 @@ class DenseEngine:
         if row >= 0:
             raise logits_error(row, self.dtype)
 
-    def _gradient_split(self, weights, bias, P):
-        """Run :func:`~._kernels._fused._loss_grad_gemm_split`: (gb, loss, bad_row, G (n, k))."""
+    def _gradient_args(self, variant: str, weights, bias, P) -> tuple[tuple, tuple]:
+        """(arguments, outputs) of ``_GRADIENT_KERNELS[variant]``'s kernel.
+
+        The arguments are its chunk function's too, less the chunk index;
+        the outputs, which the launch writes per chunk: the partial sums g
+        and gb, the loss terms and the first bad rows.
+        """
+        data = self.data
+        dt = self.dtype
+
+        def make(c):
+            g, gb = self._accumulators(c)
+            if variant == "rows":
+                scratch: tuple[np.ndarray, ...] = (
+                    self._flat_scratch(c, rows_scratch_length(self.k)),)
+            elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
+                scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
+            else:
+                scratch = (np.empty((c, self._rows, self.k), dtype=dt),)
+            return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
+                    *scratch)
+
+        g, gb, loss, bad_row, *scratch = self._buffer("gradient", self._chunks(), make)
+        args = (data.X, *data.kernel_targets(), self._scale, weights, bias,
+                g, gb, loss, bad_row, *scratch, P)
+        if variant == "rows":
+            args = (*args, self._width, self._blocks, self._micro)
+        return args, (g, gb, loss, bad_row)
+
+    def _gradient_split_args(self, weights, bias, P) -> tuple[tuple, tuple]:
+        """(arguments, outputs) of :func:`~._kernels._fused._loss_grad_gemm_split`.
+
+        The outputs: G (n, k), and per chunk gb, the loss terms and the
+        first bad rows.
+        """
         data = self.data
         dt = self.dtype
         k = self.k
@@ -532,9 +549,9 @@ class DenseEngine:
 
         gb, loss, bad_row, E = self._buffer("gradient", self._chunks(), make)
         G = np.empty((data.n_features, k), dtype=dt)
-        _loss_grad_gemm_split(data.X, *data.kernel_targets(), self._scale, weights,
-                              bias, G, gb, loss, bad_row, E, self._rows, P)
-        return gb, loss, bad_row, G
+        args = (data.X, *data.kernel_targets(), self._scale, weights, bias, G, gb, loss,
+                bad_row, E, self._rows, P)
+        return args, (G, gb, loss, bad_row)
 
     def hessp(self, coef, bias, P, V, cv, alpha=0.0, scale=1.0, out=None):
         """Return H (scale V, scale cv): (HV in coef layout, Hc), HV with its L2 term.
@@ -628,6 +645,26 @@ class DenseEngine:
             args = self._hessp_split_args(coef, bias, self.no_proba, V, cv)[0]
         else:
             chunk_fn, kernel, args, _, _ = self._hessp_call(coef, bias, self.no_proba, V, cv)
+            if self._serial and not one_chunk_runs_kernel(self._work):
+                kernel, args = chunk_fn, (0, *args)
+        return [(kernel, tuple(kernel.typeof_pyval(a) for a in args))]
+
+    def gradient_kernels(self) -> list[tuple[Any, tuple]]:
+        """[(kernel, argument types)]: what this engine's first gradient compiles.
+
+        As :meth:`hessp_kernels`, for :meth:`gradient` (P not stored; a
+        stored P has the same type).
+        """
+        k, n, dt = self.k, self.data.n_features, self.dtype
+        weights, bias = self._weights(np.zeros((k, n), dt)), np.zeros(k, dt)
+        variant = self._gradient_variant()
+        kernel: Any
+        if variant == "gemm_split":
+            kernel = _loss_grad_gemm_split
+            args = self._gradient_split_args(weights, bias, self.no_proba)[0]
+        else:
+            chunk_fn, kernel = _GRADIENT_KERNELS[variant]
+            args = self._gradient_args(variant, weights, bias, self.no_proba)[0]
             if self._serial and not one_chunk_runs_kernel(self._work):
                 kernel, args = chunk_fn, (0, *args)
         return [(kernel, tuple(kernel.typeof_pyval(a) for a in args))]

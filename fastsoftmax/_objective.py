@@ -17,7 +17,7 @@ here: the caller runs inside :func:`fastsoftmax._threads.thread_policy`.
 from __future__ import annotations
 
 import functools
-import time
+from typing import Any
 
 import numpy as np
 
@@ -34,38 +34,20 @@ def logits_error(row: int, dtype: np.dtype) -> ValueError:
         f"are too large for {dtype.name} (rescale X or lower the learning rate)")
 
 
-def compile_hessp_during(data: Dataset, mode: str | None, warm: bool, keep_scratch: bool):
-    """Start compiling both dense strategies' Hessian products in a second process.
+def both_hessp_kernels(data: Dataset, mode: str | None, warm: bool,
+                       keep_scratch: bool) -> list[tuple[Any, tuple]]:
+    """[(kernel, argument types)] of both dense strategies' Hessian products on ``data``.
 
-    The ``aside`` of a Newton fit's calibration (:func:`._calibration.calibrate`):
-    on an empty cache a first large fit compiles both strategies' gradient
-    kernels to time them, then its Hessian products' kernel once the
-    winner is known, each single threaded; here the products' kernels of
-    both strategies (for this data's signature, the one the fit's engine
-    will call; the fixed rule's strategy first) compile beside the
-    gradients' (:mod:`._side_compile`, under its conditions).
-
-    Returns None where no process was started, else the function the
-    calibration calls before it times anything: it waits for the process
-    as long again as the calibration has run since the start (its own
-    compiling), and stops it if it still runs then, so a calibration whose
-    kernels were compiled already does not wait out a long compile (the
-    fit compiles what it needs itself then, as without the process).
+    The ``aside`` of a Newton fit's calibration (:func:`._calibration.calibrate`),
+    which compiles them in a second process while it compiles both
+    strategies' gradient kernels to time them, before the winner is known:
+    the signatures the fit's engine will call, the fixed rule's strategy
+    first.
     """
-    from . import _side_compile
-
     work = data.n_rows * data.n_features * data.n_classes
     first = _calibration.fixed_rule(data.n_features, data.n_classes, work)
-
-    def kernels():
-        return [found for s in (first, "gemm" if first == "rows" else "rows")
-                for found in DenseEngine(data, s, mode, warm, keep_scratch).hessp_kernels()]
-
-    started = time.perf_counter()
-    proc = _side_compile.start(kernels)
-    if proc is None:
-        return None
-    return lambda: _side_compile.finish(proc, time.perf_counter() - started)
+    return [found for s in (first, "gemm" if first == "rows" else "rows")
+            for found in DenseEngine(data, s, mode, warm, keep_scratch).hessp_kernels()]
 
 
 class Objective:
@@ -95,7 +77,7 @@ class Objective:
     newton : bool
         The objective serves Newton's method: where choosing the strategy
         calibrates first, both strategies' Hessian products compile in a
-        second process meanwhile (:func:`compile_hessp_during`).
+        second process meanwhile (:func:`both_hessp_kernels`).
     """
 
     def __init__(self, data: Dataset, strategy: str | None = None, mode: str | None = None,
@@ -110,7 +92,7 @@ class Objective:
             self.engine = SparseEngine(data)
         else:
             if strategy is None:
-                aside = (functools.partial(compile_hessp_during, data, mode, warm, keep_scratch)
+                aside = (functools.partial(both_hessp_kernels, data, mode, warm, keep_scratch)
                          if newton else None)
                 strategy = _calibration.strategy(
                     self.n_features, self.n_classes, self.dtype,

@@ -10,11 +10,11 @@ call it with, into the same disk cache, while this process compiles the
 gradient's. When the fit reaches its first product,
 the compile lock of :mod:`fastsoftmax._kernels._locks` makes it wait for
 the second process if that one is still compiling, then it loads the
-kernel from the cache; nothing about the compiled code changes. A fit
-whose choice of dense strategy calibrates first (:mod:`._calibration`:
-both strategies' gradient kernels compile then, to be timed) starts the
-process before the calibration instead, for both strategies' products
-(:func:`fastsoftmax._objective.compile_hessp_during`); the calibration
+kernel from the cache; nothing about the compiled code changes. A
+calibration of the dense strategy (:mod:`._calibration`, which compiles
+both strategies' gradient kernels to time them) starts the process
+before it compiles, for a Newton fit's products of both strategies and
+the GEMM strategy's gradients (``_calibration._compile_aside``), and
 waits for it, or stops it (:func:`finish`), before it times anything.
 
 The process is started only where it can help and cannot be in the way:

@@ -209,16 +209,18 @@ def test_finish_waits_for_a_process_then_stops_it():
     assert slow.poll() is not None and slow.returncode != 0
 
 
-def test_calibration_starts_its_aside_first_and_settles_it_before_timing(monkeypatch):
-    """A calibration calls ``aside`` before it compiles anything and the
-    function it returns before every timing: no second process ever runs
-    beside the timed calls."""
+def test_calibration_starts_its_second_process_first_and_settles_it_before_timing(
+        monkeypatch):
+    """A calibration of cells starts the second process before it compiles
+    anything and calls the function that ends it before every timing: no
+    second process ever runs beside the timed calls."""
     from fastsoftmax import _calibration
 
     events: list[str] = []
 
-    def aside():
+    def compile_aside(aside, todo):
         events.append("start")
+        assert aside() == ["kernels"] and todo == {"float64": [(16, 2, False), (48, 3, False)]}
         return lambda: events.append("settle")
 
     real_objective = Objective
@@ -232,11 +234,12 @@ def test_calibration_starts_its_aside_first_and_settles_it_before_timing(monkeyp
         return 1.0, 2.0
 
     monkeypatch.setattr("fastsoftmax._objective.Objective", objective)
+    monkeypatch.setattr(_calibration, "_compile_aside", compile_aside)
     monkeypatch.setattr(_calibration, "cell_rows", lambda n, k, itemsize=0, ahead=False: 300)
     monkeypatch.setattr(_calibration, "cold_copies", lambda X: [X])
     monkeypatch.setattr(_calibration, "_time_pair", time_pair)
     result = _calibration.calibrate(("float64",), cells=[(16, 2), (48, 3)], blocks=False,
-                                    write=False, aside=aside)
+                                    write=False, aside=lambda: ["kernels"])
     assert set(result["float64"]["cells"]) == {"16,2", "48,3"}
     # Started before the cells' engines compile, settled after them, before each timing.
     assert events.index("start") < events.index("engine") < events.index("settle")
@@ -265,12 +268,14 @@ def test_only_a_newton_fit_compiles_hessian_products_during_calibration(solver, 
 
 
 @pytest.mark.parametrize("n, k", [(50, 5), (20, 40)])
-def test_compile_hessp_during_names_both_strategies_products(n, k, rng, monkeypatch):
-    """The second process gets both strategies' Hessian products, for the
-    signatures the fit's engine calls, the fixed rule's strategy first; the
+def test_second_process_of_a_calibration_compiles_what_comes_next(n, k, rng, monkeypatch):
+    """The second process of a Newton fit's calibration gets both strategies'
+    Hessian products for the fit's signatures (the fixed rule's strategy
+    first), then the GEMM gradient of each cell timed, once each; the
     calibration's wait lasts as long again as it has run."""
     from fastsoftmax import _calibration
-    from fastsoftmax._objective import compile_hessp_during
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._objective import both_hessp_kernels
 
     X, y, _, _, _ = make_problem(rng, 3000, n, k, np.float64)
     data = dataset(X, y, k)
@@ -285,14 +290,63 @@ def test_compile_hessp_during_names_both_strategies_products(n, k, rng, monkeypa
         return Proc()
 
     monkeypatch.setattr(_side_compile, "start", start)
-    settle = compile_hessp_during(data, None, True, False)
+    monkeypatch.setattr(_calibration, "cell_rows", lambda n, k, itemsize=0, ahead=False: 2500)
+    aside = lambda: both_hessp_kernels(data, None, True, False)  # noqa: E731
+    todo = {"float64": [(16, 2, False), (48, 3, False), (48, 3, True)],
+            "float32": [(16, 40, False)]}
+    settle = _calibration._compile_aside(aside, todo)
     settle()
     [found] = started
     first = _calibration.fixed_rule(n, k, 3000 * n * k)
-    order = [first, "gemm" if first == "rows" else "rows"]
-    expected = [Objective(data, strategy=s, warm=True).engine.hessp_kernels()[0]
-                for s in order]
-    assert found == expected and found[0][0] is not found[1][0]
+    hessp = [Objective(data, strategy=s, warm=True).engine.hessp_kernels()[0]
+             for s in (first, "gemm" if first == "rows" else "rows")]
+    gradients = []
+    for dtype, cells in todo.items():
+        for cn, ck, _ in cells:
+            cell = make_dataset(np.zeros((2500, cn), dtype), np.zeros(2500, np.int64), None, None,
+                                ck)
+            gradients += Objective(cell, strategy="gemm", warm=True).engine.gradient_kernels()
+    # (48, 3) twice, on the same rows: one kernel to compile.
+    assert found == hessp + list(dict.fromkeys(gradients))
+    assert len(found) < len(hessp) + len(gradients)
+    assert hessp[0][0] is not hessp[1][0]
     assert len(waited) == 1 and 0 <= waited[0] < 60
     monkeypatch.setattr(_side_compile, "start", lambda kernels: None)
-    assert compile_hessp_during(data, None, True, False) is None
+    assert _calibration._compile_aside(aside, todo) is _calibration._nothing
+
+
+GRADIENT_CASES = {**CASES, "gemm-t": ("gemm", 3000, 20, 5, np.float32, False, False)}
+
+
+def case_engine(case, rng, monkeypatch):
+    """(engine, W (n, k), b) of GRADIENT_CASES[case]."""
+    strategy, m, n, k, dt, weights, soft = GRADIENT_CASES[case]
+    if case == "split":
+        for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
+                            ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
+                            ("SERIAL_WORK_WARM", 0)):
+            monkeypatch.setattr(_dense, name, value)
+    X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=weights, soft=soft)
+    return Objective(dataset(X, y, k, sw), strategy=strategy, warm=True).engine, W, b
+
+
+@pytest.mark.parametrize("case", list(GRADIENT_CASES))
+def test_predicted_gradient_signature_is_the_one_a_call_compiles(case, rng, monkeypatch):
+    """gradient_kernels() names the kernel and argument types of the
+    engine's gradient pass, P stored or not: what a calibration's second
+    process compiles for the GEMM strategy is what its timed calls load."""
+    engine, W, b = case_engine(case, rng, monkeypatch)
+    [(kernel, types)] = engine.gradient_kernels()
+    py_func = kernel.py_func
+    assert getattr(importlib.import_module(py_func.__module__), py_func.__qualname__) is kernel
+    for P in (None, engine.proba_buffer()):
+        engine.gradient(np.ascontiguousarray(W.T), b, P)
+        assert types in kernel.overloads, (kernel, types, list(kernel.overloads))
+
+
+def test_gradient_cases_reach_every_gradient_kernel(rng):
+    variants = set()
+    for case in GRADIENT_CASES:
+        with pytest.MonkeyPatch.context() as mp:
+            variants.add(case_engine(case, rng, mp)[0]._gradient_variant())
+    assert variants == {*_dense._GRADIENT_KERNELS, "gemm_split"}
