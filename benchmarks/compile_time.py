@@ -8,7 +8,7 @@ seconds of the first call (compilation included) on a small problem.
 
     python benchmarks/compile_time.py [float32|float64] [grad softmax proba auto lbfgs sgd bgd
                                                          calibrate mnist large large-narrow
-                                                         large-wide rows:N
+                                                         large-wide large-lbfgs rows:N
                                                          sparse ... kernels]
 
 prints one line per entry point, in order (a later line does not pay again
@@ -21,11 +21,13 @@ calibration of every grid cell of that dtype (``fastsoftmax bench
 of a problem large enough (m n k >= 2**30) to calibrate what it uses:
 60,000 x 784, 25 classes (its strategy cell), 300,000 x 20, 200 classes
 (the GEMM blocks of narrow rows), and 20,000 x 784, 100 classes (its
-strategy cells, above 48 classes); the wisdom goes to a new empty folder
-too, unless FASTSOFTMAX_CACHE_DIR says otherwise. "mnist" is the same first fit at
-60,000 x 784, 10 classes, the MNIST shape (m n k below 2**30: nothing
-calibrated). "rows:N" is ``loss_and_grad`` and then ``hessp`` on 203 rows of
-N features, 5 classes, with the rows strategy forced
+strategy cells, above 48 classes), with the default solver (Newton);
+"large-lbfgs" the first of them with ``solver="lbfgs"``. The wisdom goes
+to a new empty folder too, unless FASTSOFTMAX_CACHE_DIR says otherwise.
+"mnist" is the same first fit at 60,000 x 784, 10 classes, the MNIST
+shape (m n k below 2**30: nothing calibrated). "rows:N" is
+``loss_and_grad`` and then ``hessp`` on 203 rows of N features, 5
+classes, with the rows strategy forced
 (``FASTSOFTMAX_STRATEGY=rows``): "rows:127 rows:128" shows whether float64
 rows on both sides of the 512-bit width's threshold share their kernels.
 "sparse" is a first default fit (``max_iter=2``) of a 5,000 x 2,000 CSR
@@ -57,7 +59,10 @@ print(f"import {time.perf_counter() - t0:.1f} s", flush=True)
 T_START = t0  # the import started here
 # First fits that calibrate (m n k >= 2**30): a strategy cell; narrow blocks.
 LARGE = {"large": (60_000, 784, 25), "large-narrow": (300_000, 20, 200),
-         "large-wide": (20_000, 784, 100), "mnist": (60_000, 784, 10)}
+         "large-wide": (20_000, 784, 100), "mnist": (60_000, 784, 10),
+         "large-lbfgs": (60_000, 784, 25)}
+# The solver of a LARGE case: "auto" (Newton) where not named here.
+LARGE_SOLVER = {"large-lbfgs": "lbfgs"}
 
 
 def compile_events() -> list[tuple[str, float]]:
@@ -136,7 +141,8 @@ def main(argv):
             Xl = rng.standard_normal((m, n)).astype(dtype)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fs.SoftmaxRegression("auto", max_iter=2).fit(Xl, np.arange(m) % k)
+                fs.SoftmaxRegression(LARGE_SOLVER.get(name, "auto"),
+                                     max_iter=2).fit(Xl, np.arange(m) % k)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
