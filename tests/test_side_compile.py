@@ -102,6 +102,14 @@ CASES = {
 }
 
 
+def force_split(monkeypatch):
+    """Have the GEMM strategy split its backward product by features (the "split" case)."""
+    for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
+                        ("SERIAL_WORK_WARM", 0)):
+        monkeypatch.setattr(_dense, name, value)
+
+
 @pytest.mark.filterwarnings("ignore:newton did not converge")
 @pytest.mark.parametrize("case", list(CASES))
 def test_predicted_signature_is_the_one_newton_compiles(case, rng, monkeypatch):
@@ -110,10 +118,7 @@ def test_predicted_signature_is_the_one_newton_compiles(case, rng, monkeypatch):
     process compiles exactly what the fit then loads."""
     strategy, m, n, k, dt, weights, soft = CASES[case]
     if case == "split":
-        for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                            ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
-                            ("SERIAL_WORK_WARM", 0)):
-            monkeypatch.setattr(_dense, name, value)
+        force_split(monkeypatch)
     X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=weights, soft=soft)
     for mode in ("cached", "recompute"):
         for intercept in (b, None):
@@ -322,10 +327,7 @@ def case_engine(case, rng, monkeypatch):
     """(engine, W (n, k), b) of GRADIENT_CASES[case]."""
     strategy, m, n, k, dt, weights, soft = GRADIENT_CASES[case]
     if case == "split":
-        for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                            ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
-                            ("SERIAL_WORK_WARM", 0)):
-            monkeypatch.setattr(_dense, name, value)
+        force_split(monkeypatch)
     X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=weights, soft=soft)
     return Objective(dataset(X, y, k, sw), strategy=strategy, warm=True).engine, W, b
 
