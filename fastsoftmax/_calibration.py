@@ -257,6 +257,10 @@ _ABSENT = object()
 Aside = Callable[[], "list[tuple[Any, tuple]]"]
 
 
+def _nothing() -> None:
+    """Do nothing: a calibration's end of the second process where none was started."""
+
+
 def fixed_rule(n_features: int, n_classes: int, work: float) -> str:
     """Return the strategy without wisdom (see :data:`FIXED_N`): "rows" or "gemm".
 
@@ -915,7 +919,7 @@ def _block_winner(times: dict[int, list[float]]) -> int:
 
 
 def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
-               ahead: bool = False, settle=lambda: None) -> dict:
+               ahead: bool = False, settle: Callable[[], None] = _nothing) -> dict:
     """Time (rows, gemm) on one shape: X read back to back, and X from memory.
 
     The shape: :func:`cell_rows` rows (read ahead, with ``ahead``). Returns
@@ -1097,10 +1101,6 @@ def calibrate(dtypes=("float32", "float64"), *, cells=None, blocks: bool = True,
             _wisdom = _merge(_merge(_read(), _load()), result)
             _write(_wisdom)
     return result
-
-
-def _nothing() -> None:
-    pass
 
 
 def _compile_aside(aside: Aside | None, todo: dict[str, list[Cell]]) -> Callable[[], None]:
