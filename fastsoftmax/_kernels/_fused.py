@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import AHEAD_TILES, logits_prefetching
-from ._backward import accumulate4, accumulate4_ahead, accumulate4_cols
+from ._backward import accumulate4_ahead
 from ._blas import _gemm_into
 from ._common import (
     LANES_FROM,
@@ -630,13 +630,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 f1 = min(n, f0 + panel)
                 for h in range(0, R, 4):
                     r0 = i + h
-                    if pf_rows > 0:
-                        first, rows = _ahead_share(nxt, fw + (R - fw) * h // R,
-                                                   fw + (R - fw) * (h + 4) // R, stop, pf_rows)
-                        accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G, f0, f1,
-                                          first, rows)
-                    else:
-                        accumulate4_cols(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G, f0, f1)
+                    first, rows = _ahead_share(nxt, fw + (R - fw) * h // R,
+                                               fw + (R - fw) * (h + 4) // R, stop, pf_rows)
+                    accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G, f0, f1,
+                                      first, rows)
             i += R
     ahead = i
     while i + 4 <= stop:
@@ -665,13 +662,9 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 loss[c] = acc
                 return
             acc += part
-            if pf_rows > 0:
-                first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop,
-                                           pf_rows)
-                accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, z8, h, G, 0, X.shape[1],
-                                  first, rows)
-            else:
-                accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, z8, h, G)
+            first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop, pf_rows)
+            accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, z8, h, G, 0, X.shape[1],
+                              first, rows)
         i += nb
     # The last r = (stop - start) mod 4 rows of the chunk: logits and
     # gradient one row at a time, their error as one block of r rows.

@@ -54,7 +54,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._ahead import AHEAD_TILES, _logits_ahead, logits_prefetching
-from ._backward import accumulate4, accumulate4_ahead, accumulate4_cols
+from ._backward import accumulate4_ahead, accumulate4_cols
 from ._blas import _gemm_into
 from ._common import (
     _ahead_share,
@@ -221,12 +221,8 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
             _row_hvp(p, u8[q], _row_weight(i + q, sw, weighted, scale), gcc)
         for h in range(0, nb, 4):
             r0 = i + h
-            if pf_rows > 0:
-                first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop,
-                                           pf_rows)
-                accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc, 0, n, first, rows)
-            else:
-                accumulate4(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc)
+            first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop, pf_rows)
+            accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc, 0, n, first, rows)
         i += nb
     # The last (stop - start) mod 4 rows, one by one.
     while i < stop:
