@@ -15,7 +15,7 @@ docstrings. Inputs are checked and coerced once, at the edge
 * :mod:`._copies` -- Numba's copy propagation comparing its rounds without deep copies
   (installed here, for the same reason).
 * :mod:`._wrappers` -- the libraries of the kernels' parallel loops compiling a chunk's code
-  twice instead of five times (installed here, for the same reason).
+  once instead of five times (installed here, for the same reason).
 * :mod:`._locks` -- one process at a time compiling a kernel signature, the others loading
   it from the cache (installed here).
 * :mod:`._common` -- row chunks, the vector exp, row softmax, row status codes, serial

@@ -1,4 +1,4 @@
-"""The parallel loops' libraries: the chunk's code compiled once more, inside the kernel only.
+"""The parallel loops' libraries: the chunk's code compiled once, in its own library.
 
 Numba compiles a ``prange`` loop as four code libraries, each linking the
 one before and with it everything that one links: the loop's body (which
@@ -28,12 +28,28 @@ functions:
   the body is finalized as Numba does); what the body hands on for
   linking is its module with those libraries linked in, as before.
 
-So the chunk's code is optimized and compiled twice, in its own library
-and in the kernel's. The code that runs is the same: in a process, the
-chunk and the body as before, the wrappers as the kernel compiles them;
-from the cache, the kernel's copies, bit for bit what they were
+* what a loop body compiled so hands on to the wrappers, and they to the
+  kernel, is its own code only (without the chunk's), where every library
+  the body links has its object code at hand to be cached (the chunk's
+  own, which Numba keeps for its cache): the kernel's machine code calls
+  the chunk where the JIT already has it, and the kernel's cache entry
+  carries the objects of those libraries beside its own (its own kind,
+  ``fastsoftmax-linked``). Loading it, each of those objects is loaded
+  first unless the JIT already defines what the kernel takes from it;
+  should anything the kernel takes still be missing, the entry is not
+  used (:class:`Unlinkable`; the kernel is compiled again) rather than
+  handed to the JIT's linker, which ends the process on a missing symbol.
+
+So the chunk's code is optimized and compiled once, in its own library.
+The code that runs is the same: in a process, the chunk and the body as
+before, the wrappers as the kernel compiles them; from the cache, the
+chunk's own object and the kernel's, bit for bit what they were
 (``tests/test_numba_as_is.py``). Should anything ask a wrapper library for
 its machine code, it is optimized and compiled then, as Numba would have.
+The reading side (the new kind, and :class:`Unlinkable` taken as a cache
+miss) is installed whenever Numba is as expected, also where
+``FASTSOFTMAX_NUMBA_AS_IS`` leaves the writing side out: a cache written
+with it stays readable.
 
 It relies on internals of ``numba.core.codegen`` and
 ``numba.parfors.parfor_lowering`` (checked on install); should a later
@@ -47,7 +63,7 @@ from __future__ import annotations
 import threading
 
 from llvmlite import binding as ll
-from numba.core import codegen
+from numba.core import caching, codegen
 from numba.core.compiler_lock import require_global_compiler_lock
 from numba.parfors import parfor_lowering
 
@@ -66,8 +82,11 @@ _LIBRARY = codegen.CPUCodeLibrary
 _JIT_LIBRARY = getattr(codegen, "JITCodeLibrary", None)
 _ATTRIBUTES = ("_linking_libraries", "_reload_init", "_final_module", "_shared_module",
                "_codegen")
+# A kernel's cache entry: its own serialized state and those of the
+# libraries its code calls into (see the module docstring).
+_KIND = "fastsoftmax-linked"
 _METHODS = ("finalize", "_optimize_final_module", "_finalize_final_module",
-            "_get_module_for_linking", "_raise_if_finalized")
+            "_get_module_for_linking", "_raise_if_finalized", "serialize_using_object_code")
 
 # Whether the prange loop being lowered now belongs to this package (Numba
 # compiles under one lock; a thread-local keeps any other thread's apart).
@@ -92,7 +111,10 @@ def _is_loop_wrapper(library) -> bool:
 
 def _finalize(self):
     if not getattr(_lowering, "ours", False):
-        return _numba["finalize"](self)
+        _numba["finalize"](self)
+        # A kernel: what its wrappers' code calls into (_serialize).
+        _take_on_calls(self, dict.fromkeys(self._linking_libraries))
+        return None
     if self.name.startswith(_BODY) and _finalize_body(self):
         return None
     if not _is_loop_wrapper(self):
@@ -102,11 +124,21 @@ def _finalize(self):
     # kernel that links this library.
     require_global_compiler_lock()
     self._raise_if_finalized()
-    for library in _links(self):
+    links = _links(self)
+    for library in links:
         self._final_module.link_in(library._get_module_for_linking(), preserve=True)
     self._final_module.verify()
     self._finalized = True
     self._fastsoftmax_linked_only = True
+    _take_on_calls(self, links)
+
+
+def _take_on_calls(self, links) -> None:
+    """Record on ``self`` the libraries whose code its own calls, as the libraries it links do."""
+    calls = [called for library in links
+             for called in getattr(library, "_fastsoftmax_calls", ())]
+    if calls:
+        self._fastsoftmax_calls = list(dict.fromkeys(calls))
 
 
 def _links(self) -> list:
@@ -143,15 +175,87 @@ def _finalize_body(self) -> bool:
     self._optimize_final_module()  # (which may put a new module in _final_module)
     self._final_module.verify()
     self._finalize_final_module()
-    # For linking: the body with what it links, as Numba's own would be.
+    # For linking (by the wrappers and the kernel only): the body with the
+    # libraries it links whose code cannot be cached beside the kernel
+    # (such as Numba's runtime, small); the others' (the chunk's), they
+    # call where the JIT has it, and the kernel's cache entry carries.
+    calls = [library for library in links if _cacheable(library)]
     shared = self._final_module.clone()
     for library in links:
-        shared.link_in(library._get_module_for_linking(), preserve=True)
-    for function in shared.functions:
+        if library not in calls:
+            shared.link_in(library._get_module_for_linking(), preserve=True)
+    self._shared_module = _for_linking(shared)
+    if calls:
+        self._fastsoftmax_calls = calls
+    return True
+
+
+def _for_linking(module):
+    """Return ``module`` with its external functions made linkonce_odr, as Numba links them."""
+    for function in module.functions:
         if not function.is_declaration and function.linkage == ll.Linkage.external:
             function.linkage = ll.Linkage.linkonce_odr
-    self._shared_module = shared
-    return True
+    return module
+
+
+def _cacheable(library) -> bool:
+    """Whether ``library``'s object code can be cached beside a kernel calling into it."""
+    return (getattr(library, "_object_caching_enabled", False)
+            and getattr(library, "_compiled_object", None) is not None
+            and not getattr(library, "_fastsoftmax_calls", None))
+
+
+class Unlinkable(RuntimeError):
+    """A kernel's cache entry calling code the JIT lacks, even with the objects it carries."""
+
+
+def _serialize(self):
+    state = _numba["serialize"](self)
+    calls = getattr(self, "_fastsoftmax_calls", None)
+    if not calls:
+        return state
+    module = self._get_module_for_linking()
+    declared = {g.name for g in (*module.functions, *module.global_variables)
+                if g.is_declaration}
+    carried = []
+    for library in calls:
+        linked = library._get_module_for_linking()
+        names = sorted(declared.intersection(
+            g.name for g in (*linked.functions, *linked.global_variables)
+            if not g.is_declaration))
+        if names:
+            carried.append((_numba["serialize"](library), names))
+    return (state[0], _KIND, (state, carried))
+
+
+def _unserialize(cls, codegen_, state):
+    name, kind, data = state
+    if kind != _KIND:
+        return _reader["unserialize"](cls, codegen_, state)
+    own, carried = data
+    defined = codegen_._engine.is_symbol_defined
+    loaded = []
+    for called, names in carried:
+        present = [defined(symbol) for symbol in names]
+        if not all(present):
+            if any(present):  # another copy of some of it: not loaded beside it
+                raise Unlinkable(f"{name}: part of what it calls in {called[0]} is in the JIT")
+            loaded.append(codegen_.unserialize_library(called))
+    missing = [symbol for _, names in carried for symbol in names if not defined(symbol)]
+    if missing:
+        raise Unlinkable(f"{name}: {missing[0]} is not defined")
+    library = _reader["unserialize"](cls, codegen_, own)
+    # The JIT drops a library's code when the library is collected: these
+    # live as long as the kernel.
+    library._fastsoftmax_loaded = loaded
+    return library
+
+
+def _load_overload(self, sig, target_context):
+    try:
+        return _reader["load"](self, sig, target_context)
+    except Unlinkable:
+        return None  # compiled again, as on any other cache miss
 
 
 def _get_pointer_to_function(self, name):
@@ -178,6 +282,29 @@ def _numba_as_expected() -> bool:
             and all(hasattr(_LIBRARY, name) for name in _METHODS))
 
 
+# What install_reader() replaces: the reading side of the kernels' cache entries.
+_reader: dict = {}
+
+
+def install_reader() -> bool:
+    """Read the kernels' own kind of cache entry (once); return whether it is installed.
+
+    Installed wherever Numba is as this module expects, whatever
+    ``FASTSOFTMAX_NUMBA_AS_IS`` says: an entry written with the writing
+    side in place must stay readable without it.
+    """
+    if _reader:
+        return True
+    unserialize = vars(_LIBRARY).get("_unserialize")
+    if (not isinstance(unserialize, classmethod) or not _numba_as_expected()
+            or not hasattr(caching.Cache, "load_overload")):
+        return False
+    _reader.update(unserialize=unserialize.__func__, load=caching.Cache.load_overload)
+    _LIBRARY._unserialize = classmethod(_unserialize)  # type: ignore[method-assign,assignment]
+    caching.Cache.load_overload = _load_overload  # type: ignore[method-assign]
+    return True
+
+
 def install() -> bool:
     """Compile the wrapper libraries of this package's ``prange`` loops inside their kernel (once).
 
@@ -189,14 +316,17 @@ def install() -> bool:
     as_is = left_to_numba()
     if _numba:
         return True
-    if "wrappers" in as_is or not _numba_as_expected() or _JIT_LIBRARY is None:
+    reading = install_reader()
+    if "wrappers" in as_is or not reading or _JIT_LIBRARY is None:
         return False
     _numba.update(lower=parfor_lowering._lower_parfor_parallel_std,
                   finalize=_LIBRARY.finalize,
-                  pointer=_JIT_LIBRARY.get_pointer_to_function)
+                  pointer=_JIT_LIBRARY.get_pointer_to_function,
+                  serialize=_LIBRARY.serialize_using_object_code)
     parfor_lowering._lower_parfor_parallel_std = _lower_parfor
     _LIBRARY.finalize = _finalize  # type: ignore[method-assign]
     _JIT_LIBRARY.get_pointer_to_function = _get_pointer_to_function
+    _LIBRARY.serialize_using_object_code = _serialize  # type: ignore[method-assign]
     return True
 
 
