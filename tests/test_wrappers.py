@@ -136,8 +136,11 @@ def test_a_kernels_cache_entry_carries_its_chunk_and_loads_it_only_where_missing
         generator.unserialize_library((name, kind, (own, partial)))
     # Loaded, and still missing something: the entry is not used.
     absent = [(carried[0][0], ["fastsoftmax_not_a_symbol"])]
+    kept = len(_wrappers._carried)
     with pytest.raises(_wrappers.Unlinkable, match="fastsoftmax_not_a_symbol is not defined"):
         generator.unserialize_library((name, kind, (own, absent)))
+    # (what it loaded stays loaded: Numba's record of the JIT's symbols keeps its names)
+    assert [lib.name for lib in _wrappers._carried[kept:]] == ["_row_total"]
 
 
 def test_an_unlinkable_cache_entry_is_a_cache_miss(monkeypatch):

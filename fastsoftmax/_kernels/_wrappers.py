@@ -85,6 +85,8 @@ _ATTRIBUTES = ("_linking_libraries", "_reload_init", "_final_module", "_shared_m
 # A kernel's cache entry: its own serialized state and those of the
 # libraries its code calls into (see the module docstring).
 _KIND = "fastsoftmax-linked"
+# The libraries loaded from kernels' cache entries (see _unserialize).
+_carried: list = []
 _METHODS = ("finalize", "_optimize_final_module", "_finalize_final_module",
             "_get_module_for_linking", "_raise_if_finalized", "serialize_using_object_code")
 
@@ -240,13 +242,17 @@ def _unserialize(cls, codegen_, state):
         if not all(present):
             if any(present):  # another copy of some of it: not loaded beside it
                 raise Unlinkable(f"{name}: part of what it calls in {called[0]} is in the JIT")
-            loaded.append(codegen_.unserialize_library(called))
+            library = codegen_.unserialize_library(called)
+            # The JIT drops a library's code when the library is collected,
+            # but Numba's record of the symbols defined keeps its names, so
+            # a later kernel would be linked against code no longer there:
+            # what is loaded here stays for the process's life.
+            _carried.append(library)
+            loaded.append(library)
     missing = [symbol for _, names in carried for symbol in names if not defined(symbol)]
     if missing:
         raise Unlinkable(f"{name}: {missing[0]} is not defined")
     library = _reader["unserialize"](cls, codegen_, own)
-    # The JIT drops a library's code when the library is collected: these
-    # live as long as the kernel.
     library._fastsoftmax_loaded = loaded
     return library
 
