@@ -593,7 +593,8 @@ class DenseEngine:
                 return (*self._accumulators(c), self._row_scratch(c, HESSP_SCRATCH_ROWS))
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
-                    aligned_rows(V), cv, G, gc, scratch, self._width, self._micro)
+                    aligned_rows(V), cv, G, gc, scratch, self._width, self._blocks,
+                    self._micro)
             return _hessp_rows_chunk, _hessp_rows, args, G, gc
 
         def make_gemm(c):

@@ -109,7 +109,7 @@ HESSP_SCRATCH_ROWS = 2 * ERROR_T_ROWS
 
 @njit(**JIT)
 def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width,
-                      micro):
+                      blocks, micro):
     """Chunk c of the small-k Hessian-vector product (c < n_chunks = G.shape[0]).
 
     IN    X (m, n); P (m, k) probabilities or (0, k): recompute them from
@@ -136,8 +136,9 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     than ``_fused.ERROR_T_MAX_FEATURES`` features and ``_fused.PANEL_MIN_K``
     classes or more go ``_fused.ERROR_T_ROWS`` at a time there, the
     accumulation in panels of features, as the gradient's do. ``width``,
-    ``micro``: the vector width's marker and the tiles', as for
-    ``_fused._rows_chunk``.
+    ``blocks``, ``micro``: the vector width's marker, the blocks' (None
+    compiles the kernel without them: ``_fused.rows_blocks``) and the
+    tiles', as for ``_fused._rows_chunk``.
     """
     _wide_vectors_marked(width, X)
     m = X.shape[0]
@@ -167,8 +168,11 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     # _fused._rows_chunk): blocks of R rows, their accumulation in panels of
     # features that keep G's slice in L1; the rows' probabilities and u / s
     # in scratch rows [0, R) and [R, 2 R).
-    if (tiles and itemsize(X) == 4 and n > ERROR_T_MAX_FEATURES and PANEL_MIN_K <= k
-            and scratch.shape[1] >= 2 * R):
+    # Numba prunes the branch before typing where ``blocks`` is None (float64,
+    # which never runs it): typed and lowered, it was a quarter of the
+    # float64 kernel's compile time (BENCHMARKS.md, "Forty-third session").
+    if (blocks is not None and tiles and itemsize(X) == 4 and n > ERROR_T_MAX_FEATURES
+            and PANEL_MIN_K <= k and scratch.shape[1] >= 2 * R):
         panel = _panel_features(k)
         pR = scratch[c, :R]
         uR = scratch[c, R:2 * R]
@@ -242,7 +246,8 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
 
 
 @njit(**PJIT)
-def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width, micro):
+def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width, blocks,
+                micro):
     """Small-k Hessian-vector product, chunks of rows in parallel.
 
     IN X, P, sw, weighted, scale, Wt, b, Vt, cv; OUT G (n_chunks, k, n),
@@ -251,7 +256,7 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width,
     """
     for c in prange(G.shape[0]):
         _hessp_rows_chunk(np.int64(c), X, P, sw, weighted, scale, Wt, b, Vt, cv,
-                          G, gc, scratch, width, micro)
+                          G, gc, scratch, width, blocks, micro)
 
 
 @njit(inline="always", **JIT)
