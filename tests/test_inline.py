@@ -3,7 +3,9 @@
 The change must leave the compiled kernels as they were: the same IR, only
 copied with less work. Checked here on the copies themselves (one shared
 scope, the same statements) and that only this package's helpers get
-them; kernels compiled with and without it give the same bits
+them; that an inliner derives a helper of this package once for all its
+call sites, the same IR each time, and anything else's every time; kernels
+compiled with and without it give the same bits
 (``tests/test_numba_as_is.py``).
 """
 
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
+from numba import njit
 from numba.core import inline_closurecall
 from numba.core.compiler import run_frontend
 
@@ -112,3 +116,29 @@ def test_copy_module_forwards_everything_else():
     x = {"a": [1, 2]}
     y = shim.deepcopy(x)
     assert y == x and y["a"] is not x["a"]
+
+
+def test_an_inliner_derives_a_helper_of_this_package_once(monkeypatch):
+    runs = []
+    numba_run = inline_closurecall.InlineWorker.run_untyped_passes.__wrapped__
+
+    def counting(self, func, enable_ssa=False):
+        runs.append(func.__name__)
+        return numba_run(self, func, enable_ssa)
+
+    monkeypatch.setattr(inline_closurecall.InlineWorker, "run_untyped_passes",
+                        _inline._once_per_worker(counting))
+
+    @njit(inline="always")
+    def twice(x):
+        return 2.0 * x
+
+    def two_maxima(z):
+        return _common._row_max(z)[0] + _common._row_max(z[1:])[0]
+
+    z = np.array([1.0, 3.0, 2.0])
+    assert njit(two_maxima)(z) == 6.0
+    assert runs.count("_row_max") == 1  # one derivation for both call sites
+    runs.clear()
+    assert njit(lambda z: twice(z[0]) + twice(z[1]))(z) == 8.0
+    assert runs.count("twice") == 2  # a helper from elsewhere: at each site, as Numba does

@@ -1,4 +1,4 @@
-"""Numba's inliner, copying the IR of this package's helpers with one scope per copy.
+"""Numba's inliner: this package's helpers derived once per function, copied with one scope.
 
 The kernels inline their helpers (``inline="always"``), and much of a
 kernel's compile time went to Numba copying the helpers' IR. Numba inlines
@@ -19,6 +19,14 @@ what the inliner does with it next (rename the variables in that scope,
 point the blocks at the caller's scope) sees the same names and the same
 statements. Only for helpers defined in this package (the module of the
 function being inlined): other code's compiles are Numba's own.
+
+Numba also ran a helper's whole untyped pipeline (its bytecode to IR, and
+its own helpers inlined into it) once per call site: a kernel calling one
+helper from four places derived its IR four times. :func:`install` has
+each inliner (one per function compiled) derive a helper of this package
+once and hand the same IR to every call site; ``inline_ir`` copies the IR
+it is given before changing anything, and the run depends only on the
+helper and the inliner's own settings, so each site inlines what it did.
 
 It relies on two internals of ``numba.core.inline_closurecall``: that it
 copies blocks through its module attribute ``copy``, and the line of
@@ -78,6 +86,21 @@ def _wrap(inline_ir):
     return shared_scope_inline_ir
 
 
+def _once_per_worker(run_untyped_passes):
+    def run_untyped_passes_once(self, func, enable_ssa=False):
+        if enable_ssa or not getattr(func, "__module__", "").startswith(_PACKAGE):
+            return run_untyped_passes(self, func, enable_ssa)
+        done = self.__dict__.setdefault("_fastsoftmax_untyped", {})
+        if func not in done:
+            done[func] = run_untyped_passes(self, func, enable_ssa)
+        else:
+            self.flags.enable_ssa = enable_ssa  # as the run itself leaves it
+        return done[func]
+
+    run_untyped_passes_once.__wrapped__ = run_untyped_passes
+    return run_untyped_passes_once
+
+
 def _numba_copies_blocks_as_expected() -> bool:
     worker = getattr(inline_closurecall, "InlineWorker", None)
     module = getattr(inline_closurecall, "copy", None)
@@ -109,6 +132,8 @@ def install() -> bool:
         return False
     worker = inline_closurecall.InlineWorker
     worker.inline_ir = _wrap(worker.inline_ir)  # type: ignore[method-assign]
+    worker.run_untyped_passes = _once_per_worker(  # type: ignore[method-assign]
+        worker.run_untyped_passes)
     inline_closurecall.copy = _CopyModule()  # type: ignore[assignment]
     _installed = True
     return True
