@@ -8,8 +8,8 @@ docstrings. Inputs are checked and coerced once, at the edge
 * :mod:`._config` -- the compilation options (fast-math, caching) shared by every kernel.
 * :mod:`._cache` -- Numba's on-disk cache of the kernels, made stale by a change to any
   kernel file (installed here, before any kernel is defined).
-* :mod:`._inline` -- Numba's inliner copying the kernels' helpers with one scope per copy
-  (installed here: it cuts the kernels' compile time).
+* :mod:`._inline` -- Numba's inliner deriving each of the kernels' helpers once per function
+  and copying it with one scope per copy (installed here: it cuts the kernels' compile time).
 * :mod:`._ssa` -- Numba's SSA reconstruction of the kernels visiting only the blocks that
   name each variable (installed here, for the same reason).
 * :mod:`._copies` -- Numba's copy propagation comparing its rounds without deep copies
