@@ -132,7 +132,8 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,
     ``_micro.EIGHT_ROWS_MAX_K``, then two accumulations of four), and the
     direction's product prefetches the rows ahead; the accumulation is
-    ``_backward.accumulate4`` (its IR tiles there). Float32 rows of more
+    ``_backward.accumulate4_ahead`` (its IR tiles there, prefetching the
+    rest of the rows ahead where X is read ahead). Float32 rows of more
     than ``_fused.ERROR_T_MAX_FEATURES`` features and ``_fused.PANEL_MIN_K``
     classes or more go ``_fused.ERROR_T_ROWS`` at a time there, the
     accumulation in panels of features, as the gradient's do. ``width``,
