@@ -181,9 +181,11 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
             h = 0
             while h < R:
                 nb = 8 if eight else 4
-                if not cached:
-                    _logits_ahead(X, i + h, nb, Wt, b, pR, h, 0, stop)
-                _logits_ahead(X, i + h, nb, Vt, cv, uR, h, pf_rows, stop)
+                # W's logits (unless P is cached), then V's, which prefetch:
+                # one call site for both, half the tiles to compile.
+                for s in range(1 if cached else 0, 2):
+                    _logits_ahead(X, i + h, nb, Vt if s else Wt, cv if s else b,
+                                  uR if s else pR, h, pf_rows if s else 0, stop)
                 for q in range(nb):
                     if cached:
                         p = P[i + h + q]
@@ -209,10 +211,10 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         nxt = i + pf_rows
         half = nb // 2
         if micro is None or tiles:
-            if not cached:
-                _logits_ahead(X, i, nb, Wt, b, p8, 0, 0, stop)
             first, rows = _ahead_share(nxt, 0, half, stop, pf_rows)
-            logits_prefetching(X, i, nb, Vt, cv, u8, 0, first, rows)
+            for s in range(1 if cached else 0, 2):  # W's (no prefetch), then V's
+                logits_prefetching(X, i, nb, Vt if s else Wt, cv if s else b,
+                                   u8 if s else p8, 0, first, rows if s else 0)
         else:
             if not cached:
                 _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, p8)
