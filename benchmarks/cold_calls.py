@@ -1,0 +1,160 @@
+"""A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
+
+    python benchmarks/cold_calls.py [--part calls|regions|both] [--rounds 15] [--pause 0.5]
+
+``calls``: ``fastsoftmax.loss_and_grad`` on small float32 problems, each
+call timed back to back ("warm") and after ``--pause`` seconds asleep
+("cold"), beside the kernel's chunk function alone on the same arguments
+(the work of the call on the calling thread, as a call after a pause runs
+it, without the Python around it: checks, labels, the thread policy, the
+engine's choices). The difference is what the call's Python costs.
+
+``regions``: what one Numba parallel region (``prange`` over two threads,
+a given amount of arithmetic per thread) costs back to back and after the
+same pause, in a child process per threading environment: the default
+(none set), ``GOMP_SPINCOUNT=0`` and ``OMP_WAIT_POLICY=passive``. It shows
+why a call after an idle spell runs on the calling thread
+(``_launch.SERIAL_WORK``): waking the OpenMP workers costs more than small
+calls take.
+
+Prints Markdown tables of medians over ``--rounds``; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+SHAPES = [(2000, 100, 10), (10000, 20, 10), (1000, 100, 100)]
+REPS = (1, 100, 1000, 10000)
+ENVS = ({}, {"GOMP_SPINCOUNT": "0"}, {"OMP_WAIT_POLICY": "passive"})
+
+
+def _warm_and_cold(fn, rounds: int, pause: float) -> tuple[float, float]:
+    """Median seconds of fn() back to back and after ``pause`` s asleep."""
+    warm, cold = [], []
+    for _ in range(rounds):
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        warm.append(time.perf_counter() - t0)
+        time.sleep(pause)
+        t0 = time.perf_counter()
+        fn()
+        cold.append(time.perf_counter() - t0)
+    return float(np.median(warm)), float(np.median(cold))
+
+
+def _launch_of(call) -> tuple:
+    """(chunk function, kernel, arguments, work) of the kernel launch that call() makes.
+
+    The engine's own launch, seen through ``DenseEngine._run``: after a
+    pause, one chunk on the calling thread.
+    """
+    from fastsoftmax import _dense
+
+    seen = []
+    run = _dense.DenseEngine._run
+
+    def spy(self, chunk_fn, kernel, args):
+        seen.append((chunk_fn, kernel, args, self._work))
+        return run(self, chunk_fn, kernel, args)
+
+    _dense.DenseEngine._run = spy
+    try:
+        call()
+    finally:
+        _dense.DenseEngine._run = run
+    return seen[-1]
+
+
+def calls(rounds: int, pause: float) -> None:
+    import fastsoftmax as fs
+    from fastsoftmax._launch import run_one_chunk
+
+    print(f"µs, float32, medians of {rounds}; cold: after {pause:g} s asleep")
+    print("| (m, n, k) | call, warm | call, cold | chunk alone, warm | chunk alone, cold "
+          "| the call's Python, warm | cold |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k in SHAPES:
+        X = rng.standard_normal((m, n), dtype=np.float32)
+        y = rng.integers(0, k, m)
+        W = np.zeros((n, k), np.float32)
+        b = np.zeros(k, np.float32)
+
+        call = functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4)
+        time.sleep(pause)
+        chunk = functools.partial(run_one_chunk, *_launch_of(call))
+        for _ in range(10):
+            call()
+            chunk()
+        whole, alone = _warm_and_cold(call, rounds, pause), _warm_and_cold(chunk, rounds, pause)
+        us = [1e6 * t for t in (*whole, *alone, whole[0] - alone[0], whole[1] - alone[1])]
+        print(f"| ({m}, {n}, {k}) | " + " | ".join(f"{t:.0f}" for t in us) + " |")
+
+
+def _region_child(rounds: int, pause: float) -> None:
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def region(a, reps):
+        s = 0.0
+        for i in prange(a.shape[0]):
+            x = a[i]
+            for _ in range(reps):
+                x = x * 0.999999 + 1e-7
+            s += x
+        return s
+
+    a = np.ones(2000)
+    region(a, 1)
+    out = {}
+    for reps in REPS:
+        out[reps] = _warm_and_cold(lambda: region(a, reps), rounds, pause)  # noqa: B023
+    print(json.dumps(out))
+
+
+def regions(rounds: int, pause: float) -> None:
+    print(f"\nµs per parallel region (2,000 iterations, reps multiply-adds each), "
+          f"medians of {rounds}; cold: after {pause:g} s asleep")
+    print("| environment | " + " | ".join(f"reps {r}, warm | cold" for r in REPS) + " |")
+    print("|---|" + "---:|---:|" * len(REPS))
+    for extra in ENVS:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+        env.update(extra)
+        done = subprocess.run([sys.executable, __file__, "--child", "--rounds", str(rounds),
+                               "--pause", str(pause)], env=env, capture_output=True,
+                              text=True, check=True)
+        res = json.loads(done.stdout.strip().splitlines()[-1])
+        name = " ".join(f"{k}={v}" for k, v in extra.items()) or "default"
+        cells = " | ".join(f"{1e6 * w:.0f} | {1e6 * c:.0f}" for w, c in res.values())
+        print(f"| {name} | {cells} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=("calls", "regions", "both"), default="both")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--pause", type=float, default=0.5)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _region_child(args.rounds, args.pause)
+        return
+    if args.part in ("calls", "both"):
+        calls(args.rounds, args.pause)
+    if args.part in ("regions", "both"):
+        regions(args.rounds, args.pause)
+
+
+if __name__ == "__main__":
+    main()
