@@ -1,6 +1,6 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls|regions|both] [--rounds 15] [--pause 0.5]
+    python benchmarks/cold_calls.py [--part calls,mid,regions] [--rounds 15] [--pause 0.5]
 
 ``calls``: ``fastsoftmax.loss_and_grad`` on small float32 problems, each
 call timed back to back ("warm") and after ``--pause`` seconds asleep
@@ -8,6 +8,10 @@ call timed back to back ("warm") and after ``--pause`` seconds asleep
 (the work of the call on the calling thread, as a call after a pause runs
 it, without the Python around it: checks, labels, the thread policy, the
 engine's choices). The difference is what the call's Python costs.
+
+``mid``: whole calls above ``_launch.SERIAL_WORK`` (a few milliseconds
+each, on every thread whether or not a pause came before), warm and
+cold.
 
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
@@ -33,6 +37,8 @@ import time
 import numpy as np
 
 SHAPES = [(2000, 100, 10), (10000, 20, 10), (1000, 100, 100)]
+# Calls above _launch.SERIAL_WORK: on every thread after a pause too.
+MID_SHAPES = [(60000, 100, 10), (20000, 784, 10), (40000, 100, 100)]
 REPS = (1, 100, 1000, 10000)
 ENVS = ({}, {"GOMP_SPINCOUNT": "0"}, {"OMP_WAIT_POLICY": "passive"})
 
@@ -101,6 +107,24 @@ def calls(rounds: int, pause: float) -> None:
         print(f"| ({m}, {n}, {k}) | " + " | ".join(f"{t:.0f}" for t in us) + " |")
 
 
+def mid(rounds: int, pause: float) -> None:
+    import fastsoftmax as fs
+
+    print(f"\nms, float32, medians of {rounds}; cold: after {pause:g} s asleep")
+    print("| (m, n, k) | call, warm | call, cold | cold / warm |")
+    print("|---|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k in MID_SHAPES:
+        X = rng.standard_normal((m, n), dtype=np.float32)
+        y = rng.integers(0, k, m)
+        call = functools.partial(fs.loss_and_grad, X, y, np.zeros((n, k), np.float32),
+                                 np.zeros(k, np.float32), alpha=1e-4)
+        for _ in range(10):
+            call()
+        warm, cold = _warm_and_cold(call, rounds, pause)
+        print(f"| ({m}, {n}, {k}) | {1e3 * warm:.2f} | {1e3 * cold:.2f} | {cold / warm:.2f} |")
+
+
 def _region_child(rounds: int, pause: float) -> None:
     from numba import njit, prange
 
@@ -142,7 +166,8 @@ def regions(rounds: int, pause: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("calls", "regions", "both"), default="both")
+    ap.add_argument("--part", default="calls,mid,regions",
+                    help="comma-separated: calls, mid, regions")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -150,10 +175,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         _region_child(args.rounds, args.pause)
         return
-    if args.part in ("calls", "both"):
-        calls(args.rounds, args.pause)
-    if args.part in ("regions", "both"):
-        regions(args.rounds, args.pause)
+    parts = args.part.split(",")
+    unknown = set(parts) - {"calls", "mid", "regions"}
+    if unknown:
+        ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
+    for name, run in (("calls", calls), ("mid", mid), ("regions", regions)):
+        if name in parts:
+            run(args.rounds, args.pause)
 
 
 if __name__ == "__main__":
