@@ -70,6 +70,8 @@ def _launch_of(call) -> tuple:
     run = _dense.DenseEngine._run
 
     def spy(self, chunk_fn, kernel, args):
+        if not self._serial:
+            raise SystemExit("the call ran on every thread: the chunk alone would not be its work")
         seen.append((chunk_fn, kernel, args, self._work))
         return run(self, chunk_fn, kernel, args)
 
