@@ -104,6 +104,9 @@ def calls(rounds: int, pause: float) -> None:
         for _ in range(10):
             call()
             chunk()
+        # Calls back to back for LOOP_SPAN_S count as a loop and run on every
+        # thread (_launch.calls_in_a_loop): end that run before the rounds.
+        time.sleep(pause)
         whole, alone = _warm_and_cold(call, rounds, pause), _warm_and_cold(chunk, rounds, pause)
         us = [1e6 * t for t in (*whole, *alone, whole[0] - alone[0], whole[1] - alone[1])]
         print(f"| ({m}, {n}, {k}) | " + " | ".join(f"{t:.0f}" for t in us) + " |")
