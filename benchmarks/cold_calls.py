@@ -83,8 +83,17 @@ def _launch_of(call) -> tuple:
     return seen[-1]
 
 
-def calls(rounds: int, pause: float) -> None:
+def _call(rng, m: int, n: int, k: int):
+    """A ``loss_and_grad`` call on a float32 (m, n) problem of k classes, zero weights."""
     import fastsoftmax as fs
+
+    X = rng.standard_normal((m, n), dtype=np.float32)
+    y = rng.integers(0, k, m)
+    return functools.partial(fs.loss_and_grad, X, y, np.zeros((n, k), np.float32),
+                             np.zeros(k, np.float32), alpha=1e-4)
+
+
+def calls(rounds: int, pause: float) -> None:
     from fastsoftmax._launch import run_one_chunk
 
     print(f"µs, float32, medians of {rounds}; cold: after {pause:g} s asleep")
@@ -93,12 +102,7 @@ def calls(rounds: int, pause: float) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)
     for m, n, k in SHAPES:
-        X = rng.standard_normal((m, n), dtype=np.float32)
-        y = rng.integers(0, k, m)
-        W = np.zeros((n, k), np.float32)
-        b = np.zeros(k, np.float32)
-
-        call = functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4)
+        call = _call(rng, m, n, k)
         time.sleep(pause)
         chunk = functools.partial(run_one_chunk, *_launch_of(call))
         for _ in range(10):
@@ -113,17 +117,12 @@ def calls(rounds: int, pause: float) -> None:
 
 
 def mid(rounds: int, pause: float) -> None:
-    import fastsoftmax as fs
-
     print(f"\nms, float32, medians of {rounds}; cold: after {pause:g} s asleep")
     print("| (m, n, k) | call, warm | call, cold | cold / warm |")
     print("|---|---:|---:|---:|")
     rng = np.random.default_rng(0)
     for m, n, k in MID_SHAPES:
-        X = rng.standard_normal((m, n), dtype=np.float32)
-        y = rng.integers(0, k, m)
-        call = functools.partial(fs.loss_and_grad, X, y, np.zeros((n, k), np.float32),
-                                 np.zeros(k, np.float32), alpha=1e-4)
+        call = _call(rng, m, n, k)
         for _ in range(10):
             call()
         warm, cold = _warm_and_cold(call, rounds, pause)
@@ -147,7 +146,7 @@ def _region_child(rounds: int, pause: float) -> None:
     region(a, 1)
     out = {}
     for reps in REPS:
-        out[reps] = _warm_and_cold(lambda: region(a, reps), rounds, pause)  # noqa: B023
+        out[reps] = _warm_and_cold(functools.partial(region, a, reps), rounds, pause)
     print(json.dumps(out))
 
 
