@@ -216,6 +216,13 @@ def use(dtype, name: str) -> None:
         raise ValueError(f"no BLAS library {name!r} to call in this process; "
                          f"candidates: {', '.join(candidates())}")
     set_routine(dtype, routines.address(dtype), routines.ilp64)
+    _in_force[np.dtype(dtype)] = name
+
+
+# The candidate each dtype's products were last pointed at by :func:`use`
+# (the only writer of the routine table), so that :func:`use_chosen` can
+# leave an unchanged choice alone.
+_in_force: dict[np.dtype, str] = {}
 
 
 def in_use(dtype) -> str:
@@ -253,7 +260,10 @@ def chosen(dtype, work: int = 0) -> str:
 def use_chosen(dtype, work: int = 0) -> None:
     """Point the kernels' ``dtype`` products at :func:`chosen`'s (not inside a calibration).
 
-    Called by every GEMM engine and prediction: a few microseconds.
+    Called by every GEMM engine and prediction: a few microseconds, and
+    nothing written where the choice stands already.
     """
     if not _calibration._busy():
-        use(dtype, chosen(dtype, work))
+        name = chosen(dtype, work)
+        if _in_force.get(dtype) != name:
+            use(dtype, name)

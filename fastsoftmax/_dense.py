@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._blas_choice import in_use, use_chosen
+from ._calibration import narrow_block_bytes
 from ._kernels._ahead import micro_tiles
 from ._kernels._common import LANES_FROM, reads_ahead
 from ._kernels._config import WIDE_REGISTERS
@@ -219,6 +220,11 @@ _KEPT_SCRATCH_BYTES = 64 << 20
 _kept = threading.local()
 
 
+def _chunks_total(parts: np.ndarray, k: int) -> np.ndarray:
+    """Return the sum over chunks of padded per-chunk sums (chunks, k + pad): a fresh (k,) array."""
+    return parts[0, :k].copy() if parts.shape[0] == 1 else parts.sum(axis=0)[:k]
+
+
 def _kept_buffers(key: tuple, make) -> tuple[np.ndarray, ...]:
     """Return the buffers kept for ``key`` on this thread, or ``make()`` them (and keep them)."""
     store = getattr(_kept, "buffers", None)
@@ -318,8 +324,6 @@ class DenseEngine:
                                      else SERIAL_WORK)
         chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
         if block_bytes is None:
-            from ._calibration import narrow_block_bytes
-
             # A large problem on narrow blocks without the host's budget times it first.
             used = strategy == "gemm" and narrow_blocks(n, self.k, self.dtype.itemsize)
             block_bytes = narrow_block_bytes(self.dtype, work=m * n * self.k if used else 0)
@@ -400,7 +404,9 @@ class DenseEngine:
         """
         n = self.data.n_features
         rows = self.strategy == "rows"
-        if G.shape[0] == 1 or G.nbytes < _PARALLEL_SUM_BYTES:
+        if G.shape[0] == 1:  # one chunk (a serial call): its sums are the total
+            return G[0, :, :n].copy() if rows else G[0].copy().T
+        if G.nbytes < _PARALLEL_SUM_BYTES:
             return G[:, :, :n].sum(axis=0) if rows else G.sum(axis=0).T
         out = np.empty((self.k, n) if rows else G.shape[1:], dtype=G.dtype)
         _sum_chunks(G, out)
@@ -493,14 +499,14 @@ class DenseEngine:
         else:
             value = penalize(value, grad.T, weights, alpha)
         call_ended()
-        return value, grad, gb.sum(axis=0)[:self.k]
+        return value, grad, _chunks_total(gb, self.k)
 
     def _check_rows(self, bad_row: np.ndarray) -> None:
         """Raise ValueError naming the first row a pass found with non-finite logits."""
-        from ._objective import logits_error
-
         row = first_bad(bad_row)
         if row >= 0:
+            from ._objective import logits_error
+
             raise logits_error(row, self.dtype)
 
     def _gradient_args(self, variant: str, weights, bias, P) -> tuple[tuple, tuple]:
@@ -578,7 +584,7 @@ class DenseEngine:
             out[...] = HV
             HV = out
         call_ended()
-        return HV, gc.sum(axis=0)[:self.k]
+        return HV, _chunks_total(gc, self.k)
 
     def _hessp_call(self, coef, bias, P, V, cv):
         """(chunk function, kernel, arguments, G, gc) of H (V, cv) without the L2 term.

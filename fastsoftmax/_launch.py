@@ -163,7 +163,7 @@ ALIGN = 64
 def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     """Return an uninitialised C-contiguous array whose data starts on an :data:`ALIGN` boundary."""
     dtype = np.dtype(dtype)
-    size = int(np.prod(shape)) * dtype.itemsize
+    size = math.prod(shape) * dtype.itemsize
     raw = np.empty(size + ALIGN, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGN
     return raw[start:start + size].view(dtype).reshape(shape)
@@ -193,6 +193,8 @@ def aligned_rows(a: np.ndarray) -> np.ndarray:
 
 def first_bad(bad_row: np.ndarray) -> int:
     """Return the smallest non-negative entry of a per-chunk report, or -1."""
+    if bad_row.shape[0] == 1:  # one chunk: the report itself (no boolean mask to build)
+        return max(int(bad_row[0]), -1)
     hits = bad_row[bad_row >= 0]
     return int(hits.min()) if hits.size else -1
 

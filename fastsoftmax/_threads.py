@@ -111,6 +111,37 @@ def _needs_serialising() -> bool:
     return not _layer_safe
 
 
+def _numba_enter(n_threads: int | None) -> tuple[int, int, bool]:
+    """Enter a :func:`numba_threads` block: (count in force, count to restore, lock held)."""
+    import numba
+
+    serial = _needs_serialising()
+    if serial:
+        _launch_lock.acquire()
+    try:
+        previous = numba.get_num_threads()
+        if n_threads is None or n_threads == previous:
+            return previous, previous, serial
+        numba.set_num_threads(n_threads)
+    except BaseException:
+        if serial:
+            _launch_lock.release()
+        raise
+    return n_threads, previous, serial
+
+
+def _numba_exit(in_force: int, previous: int, serial: bool) -> None:
+    """Leave a :func:`numba_threads` block entered by :func:`_numba_enter`."""
+    try:
+        if in_force != previous:
+            import numba
+
+            numba.set_num_threads(previous)
+    finally:
+        if serial:
+            _launch_lock.release()
+
+
 @contextlib.contextmanager
 def numba_threads(n_threads: int | None) -> Iterator[int]:
     """Run the block with ``n_threads`` Numba threads; yield the count in force.
@@ -121,24 +152,11 @@ def numba_threads(n_threads: int | None) -> Iterator[int]:
     layer the blocks of different Python threads are serialised by a
     (re-entrant) lock.
     """
-    import numba
-
-    serial = _needs_serialising()
-    if serial:
-        _launch_lock.acquire()
+    state = _numba_enter(n_threads)
     try:
-        previous = numba.get_num_threads()
-        if n_threads is None or n_threads == previous:
-            yield previous
-            return
-        numba.set_num_threads(n_threads)
-        try:
-            yield n_threads
-        finally:
-            numba.set_num_threads(previous)
+        yield state[0]
     finally:
-        if serial:
-            _launch_lock.release()
+        _numba_exit(*state)
 
 
 def _blas_controller():
@@ -157,6 +175,28 @@ def _blas_controller():
     return _controller
 
 
+def _blas_enter(limit: int) -> None:
+    """Enter a :func:`_blas_limit` block."""
+    global _blas_depth, _blas_limit_value
+    with _controller_lock:
+        if _blas_depth == 0:
+            _blas_limit_value = limit
+            _hold(_blas_controller())
+        _blas_depth += 1
+
+
+def _blas_exit() -> None:
+    """Leave a :func:`_blas_limit` block: the last to leave restores every library."""
+    global _blas_depth
+    with _controller_lock:
+        _blas_depth -= 1
+        if _blas_depth == 0:
+            while _blas_limiters:
+                lib, original = _blas_limiters.pop()
+                lib.set_num_threads(original)
+            _blas_limited.clear()
+
+
 @contextlib.contextmanager
 def _blas_limit(limit: int) -> Iterator[None]:
     """Limit every loaded BLAS library to ``limit`` threads for the block.
@@ -169,22 +209,11 @@ def _blas_limit(limit: int) -> Iterator[None]:
     block by :func:`load_kernel_blas` joins the limit and is restored with
     the others.
     """
-    global _blas_depth, _blas_limit_value
-    with _controller_lock:
-        if _blas_depth == 0:
-            _blas_limit_value = limit
-            _hold(_blas_controller())
-        _blas_depth += 1
+    _blas_enter(limit)
     try:
         yield
     finally:
-        with _controller_lock:
-            _blas_depth -= 1
-            if _blas_depth == 0:
-                while _blas_limiters:
-                    lib, original = _blas_limiters.pop()
-                    lib.set_num_threads(original)
-                _blas_limited.clear()
+        _blas_exit()
 
 
 def _hold(controller) -> None:
@@ -250,15 +279,37 @@ def single_threaded_blas():
     return _blas_limit(1)
 
 
-@contextlib.contextmanager
-def thread_policy(n_threads: int | None) -> Iterator[int]:
+class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n):``)
     """Apply the package's thread policy to one computing call (module docstring).
 
-    Yields the number of Numba threads in force. Nested use is cheap: the
-    inner block finds both settings already in place.
+    ``with thread_policy(n_threads) as nt:`` holds BLAS at one thread and
+    runs Numba's kernels on ``n_threads`` (None: the current setting) for
+    the block; ``nt`` is the number of Numba threads in force. Nested use is
+    cheap: the inner block finds both settings already in place. A class
+    rather than nested generator-based context managers: every call of the
+    function API enters one, and after an idle pause each Python frame it
+    runs costs tens of microseconds (BENCHMARKS.md, "Forty-fifth session").
     """
-    with single_threaded_blas(), numba_threads(n_threads) as nt:
-        yield nt
+
+    __slots__ = ("_n_threads", "_numba")
+
+    def __init__(self, n_threads: int | None):
+        self._n_threads = n_threads
+
+    def __enter__(self) -> int:
+        _blas_enter(1)
+        try:
+            self._numba = _numba_enter(self._n_threads)
+        except BaseException:
+            _blas_exit()
+            raise
+        return self._numba[0]
+
+    def __exit__(self, *exc) -> None:
+        try:
+            _numba_exit(*self._numba)
+        finally:
+            _blas_exit()
 
 
 def blas_workers(n_threads: int | None) -> int:

@@ -270,14 +270,13 @@ def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
             f"{name} must hold integer class labels 0..{k - 1}, got dtype {arr.dtype}"
         )
     labels = kernel_view(np.ascontiguousarray(arr, dtype=np.int64))
-    if m:
-        outside = (labels < 0) | (labels >= k)
-        if outside.any():
-            i = int(np.flatnonzero(outside)[0])
-            raise ValueError(
-                f"{name}[{i}] = {labels[i]} is not a class index in 0..{k - 1} "
-                f"(W has {k} columns)"
-            )
+    # Two reductions, no temporary: the mask is built only to name the label.
+    if m and (labels.min() < 0 or labels.max() >= k):
+        i = int(np.flatnonzero((labels < 0) | (labels >= k))[0])
+        raise ValueError(
+            f"{name}[{i}] = {labels[i]} is not a class index in 0..{k - 1} "
+            f"(W has {k} columns)"
+        )
     return labels
 
 
