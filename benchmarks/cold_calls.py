@@ -1,6 +1,7 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls,mid,regions] [--rounds 15] [--pause 0.5]
+    python benchmarks/cold_calls.py [--part calls,mid,regions,openmp] [--rounds 15]
+                                    [--pause 0.5]
 
 ``calls``: ``fastsoftmax.loss_and_grad`` on small float32 problems, each
 call timed back to back ("warm") and after ``--pause`` seconds asleep
@@ -16,10 +17,16 @@ cold.
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
 same pause, in a child process per threading environment: the default
-(none set), ``GOMP_SPINCOUNT=0`` and ``OMP_WAIT_POLICY=passive``. It shows
+(none set), ``GOMP_SPINCOUNT`` of 0, 10,000 and 100,000, and
+``OMP_WAIT_POLICY=passive``. It shows
 why a call after an idle spell runs on the calling thread
 (``_launch.SERIAL_WORK``): waking the OpenMP workers costs more than small
 calls take.
+
+``openmp``: the same region as a plain C program (an ``omp parallel``
+region of two threads doing the same work, built with ``gcc -O2 -fopenmp`` in a temporary
+folder; skipped, with a line saying so, where no gcc is found), under the
+same environments: whether the cost is GNU OpenMP's own or Numba's.
 
 Prints Markdown tables of medians over ``--rounds``; asserts nothing.
 """
@@ -40,7 +47,11 @@ SHAPES = [(2000, 100, 10), (10000, 20, 10), (1000, 100, 100)]
 # Calls above _launch.SERIAL_WORK: on every thread after a pause too.
 MID_SHAPES = [(60000, 100, 10), (20000, 784, 10), (40000, 100, 100)]
 REPS = (1, 100, 1000, 10000)
-ENVS = ({}, {"GOMP_SPINCOUNT": "0"}, {"OMP_WAIT_POLICY": "passive"})
+# GNU OpenMP's workers spin GOMP_SPINCOUNT times (300,000 by default) for
+# new work before they sleep; the counts between show how the spin decides
+# what a region costs warm and cold.
+ENVS = ({}, {"GOMP_SPINCOUNT": "0"}, {"GOMP_SPINCOUNT": "10000"},
+        {"GOMP_SPINCOUNT": "100000"}, {"OMP_WAIT_POLICY": "passive"})
 
 
 def _warm_and_cold(fn, rounds: int, pause: float) -> tuple[float, float]:
@@ -168,10 +179,78 @@ def regions(rounds: int, pause: float) -> None:
         print(f"| {name} | {cells} |")
 
 
+# One parallel region of two threads, 1,000 reps multiply-adds per thread
+# (the work of the Numba region's 2,000 iterations), timed
+# back to back and after the pause: prints "reps warm_s cold_s" per line.
+_C_REGION = r"""
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+                          return t.tv_sec + 1e-9 * t.tv_nsec; }
+static volatile double sink[16];
+static double region(long reps) {
+    double t0 = now();
+    #pragma omp parallel num_threads(2)
+    { double x = 1.0; for (long i = 0; i < 1000 * reps; i++) x = x * 0.999999 + 1e-7;
+      sink[8 * omp_get_thread_num()] += x; }
+    return now() - t0;
+}
+static int cmp(const void *a, const void *b) { double d = *(const double *)a - *(const double *)b;
+                                               return (d > 0) - (d < 0); }
+int main(int argc, char **argv) {
+    int rounds = atoi(argv[1]); double pause = atof(argv[2]);
+    double *w = malloc(rounds * sizeof *w), *c = malloc(rounds * sizeof *c);
+    for (int a = 3; a < argc; a++) {
+        long reps = atol(argv[a]);
+        for (int r = 0; r < rounds; r++) {
+            region(reps); w[r] = region(reps);
+            usleep((useconds_t)(pause * 1e6)); c[r] = region(reps);
+        }
+        qsort(w, rounds, sizeof *w, cmp); qsort(c, rounds, sizeof *c, cmp);
+        printf("%ld %.9f %.9f\n", reps, w[rounds / 2], c[rounds / 2]);
+    }
+    return 0;
+}
+"""
+
+
+def openmp(rounds: int, pause: float) -> None:
+    import shutil
+    import tempfile
+
+    print(f"\nµs per OpenMP region of a C program (2 threads, 1,000 reps multiply-adds "
+          f"each), "
+          f"medians of {rounds}; cold: after {pause:g} s asleep")
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        print("skipped: no gcc on this machine")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "region.c"), os.path.join(tmp, "region")
+        with open(src, "w") as fh:
+            fh.write(_C_REGION)
+        subprocess.run([gcc, "-O2", "-fopenmp", src, "-o", exe], check=True)
+        print("| environment | " + " | ".join(f"reps {r}, warm | cold" for r in REPS) + " |")
+        print("|---|" + "---:|---:|" * len(REPS))
+        for extra in ENVS:
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+            env.update(extra)
+            done = subprocess.run([exe, str(rounds), str(pause), *map(str, REPS)], env=env,
+                                  capture_output=True, text=True, check=True)
+            rows = [line.split() for line in done.stdout.strip().splitlines()]
+            name = " ".join(f"{k}={v}" for k, v in extra.items()) or "default"
+            cells = " | ".join(f"{1e6 * float(w):.0f} | {1e6 * float(c):.0f}" for _, w, c in rows)
+            print(f"| {name} | {cells} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="calls,mid,regions",
-                    help="comma-separated: calls, mid, regions")
+    ap.add_argument("--part", default="calls,mid,regions,openmp",
+                    help="comma-separated: calls, mid, regions, openmp")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -180,10 +259,11 @@ def main(argv: list[str] | None = None) -> None:
         _region_child(args.rounds, args.pause)
         return
     parts = args.part.split(",")
-    unknown = set(parts) - {"calls", "mid", "regions"}
+    unknown = set(parts) - {"calls", "mid", "regions", "openmp"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
-    for name, run in (("calls", calls), ("mid", mid), ("regions", regions)):
+    for name, run in (("calls", calls), ("mid", mid), ("regions", regions),
+                      ("openmp", openmp)):
         if name in parts:
             run(args.rounds, args.pause)
 
