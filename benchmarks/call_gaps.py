@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 import fastsoftmax as fs
-from fastsoftmax import _dense
+from fastsoftmax import _launch
 
 SHAPES = [(10000, 20, 10), (2000, 100, 10), (1000, 20, 100), (1000, 100, 100)]
 SETTINGS = ("one chunk", "parallel", "rule")
@@ -30,7 +30,7 @@ SETTINGS = ("one chunk", "parallel", "rule")
 
 def _set(setting: str, defaults: tuple[int, int]) -> None:
     work, warm = {"one chunk": (1 << 62, 1 << 62), "parallel": (0, 0), "rule": defaults}[setting]
-    _dense.SERIAL_WORK, _dense.SERIAL_WORK_WARM = work, warm
+    _launch.SERIAL_WORK, _launch.SERIAL_WORK_WARM = work, warm
 
 
 def _busy(seconds: float) -> None:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     gaps = [float(g) / 1000 for g in args.gaps.split(",")]
     shapes = SHAPES[1:2] if args.quick else SHAPES
     calls = 5 if args.quick else 30
-    defaults = (_dense.SERIAL_WORK, _dense.SERIAL_WORK_WARM)
+    defaults = (_launch.SERIAL_WORK, _launch.SERIAL_WORK_WARM)
     rng = np.random.default_rng(0)
     print(f"loss_and_grad µs per call, float32, medians of {args.rounds} interleaved rounds")
     print("| (m, n, k) | gap before each call | " + " | ".join(SETTINGS)

@@ -1,6 +1,6 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls,mid,regions,openmp] [--rounds 15]
+    python benchmarks/cold_calls.py [--part calls,mid,predict,regions,openmp] [--rounds 15]
                                     [--pause 0.5]
 
 ``calls``: ``fastsoftmax.loss_and_grad`` on small float32 problems, each
@@ -13,6 +13,10 @@ engine's choices). The difference is what the call's Python costs.
 ``mid``: whole calls above ``_launch.SERIAL_WORK`` (a few milliseconds
 each, on every thread whether or not a pause came before), warm and
 cold.
+
+``predict``: a fitted model's ``predict_proba`` on a small batch of rows,
+and ``fastsoftmax.softmax`` on as many rows of logits, warm and cold: what
+an application serving predictions now and then waits for.
 
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
@@ -140,6 +144,36 @@ def mid(rounds: int, pause: float) -> None:
         print(f"| ({m}, {n}, {k}) | {1e3 * warm:.2f} | {1e3 * cold:.2f} | {cold / warm:.2f} |")
 
 
+# (rows, features, classes) of the batches predicted.
+PREDICT_SHAPES = [(100, 64, 10), (1000, 784, 10), (1000, 100, 100)]
+
+
+def predict(rounds: int, pause: float) -> None:
+    import warnings
+
+    import fastsoftmax as fs
+
+    print(f"\nµs, float32, medians of {rounds}; cold: after {pause:g} s asleep")
+    print("| (rows, n, k) | predict_proba, warm | cold | softmax, warm | cold |")
+    print("|---|---:|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k in PREDICT_SHAPES:
+        X = rng.standard_normal((4 * m, n), dtype=np.float32)
+        y = np.arange(4 * m) % k
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a few iterations: the weights only need to exist
+            est = fs.SoftmaxRegression(solver="lbfgs", max_iter=3).fit(X, y)
+        rows = X[:m]
+        Z = rng.standard_normal((m, k), dtype=np.float32)
+        calls = (functools.partial(est.predict_proba, rows), functools.partial(fs.softmax, Z))
+        for _ in range(10):
+            for call in calls:
+                call()
+        time.sleep(pause)  # end the warm-up's loop (_launch.calls_in_a_loop)
+        us = [1e6 * t for call in calls for t in _warm_and_cold(call, rounds, pause)]
+        print(f"| ({m}, {n}, {k}) | " + " | ".join(f"{t:.0f}" for t in us) + " |")
+
+
 def _region_child(rounds: int, pause: float) -> None:
     from numba import njit, prange
 
@@ -249,8 +283,8 @@ def openmp(rounds: int, pause: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="calls,mid,regions,openmp",
-                    help="comma-separated: calls, mid, regions, openmp")
+    ap.add_argument("--part", default="calls,mid,predict,regions,openmp",
+                    help="comma-separated: calls, mid, predict, regions, openmp")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -259,11 +293,11 @@ def main(argv: list[str] | None = None) -> None:
         _region_child(args.rounds, args.pause)
         return
     parts = args.part.split(",")
-    unknown = set(parts) - {"calls", "mid", "regions", "openmp"}
+    unknown = set(parts) - {"calls", "mid", "predict", "regions", "openmp"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
-    for name, run in (("calls", calls), ("mid", mid), ("regions", regions),
-                      ("openmp", openmp)):
+    for name, run in (("calls", calls), ("mid", mid), ("predict", predict),
+                      ("regions", regions), ("openmp", openmp)):
         if name in parts:
             run(args.rounds, args.pause)
 

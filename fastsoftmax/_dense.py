@@ -51,18 +51,16 @@ from ._kernels._hessp import (
 )
 from ._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 from ._launch import (
-    SERIAL_WORK,
-    SERIAL_WORK_WARM,
     aligned_empty,
     aligned_row,
     aligned_rows,
     call_ended,
-    calls_in_a_loop,
     first_bad,
     launch_work,
     n_chunks,
     one_chunk_runs_kernel,
     run_one_chunk,
+    serial_call,
 )
 from ._penalty import add_l2, penalize
 from ._threads import load_kernel_blas
@@ -287,7 +285,7 @@ class DenseEngine:
     """The dense kernels on one data set, in one strategy ("rows" or "gemm").
 
     ``warm``: the calls come in a solver's loop, back to back, so the
-    parallel kernels pay off from a smaller size (``_launch.SERIAL_WORK_WARM``);
+    parallel kernels pay off from a smaller size (``_launch.serial_call``);
     so do those of an engine made where the previous calls came in a loop
     (:func:`fastsoftmax._launch.calls_in_a_loop`).
     ``keep_scratch``: the engine serves one call; its scratch buffers come
@@ -320,8 +318,7 @@ class DenseEngine:
         self._work = launch_work(m, n, self.k)
         # A call of the function API in the caller's loop counts as warm
         # (_launch.calls_in_a_loop).
-        self._serial = self._work < (SERIAL_WORK_WARM if warm or calls_in_a_loop()
-                                     else SERIAL_WORK)
+        self._serial = serial_call(self._work, warm)
         chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
         if block_bytes is None:
             # A large problem on narrow blocks without the host's budget times it first.

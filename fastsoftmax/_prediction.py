@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._blas_choice import use_chosen
-from ._launch import first_bad, n_chunks, rowwise_kernel
+from ._launch import call_ended, call_threads, first_bad, launch_work, n_chunks, rowwise_kernel
 from ._threads import blas_map, check_n_threads, load_kernel_blas, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row, kernel_view
 
@@ -75,11 +75,12 @@ def scores(est, X, mode):
 
     code = {"logits": LOGITS, "proba": PROBA, "log_proba": LOG_PROBA}[mode]
     X = prepared(est, X)
+    n_threads = check_n_threads(est.n_threads)
     m = X.shape[0]
     out = np.empty((m, est.coef_.shape[0]), dtype=X.dtype)
     if m:
         W = np.ascontiguousarray(est.coef_.T)
-        with thread_policy(check_n_threads(est.n_threads)):
+        with thread_policy(call_threads(n_threads, _work(X, W.shape[1]))):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             if isinstance(X, np.ndarray):
                 load_kernel_blas()
@@ -97,10 +98,26 @@ def scores(est, X, mode):
                 else:
                     rowwise_kernel(out.shape[1])(out, SOFTMAX if code == PROBA
                                                  else LOG_SOFTMAX, out, bad_row, bad_code)
+        call_ended()
         row = first_bad(bad_row)
         if row >= 0:
             raise _overflow(row, X.dtype)
     return out
+
+
+def _work(X, k: int) -> int:
+    """Return the work of one pass over X's rows with k classes (``_launch.launch_work``).
+
+    A sparse row counts its stored entries (on average) as its features.
+    Counted as a gradient pass of the same shape is, which computes two
+    products where a prediction computes one: a prediction leaves the
+    calling thread (``_launch.serial_call``) at about half the time a
+    gradient does. Below that, a sporadic small ``predict_proba`` wakes no
+    worker after an idle spell (BENCHMARKS.md, "Forty-fifth session").
+    """
+    m, n = X.shape
+    per_row = n if isinstance(X, np.ndarray) else -(-X.nnz // max(m, 1))
+    return launch_work(m, per_row, k)
 
 
 def decision_function(est, X):
@@ -144,8 +161,11 @@ def labels(est, X):
         from . import _sparse
 
         W = np.ascontiguousarray(est.coef_.T)
-        with thread_policy(check_n_threads(est.n_threads)):
-            return _sparse.predict_labels(X, W, est.intercept_)
+        n_threads = check_n_threads(est.n_threads)
+        with thread_policy(call_threads(n_threads, _work(X, W.shape[1]))):
+            idx = _sparse.predict_labels(X, W, est.intercept_)
+        call_ended()
+        return idx
     (m, n), k, item = X.shape, est.coef_.shape[0], X.dtype.itemsize
     rows = int(min(m, max(64, min(_LABEL_X_BYTES // (n * item), _LABEL_Z_BYTES // (k * item)))))
     W = est.coef_.T  # a transposed view: BLAS reads it as it is

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._launch import first_bad, n_chunks
+from ._launch import call_threads, first_bad, n_chunks
 from ._threads import numba_threads
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -83,7 +83,11 @@ def first_nonfinite_row(a: np.ndarray, n_threads: int | None = None) -> int:
         return -1 if finite.all() else int(np.argmin(finite))
     from ._kernels._checks import _first_nonfinite_row  # Numba on first use
 
-    with numba_threads(n_threads):
+    # A scan of a few million entries runs on the calling thread, as a
+    # small kernel call does (_launch.serial_call): after an idle spell a
+    # parallel scan waits for the workers to wake (BENCHMARKS.md,
+    # "Forty-fifth session"). An entry counts as a multiply-add.
+    with numba_threads(call_threads(n_threads, a.size)):
         bad_row = np.empty(n_chunks(a2.shape[0]), dtype=np.int64)
         _first_nonfinite_row(a2, bad_row)
     return first_bad(bad_row)

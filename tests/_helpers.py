@@ -18,9 +18,12 @@ translate, so that each test reads like the formula it checks.
 
 from __future__ import annotations
 
-import numpy as np
+import contextlib
 
-from fastsoftmax import SoftmaxRegression
+import numpy as np
+import pytest
+
+from fastsoftmax import SoftmaxRegression, _launch
 from fastsoftmax import reference as ref
 from fastsoftmax._data import make_dataset
 from fastsoftmax._objective import Objective
@@ -29,6 +32,20 @@ from fastsoftmax._solvers.sgd import SGDState, run_epoch
 from fastsoftmax._threads import thread_policy
 
 FLOAT_DTYPES = (np.float32, np.float64)
+
+
+@contextlib.contextmanager
+def parallel_launches():
+    """Every kernel call in the block on every thread in force, however small.
+
+    A small call otherwise runs on the calling thread alone
+    (``_launch.serial_call``): tests of how chunks are split and their
+    reports reduced need the parallel launch.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_launch, "SERIAL_WORK", 0)
+        mp.setattr(_launch, "SERIAL_WORK_WARM", 0)
+        yield
 
 
 def dtype_id(dt) -> str:

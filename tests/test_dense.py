@@ -1,7 +1,7 @@
 """The dense engine (fastsoftmax._dense.DenseEngine: the kernels of
 fastsoftmax._kernels._fused and fastsoftmax._kernels._hessp) in every setting,
 whatever the shape rule would pick: both strategies ("rows", "gemm"), both
-launch modes (serial below _dense.SERIAL_WORK, parallel above) and, for
+launch modes (serial below _launch.SERIAL_WORK, parallel above) and, for
 Hessian-vector products, both modes (P cached by the gradient pass, or
 recomputed). Driven through the Objective, in the public layout, against the
 float64 reference, finite differences, PyTorch's double backward and the
@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fastsoftmax as fs
-from fastsoftmax import _dense
+from fastsoftmax import _dense, _launch
 from fastsoftmax import reference as ref
 from fastsoftmax._dense import PROBA_BUDGET, choose_mode
 
@@ -54,8 +54,8 @@ def _launch_mode(monkeypatch, mode):
     the solvers' (_launch.calls_in_a_loop).
     """
     big = 1 << 40 if mode == "serial" else 0
-    monkeypatch.setattr(_dense, "SERIAL_WORK", big)
-    monkeypatch.setattr(_dense, "SERIAL_WORK_WARM", big)
+    monkeypatch.setattr(_launch, "SERIAL_WORK", big)
+    monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", big)
 
 
 def _force(kernel, monkeypatch):
@@ -381,7 +381,7 @@ def test_narrow_rows_many_classes_in_several_blocks(dt, launch, rng, monkeypatch
     reference."""
     n_threads = 2 if launch == "parallel" else 1
     if launch == "parallel":
-        monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+        monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     m, n, k = 703, 20, 100
     rows = _dense.gemm_block_rows(n, np.dtype(dt).itemsize, k, m)
     assert m // 2 > 2 * rows and (m // 2) % rows
@@ -403,9 +403,10 @@ def _force_split(monkeypatch):
     """Make every parallel GEMM pass of 32+ classes split its backward product by
     features (_dense.split_features); return counters of the two kernels' calls."""
     for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
-                        ("SERIAL_WORK_WARM", 0)):
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30)):
         monkeypatch.setattr(_dense, name, value)
+    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
+    monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
     calls = {"gradient": 0, "hessp": 0}
     for what, name in (("gradient", "_loss_grad_gemm_split"), ("hessp", "_hessp_gemm_split")):
         kernel = getattr(_dense, name)
@@ -512,7 +513,7 @@ def test_parallel_sum_of_partial_sums(strategy, dt, rng, monkeypatch):
     """The partial sums reduced by the parallel kernel (any size, with
     _PARALLEL_SUM_BYTES at 0) give the NumPy reduction's gradient and
     Hessian products bit for bit, both strategies."""
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     X, y, W, b, sw = make_problem(rng, 301, 45, 12, dt, weights=True)
     V = rng.standard_normal(W.shape).astype(dt)
     c = rng.standard_normal(12).astype(dt)
@@ -595,7 +596,7 @@ def test_kept_scratch_never_leaks_into_results(kernel, launch, rng, monkeypatch)
     strategy = _force(kernel, monkeypatch)
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", strategy)
     if launch == "parallel":
-        monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+        monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     k = 10 if kernel == "gemm" else 5
     X, y, W, b, _ = make_problem(rng, 700, 24 if kernel == "gemm_t" else 70, k, np.float64)
     W2, V = rng.standard_normal(W.shape), rng.standard_normal(W.shape)
@@ -621,7 +622,7 @@ def test_kept_scratch_is_per_thread_and_bounded(rng, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "gemm")
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     X, y, W, b, _ = make_problem(rng, 900, 60, 40, np.float64)
     Ws = [rng.standard_normal(W.shape) for _ in range(8)]
     want = [fs.loss_and_grad(X, y, Wi, b) for Wi in Ws]
@@ -667,7 +668,7 @@ def test_rows_kernels_get_aligned_weights_and_sums(dt, rng, monkeypatch):
     from fastsoftmax._launch import ALIGN
 
     X, y, W, b, _ = make_problem(rng, 300, 37, 5, dt)
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)  # the parallel kernel, called from here
+    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)  # the parallel kernel, called from here
     engine = PublicObjective(X, y, 5, strategy="rows").objective.engine
     seen = []
     chunk_fn, kernel = _dense._GRADIENT_KERNELS["rows"]
@@ -777,7 +778,7 @@ def test_gradient_pass_stores_the_probabilities(kernel, dt, k, launch, rng, monk
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_thread_counts_agree(strategy, mode, dt, monkeypatch, rng):
-    monkeypatch.setattr(_dense, "SERIAL_WORK", 0)
+    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     X, y, W, b, sw = make_problem(rng, 1001, 45, 10, dt, weights=True)
     V = rng.standard_normal(W.shape).astype(dt)
     c = rng.standard_normal(10).astype(dt)
@@ -955,10 +956,8 @@ def test_function_api_calls_in_a_loop_take_the_solvers_threshold(rng, monkeypatc
     depend on it. The clock is the test's: no call takes any time on it."""
     import math
 
-    from fastsoftmax import _launch
-
     m, n, k = 2000, 100, 10
-    assert _dense.SERIAL_WORK_WARM <= _launch.launch_work(m, n, k) < _dense.SERIAL_WORK
+    assert _launch.SERIAL_WORK_WARM <= _launch.launch_work(m, n, k) < _launch.SERIAL_WORK
     X, y, W, b, _ = make_problem(rng, m, n, k, np.float64)
     one_chunk = []
     run = _dense.run_one_chunk

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _helpers import toy_data
+from _helpers import parallel_launches, toy_data
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
@@ -270,6 +270,39 @@ def test_threads_change_results_only_by_rounding(digits, solver):
     # lbfgs/bgd: only the reduction order differs; sgd with batch 64 splits each
     # batch over threads. Bounded drift after 20 iterations.
     np.testing.assert_allclose(models[0].coef_, models[1].coef_, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_a_small_prediction_runs_one_chunk_on_the_calling_thread(digits, sparse, monkeypatch):
+    """Below _launch.SERIAL_WORK predict_proba, predict_log_proba and the
+    decision function launch one chunk (at one thread: no worker to wake
+    after an idle spell), with the numbers of a launch on every thread."""
+    import scipy.sparse
+
+    from fastsoftmax import _sparse
+    from fastsoftmax._kernels import _predict
+
+    X, y = digits
+    est = SoftmaxRegression(n_threads=2).fit(X, y)
+    chunks = []
+    if sparse:
+        X = scipy.sparse.csr_matrix(X)
+        launch = _sparse._sparse_logits
+        monkeypatch.setattr(_sparse, "_sparse_logits", lambda *a: (
+            chunks.append(a[-1]) or launch(*a)))
+    else:
+        for name in ("_scores", "_scores_lanes"):
+            kernel = getattr(_predict, name)
+            monkeypatch.setattr(_predict, name, lambda *a, kernel=kernel: (
+                chunks.append(a[-1].shape[0]) or kernel(*a)))
+    rows = X[:200]
+    small = [est.predict_proba(rows), est.predict_log_proba(rows), est.decision_function(rows)]
+    with parallel_launches():
+        every = [est.predict_proba(rows), est.predict_log_proba(rows),
+                 est.decision_function(rows)]
+    assert chunks == [1, 1, 1, 2, 2, 2]
+    for a, b in zip(small, every, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
 
 
 # -------------------------------------------------------- stopping and errors

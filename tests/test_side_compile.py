@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from _helpers import dataset, make_problem
 
-from fastsoftmax import SoftmaxRegression, _dense, _side_compile
+from fastsoftmax import SoftmaxRegression, _dense, _launch, _side_compile
 from fastsoftmax._objective import Objective
 from fastsoftmax._settings import SettingError
 from fastsoftmax._solvers.newton import newton
@@ -105,9 +105,10 @@ CASES = {
 def force_split(monkeypatch):
     """Have the GEMM strategy split its backward product by features (the "split" case)."""
     for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("SERIAL_WORK", 0),
-                        ("SERIAL_WORK_WARM", 0)):
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30)):
         monkeypatch.setattr(_dense, name, value)
+    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
+    monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
 
 
 @pytest.mark.filterwarnings("ignore:newton did not converge")

@@ -176,17 +176,21 @@ def test_first_bad_entry_is_named():
         call(X=X, n_threads=1)
 
 
-@pytest.mark.parametrize("path", ["numpy", "compiled"])
+@pytest.mark.parametrize("path", ["numpy", "compiled", "compiled-parallel"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_first_nonfinite_row_either_way(monkeypatch, path, dt):
     """NumPy's test below SCAN_FROM entries and the compiled scan from there
-    find the same first row: NaN, inf or -inf, first, last or in between,
-    1-D and 2-D; the largest finite values are finite."""
-    from fastsoftmax import _validation
+    (one chunk on the calling thread, as a small scan runs, or a chunk per
+    thread) find the same first row: NaN, inf or -inf, first, last or in
+    between, 1-D and 2-D; the largest finite values are finite."""
+    from fastsoftmax import _launch, _validation
     from fastsoftmax._validation import check_finite, first_nonfinite_row
 
-    if path == "compiled":
+    if path.startswith("compiled"):
         monkeypatch.setattr(_validation, "SCAN_FROM", 1)
+        if path == "compiled-parallel":
+            monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
+            monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
     else:
         monkeypatch.setattr(_validation, "SCAN_FROM", 1 << 40)
     rng = np.random.default_rng(5)
