@@ -195,22 +195,30 @@ def _region_child(rounds: int, pause: float) -> None:
     print(json.dumps(out))
 
 
-def regions(rounds: int, pause: float) -> None:
-    print(f"\nµs per parallel region (2,000 iterations, reps multiply-adds each), "
-          f"medians of {rounds}; cold: after {pause:g} s asleep")
+def _by_environment(run) -> None:
+    """Print a table row per entry of ENVS: ``run(env)`` gives (warm s, cold s) per REPS."""
     print("| environment | " + " | ".join(f"reps {r}, warm | cold" for r in REPS) + " |")
     print("|---|" + "---:|---:|" * len(REPS))
     for extra in ENVS:
         env = {k: v for k, v in os.environ.items()
                if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
         env.update(extra)
+        name = " ".join(f"{k}={v}" for k, v in extra.items()) or "default"
+        cells = " | ".join(f"{1e6 * w:.0f} | {1e6 * c:.0f}" for w, c in run(env))
+        print(f"| {name} | {cells} |")
+
+
+def regions(rounds: int, pause: float) -> None:
+    print(f"\nµs per parallel region (2,000 iterations, reps multiply-adds each), "
+          f"medians of {rounds}; cold: after {pause:g} s asleep")
+
+    def run(env):
         done = subprocess.run([sys.executable, __file__, "--child", "--rounds", str(rounds),
                                "--pause", str(pause)], env=env, capture_output=True,
                               text=True, check=True)
-        res = json.loads(done.stdout.strip().splitlines()[-1])
-        name = " ".join(f"{k}={v}" for k, v in extra.items()) or "default"
-        cells = " | ".join(f"{1e6 * w:.0f} | {1e6 * c:.0f}" for w, c in res.values())
-        print(f"| {name} | {cells} |")
+        return json.loads(done.stdout.strip().splitlines()[-1]).values()
+
+    _by_environment(run)
 
 
 # One parallel region of two threads, 1,000 reps multiply-adds per thread
@@ -267,18 +275,14 @@ def openmp(rounds: int, pause: float) -> None:
         with open(src, "w") as fh:
             fh.write(_C_REGION)
         subprocess.run([gcc, "-O2", "-fopenmp", src, "-o", exe], check=True)
-        print("| environment | " + " | ".join(f"reps {r}, warm | cold" for r in REPS) + " |")
-        print("|---|" + "---:|---:|" * len(REPS))
-        for extra in ENVS:
-            env = {k: v for k, v in os.environ.items()
-                   if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
-            env.update(extra)
+
+        def run(env):
             done = subprocess.run([exe, str(rounds), str(pause), *map(str, REPS)], env=env,
                                   capture_output=True, text=True, check=True)
-            rows = [line.split() for line in done.stdout.strip().splitlines()]
-            name = " ".join(f"{k}={v}" for k, v in extra.items()) or "default"
-            cells = " | ".join(f"{1e6 * float(w):.0f} | {1e6 * float(c):.0f}" for _, w, c in rows)
-            print(f"| {name} | {cells} |")
+            return [(float(w), float(c)) for _, w, c in
+                    (line.split() for line in done.stdout.strip().splitlines())]
+
+        _by_environment(run)
 
 
 def main(argv: list[str] | None = None) -> None:
