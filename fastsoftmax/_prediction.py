@@ -14,7 +14,9 @@ X in the model's dtype under the estimator's thread policy:
   spinning to slow the next fit;
 * logits, probabilities or log-probabilities of dense X: the row-block
   kernels of :mod:`fastsoftmax._kernels._predict`, which finish each block
-  (the exps and normalisation) on every core;
+  (the exps and normalisation) on every core, or for a small batch on the
+  calling thread alone, as every small kernel call runs
+  (:func:`fastsoftmax._launch.serial_call`);
 * CSR X: the sparse launchers :func:`fastsoftmax._sparse.logits` (then the
   row-wise softmax or the finiteness check in place) and
   :func:`fastsoftmax._sparse.predict_labels`.
