@@ -41,7 +41,7 @@ from ._kernels._sparse import (
     _sparse_predict,
     _sparse_sgd_epoch,
 )
-from ._launch import first_bad, n_chunks
+from ._launch import call_threads, first_bad, n_chunks
 from ._threads import numba_threads
 from ._validation import kernel_view
 
@@ -177,7 +177,10 @@ def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None 
     if indptr.shape != (m + 1,):
         raise ValueError(f"{name}: indptr must have m + 1 = {m + 1} entries, got {indptr.shape}")
     if m:
-        with numba_threads(n_threads):
+        # A small scan on the calling thread, as the dense scan
+        # (_validation.first_nonfinite_row): an entry, or a row, counts as
+        # a multiply-add.
+        with numba_threads(call_threads(n_threads, data.shape[0] + m)):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             bad_kind = np.empty_like(bad_row)
             _csr_first_bad_row(data, indices, indptr, n, bad_row, bad_kind)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import parallel_launches
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -172,7 +173,8 @@ def _broken(kind, index_dtype, dtype=np.float64):
 ])
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_validation_scan_names_first_bad_row(kind, message, index_dtype, dtype, n_threads):
-    with pytest.raises(ValueError, match=message):
+    """A chunk per thread (the bad row in the second of two), as a large scan runs."""
+    with parallel_launches(), pytest.raises(ValueError, match=message):
         as_csr(_broken(kind, index_dtype, dtype), n_threads=n_threads)
 
 
