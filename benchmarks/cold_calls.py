@@ -14,9 +14,10 @@ engine's choices). The difference is what the call's Python costs.
 each, on every thread whether or not a pause came before), warm and
 cold.
 
-``predict``: a fitted model's ``predict_proba`` on a small batch of rows,
-and ``fastsoftmax.softmax`` on as many rows of logits, warm and cold: what
-an application serving predictions now and then waits for.
+``predict``: a fitted model's ``predict_proba`` on a small batch of rows
+(dense, and one batch of CSR rows), and ``fastsoftmax.softmax`` on as many
+rows of logits, warm and cold: what an application serving predictions now
+and then waits for.
 
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
@@ -144,12 +145,16 @@ def mid(rounds: int, pause: float) -> None:
         print(f"| ({m}, {n}, {k}) | {1e3 * warm:.2f} | {1e3 * cold:.2f} | {cold / warm:.2f} |")
 
 
-# (rows, features, classes) of the batches predicted.
+# (rows, features, classes) of the batches predicted; the last as CSR rows
+# with 2 % of their entries stored.
 PREDICT_SHAPES = [(100, 64, 10), (1000, 784, 10), (1000, 100, 100)]
+SPARSE_SHAPE = (100, 1000, 10)
 
 
 def predict(rounds: int, pause: float) -> None:
     import warnings
+
+    import scipy.sparse
 
     import fastsoftmax as fs
 
@@ -157,8 +162,11 @@ def predict(rounds: int, pause: float) -> None:
     print("| (rows, n, k) | predict_proba, warm | cold | softmax, warm | cold |")
     print("|---|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)
-    for m, n, k in PREDICT_SHAPES:
-        X = rng.standard_normal((4 * m, n), dtype=np.float32)
+    for m, n, k in [*PREDICT_SHAPES, SPARSE_SHAPE]:
+        sparse = (m, n, k) == SPARSE_SHAPE
+        X = (scipy.sparse.random(4 * m, n, density=0.02, format="csr", random_state=0,
+                                 dtype=np.float32) if sparse
+             else rng.standard_normal((4 * m, n), dtype=np.float32))
         y = np.arange(4 * m) % k
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a few iterations: the weights only need to exist
@@ -171,7 +179,8 @@ def predict(rounds: int, pause: float) -> None:
                 call()
         time.sleep(pause)  # end the warm-up's loop (_launch.calls_in_a_loop)
         us = [1e6 * t for call in calls for t in _warm_and_cold(call, rounds, pause)]
-        print(f"| ({m}, {n}, {k}) | " + " | ".join(f"{t:.0f}" for t in us) + " |")
+        shape = f"({m}, {n}, {k}){', CSR' if sparse else ''}"
+        print(f"| {shape} | " + " | ".join(f"{t:.0f}" for t in us) + " |")
 
 
 def _region_child(rounds: int, pause: float) -> None:
