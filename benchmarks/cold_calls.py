@@ -1,6 +1,7 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls,mid,predict,regions,openmp] [--rounds 15]
+    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,regions,openmp]
+                                    [--rounds 15]
                                     [--pause 0.5]
 
 ``calls``: ``fastsoftmax.loss_and_grad`` on small float32 problems, each
@@ -18,6 +19,12 @@ cold.
 (dense, and one batch of CSR rows), and ``fastsoftmax.softmax`` on as many
 rows of logits, warm and cold: what an application serving predictions now
 and then waits for.
+
+``sparse``: ``fastsoftmax.loss_and_grad`` and ``fastsoftmax.hessp`` on
+small CSR problems, warm and cold, each call as it runs (below
+``_launch.SERIAL_WORK``, on the calling thread) and with that rule off (on
+every thread, as before the rule covered sparse data), alternating round
+by round.
 
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
@@ -183,6 +190,59 @@ def predict(rounds: int, pause: float) -> None:
         print(f"| {shape} | " + " | ".join(f"{t:.0f}" for t in us) + " |")
 
 
+# (rows, features, classes, fraction of entries stored) of the CSR problems.
+SPARSE_CALLS = [(1000, 1000, 10, 0.02), (5000, 2000, 10, 0.01), (2000, 5000, 20, 0.005)]
+
+
+def sparse(rounds: int, pause: float) -> None:
+    import contextlib
+
+    import scipy.sparse
+
+    import fastsoftmax as fs
+    from fastsoftmax import _launch
+
+    @contextlib.contextmanager
+    def every_thread(on: bool):
+        saved = _launch.SERIAL_WORK, _launch.SERIAL_WORK_WARM
+        if on:
+            _launch.SERIAL_WORK = _launch.SERIAL_WORK_WARM = 0
+        try:
+            yield
+        finally:
+            _launch.SERIAL_WORK, _launch.SERIAL_WORK_WARM = saved
+
+    print(f"\nµs, float32, medians of {rounds}; cold: after {pause:g} s asleep; "
+          "as it runs / on every thread")
+    print("| (m, n, k), stored | loss_and_grad, warm | cold | hessp, warm | cold |")
+    print("|---|---:|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k, density in SPARSE_CALLS:
+        X = scipy.sparse.random(m, n, density=density, format="csr", random_state=0,
+                                dtype=np.float32)
+        y = np.arange(m) % k
+        W, V = rng.normal(scale=0.1, size=(2, n, k)).astype(np.float32)
+        b = np.zeros(k, np.float32)
+        calls = (functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4),
+                 functools.partial(fs.hessp, X, y, W, b, V, alpha=1e-4))
+        times: dict[tuple[bool, int], list[tuple[float, float]]] = {}
+        for _ in range(rounds):
+            for on in (False, True):
+                with every_thread(on):
+                    for i, call in enumerate(calls):
+                        for _ in range(3):
+                            call()
+                        time.sleep(pause)  # end the warm-up's loop (_launch.calls_in_a_loop)
+                        times.setdefault((on, i), []).append(_warm_and_cold(call, 1, pause))
+        cells = []
+        for i in range(len(calls)):
+            for j in range(2):  # warm, cold
+                rule, every = (1e6 * float(np.median([t[j] for t in times[(on, i)]]))
+                               for on in (False, True))
+                cells.append(f"{rule:.0f} / {every:.0f}")
+        print(f"| ({m}, {n}, {k}), {density:.1%} | " + " | ".join(cells) + " |")
+
+
 def _region_child(rounds: int, pause: float) -> None:
     from numba import njit, prange
 
@@ -296,8 +356,8 @@ def openmp(rounds: int, pause: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="calls,mid,predict,regions,openmp",
-                    help="comma-separated: calls, mid, predict, regions, openmp")
+    ap.add_argument("--part", default="calls,mid,predict,sparse,regions,openmp",
+                    help="comma-separated: calls, mid, predict, sparse, regions, openmp")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -306,10 +366,10 @@ def main(argv: list[str] | None = None) -> None:
         _region_child(args.rounds, args.pause)
         return
     parts = args.part.split(",")
-    unknown = set(parts) - {"calls", "mid", "predict", "regions", "openmp"}
+    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "regions", "openmp"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
-    for name, run in (("calls", calls), ("mid", mid), ("predict", predict),
+    for name, run in (("calls", calls), ("mid", mid), ("predict", predict), ("sparse", sparse),
                       ("regions", regions), ("openmp", openmp)):
         if name in parts:
             run(args.rounds, args.pause)

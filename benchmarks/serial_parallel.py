@@ -1,18 +1,30 @@
-"""Small dense problems: one chunk on one thread against the parallel kernel on all.
+"""Small problems: one chunk on one thread against the parallel kernel on all; the work unit.
 
-    python benchmarks/serial_parallel.py [--rounds 9]
+    python benchmarks/serial_parallel.py [--part dense,units] [--rounds 9]
 
-For a few shapes around the serial threshold (``_launch.SERIAL_WORK``,
-counted by ``_launch.launch_work``), times the dense gradient (rows
-strategy) run as one chunk on the calling thread and as the parallel kernel
-on every thread, interleaved, back to back and each call after 0.2 s idle
-(when the workers have gone to sleep). Prints one Markdown table, with the
-launch decision the engine would make; asserts nothing.
+``dense``: for a few shapes around the serial threshold
+(``_launch.SERIAL_WORK``, counted by ``_launch.launch_work``), times the
+dense gradient (rows strategy) run as one chunk on the calling thread and
+as the parallel kernel on every thread, interleaved, back to back and each
+call after 0.2 s idle (when the workers have gone to sleep), with the
+launch decision the engine would make.
+
+``units``: what the unit of that count costs on one thread. The dense
+gradient (the engine's strategy) in ns per ``launch_work`` unit, and the
+sparse gradient (``_sparse.loss_and_grad`` at one thread, its scheme for
+one thread) on CSR shapes of 250,000-750,000 stored entries, 2-50
+classes: its time fitted by least squares to the stored entries, the
+entries times the classes and the rows (ns each), and per shape the ns per
+unit of ``_launch.sparse_launch_work``, which counts a stored entry in the
+dense unit.
+
+Prints Markdown tables; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -36,8 +48,74 @@ SHAPES = [(300000, 20, 2), (50000, 20, 2), (20000, 20, 10), (10000, 20, 2), (500
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", default="dense,units", help="comma-separated: dense, units")
     ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args(argv)
+    parts = args.part.split(",")
+    if set(parts) - {"dense", "units"}:
+        ap.error(f"unknown part(s) in {args.part!r}")
+    if "dense" in parts:
+        dense(args.rounds)
+    if "units" in parts:
+        units(args.rounds)
+
+
+DENSE_UNIT_SHAPES = [(20000, 200, 10), (20000, 100, 10), (5000, 784, 10), (10000, 100, 100),
+                     (50000, 20, 10)]
+# (rows, features, classes, fraction stored): 250,000-750,000 entries, W of 2 KB to 2 MB.
+SPARSE_UNIT_SHAPES = [(20000, 2000, 10, 0.01), (20000, 20000, 10, 0.001),
+                      (20000, 2000, 50, 0.01), (50000, 1000, 10, 0.005),
+                      (20000, 5000, 20, 0.004), (5000, 100000, 5, 0.001),
+                      (50000, 300, 2, 0.05)]
+
+
+def _median_s(fn, rounds: int) -> float:
+    fn()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def units(rounds: int) -> None:
+    import scipy.sparse
+
+    from fastsoftmax import _sparse
+    from fastsoftmax._launch import sparse_launch_work
+
+    rng = np.random.default_rng(0)
+    print(f"\nOne thread, float32, medians of {rounds}\n\n| dense (m, n, k) | ms | "
+          "ns per launch_work unit |\n|---|---:|---:|")
+    for m, n, k in DENSE_UNIT_SHAPES:
+        X = rng.standard_normal((m, n), dtype=np.float32)
+        y = np.arange(m) % k
+        W, b = np.zeros((n, k), np.float32), np.zeros(k, np.float32)
+        t = _median_s(functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4, n_threads=1),
+                      rounds)
+        print(f"| ({m}, {n}, {k}) | {1e3 * t:.2f} | {1e9 * t / launch_work(m, n, k):.3f} |")
+    rows, cells = [], []
+    for m, n, k, density in SPARSE_UNIT_SHAPES:
+        X = _sparse.as_csr(scipy.sparse.random(m, n, density=density, format="csr",
+                                               random_state=0, dtype=np.float32))
+        y = np.arange(m) % k
+        W, b = np.zeros((n, k), np.float32), np.zeros(k, np.float32)
+        XT = _sparse.transpose(X) if _sparse.gradient_scheme(X, k, 1) == "transpose" else None
+        t = _median_s(functools.partial(_sparse.loss_and_grad, X, y, None, W, b, 1e-4, 1, XT=XT),
+                      rounds)
+        rows.append((X.nnz, X.nnz * k, m, t))
+        cells.append(f"| ({m}, {n}, {k}), {X.nnz:,} stored | {1e3 * t:.2f} | "
+                     f"{1e9 * t / sparse_launch_work(m, X.nnz, k):.3f} |")
+    print("\n| sparse (m, n, k) | ms | ns per sparse_launch_work unit |\n|---|---:|---:|")
+    print("\n".join(cells))
+    A = np.array([r[:3] for r in rows], dtype=float)
+    fit = np.linalg.lstsq(A, 1e9 * np.array([r[3] for r in rows]), rcond=None)[0]
+    print(f"\nleast squares: {fit[0]:.2f} ns a stored entry, {fit[1]:.3f} ns an entry and "
+          f"class, {fit[2]:.1f} ns a row")
+
+
+def dense(rounds: int) -> None:
     fs.softmax(np.ones((100000, 50)))
     rng = np.random.default_rng(0)
     print("| (m, n, k) | engine's choice | one chunk ms | parallel ms | one / parallel | "
@@ -59,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                 e.gradient(coef, b)
             for pause in (0.0, 0.2):
                 times: list[list[float]] = [[], []]
-                for _ in range(args.rounds):
+                for _ in range(rounds):
                     for t, e in zip(times, engines, strict=True):
                         if pause:
                             time.sleep(pause)

@@ -113,6 +113,22 @@ def launch_work(m: int, n: int, k: int) -> int:
     return m * (n * k + 8 * k + 256)
 
 
+def sparse_launch_work(m: int, nnz: int, k: int) -> int:
+    """:func:`launch_work` of one pass over CSR data: m rows, nnz stored entries, k classes.
+
+    In the dense unit (a multiply-add of the dense kernels, 0.045-0.075 ns
+    on one core of the 2-vCPU Zen 4 host measured): a stored entry costs
+    about 128 for its index, its row of W and the scatter of its error,
+    plus 4 per class; a row as in :func:`launch_work`. Fitted on one
+    thread over CSR shapes of 250,000-750,000 entries, 2-50 classes and W
+    of 2 KB to 2 MB: 6.3-7.6 ns an entry, 0.25-0.39 ns an entry and class
+    (BENCHMARKS.md, "Forty-sixth session"). So (2000 x 2000, 2 % stored,
+    10 classes), 1.1 ms on one thread, counts as 14 million: below
+    :data:`SERIAL_WORK`, as a dense call of that time is.
+    """
+    return nnz * (4 * k + 128) + m * (8 * k + 256)
+
+
 # Below this much work (launch_work) one chunk is the chunk function called
 # directly even where a one-thread parallel region is cheap: the region's
 # ~10 microseconds outweigh what the better-optimised body saves on a call

@@ -89,7 +89,7 @@ class Objective:
         self.total_weight = data.total_weight
         self.engine: SparseEngine | DenseEngine
         if data.sparse:
-            self.engine = SparseEngine(data)
+            self.engine = SparseEngine(data, warm)
         else:
             if strategy is None:
                 aside = (functools.partial(both_hessp_kernels, data, mode, warm, keep_scratch)

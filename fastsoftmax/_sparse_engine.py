@@ -11,6 +11,11 @@ The gradient scheme ("panels", "scatter" or "transpose", see
 :func:`fastsoftmax._sparse.gradient_scheme`) is chosen once per engine;
 the copy of X it may need (transposed, or by panels) is built once and kept.
 
+A small problem runs its passes on the calling thread, as the dense
+engine's do (:func:`fastsoftmax._launch.serial_call`, the work counted by
+:func:`fastsoftmax._launch.sparse_launch_work`): after an idle pause a
+parallel pass first waits for the OpenMP workers to wake.
+
 The L2 term is added inside the kernels' column pass (see ``gradient``).
 Hessian products always read the probabilities P (m, k) stored by the
 gradient pass: on sparse data P is small next to what the products cost
@@ -25,22 +30,33 @@ from typing import Any
 import numpy as np
 
 from . import _sparse
+from ._launch import call_ended, serial_call, sparse_launch_work
 
 
 class SparseEngine:
-    """The sparse kernels on one data set whose X is a :class:`fastsoftmax._sparse.CSR`."""
+    """The sparse kernels on one data set whose X is a :class:`fastsoftmax._sparse.CSR`.
+
+    ``warm``: the calls come in a solver's loop, as for
+    :class:`fastsoftmax._dense.DenseEngine`.
+    """
 
     strategy = "sparse"
     mode = "cached"
 
-    def __init__(self, data):
+    def __init__(self, data, warm: bool = False):
         self.data = data
         self.k = data.n_classes
         self.dtype = data.dtype
         csr = data.X
-        scheme = _sparse.gradient_scheme(csr, self.k)
+        # One thread (no parallel region) for a small problem; None: the
+        # count in force. The scheme is chosen for that count: on one thread
+        # the scatter scheme needs no per-thread sums.
+        work = sparse_launch_work(csr.shape[0], csr.nnz, self.k)
+        self._threads = 1 if serial_call(work, warm) else None
+        scheme = _sparse.gradient_scheme(csr, self.k, self._threads)
         self._XT = (_sparse.transpose(csr) if scheme == "transpose"
-                    else _sparse.panels(csr, self.k) if scheme == "panels" else None)
+                    else _sparse.panels(csr, self.k, self._threads) if scheme == "panels"
+                    else None)
         self.no_proba = np.empty((0, self.k), dtype=self.dtype)
 
     def _y(self):
@@ -62,7 +78,8 @@ class SparseEngine:
         data = self.data
         loss, G, gb = _sparse.loss_and_grad(
             data.X, self._y(), data.sample_weight, np.ascontiguousarray(coef.T), bias,
-            alpha=alpha, P=P, XT=self._XT, total=data.total_weight)
+            alpha=alpha, n_threads=self._threads, P=P, XT=self._XT, total=data.total_weight)
+        call_ended()
         return loss, G.T, gb  # a fresh (n, k) array: its transpose is the coef layout
 
     def hessp_kernels(self) -> list[tuple[Any, tuple]]:
@@ -90,8 +107,10 @@ class SparseEngine:
             self.gradient(coef, bias, P)
         target = out.T if out is not None and out.T.flags.c_contiguous else None
         HV, Hc = _sparse.hessp(self.data.X, P, self.data.sample_weight,
-                               np.ascontiguousarray(V.T), cv, alpha=alpha, XT=self._XT,
+                               np.ascontiguousarray(V.T), cv, alpha=alpha,
+                               n_threads=self._threads, XT=self._XT,
                                total=self.data.total_weight, scale=scale, out=target)
+        call_ended()
         if out is None:
             return HV.T, Hc
         if target is None:

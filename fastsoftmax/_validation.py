@@ -295,7 +295,9 @@ def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> n
     from ._kernels._checks import _first_bad_distribution_row  # Numba on first use
 
     tol = float(np.sqrt(np.finfo(dtype).eps))
-    with numba_threads(None):
+    # A scan of a few million entries on the calling thread, as in
+    # first_nonfinite_row.
+    with numba_threads(call_threads(None, arr.size)):
         bad_row = np.empty(n_chunks(m), dtype=np.int64)
         _first_bad_distribution_row(arr, tol, bad_row)
     i = first_bad(bad_row)

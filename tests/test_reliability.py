@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -31,6 +32,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import parallel_launches
 from sklearn.exceptions import ConvergenceWarning
 
 import fastsoftmax as fs
@@ -179,20 +181,23 @@ def test_first_partial_fit_rejected_leaves_an_unfitted_model():
     assert not hasattr(est, "n_features_in_") and not hasattr(est, "classes_")
 
 
+@pytest.mark.parametrize("parallel", [False, True], ids=["one chunk", "every thread"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_soft_targets_rejected_with_the_row(dt):
+def test_soft_targets_rejected_with_the_row(dt, parallel):
+    """The scan names the row in one chunk (a small call) and across chunks."""
     X, y = toy()
     X = X.astype(dt)
     Y = np.full((60, 3), 1 / 3, dtype=dt)
     W = np.zeros((3, 3), dtype=dt)
-    bad = Y.copy()
-    bad[17] = [0.5, 0.75, -0.25]
-    with pytest.raises(ValueError, match=r"y row 17 is not a probability vector.*min -0\.25"):
-        fs.loss_and_grad(X, bad, W)
-    bad = Y.copy()
-    bad[41] = [0.5, 0.5, 0.5]
-    with pytest.raises(ValueError, match=r"y row 41 is not a probability vector.*sum 1\.5"):
-        fs.loss_and_grad(X, bad, W)
+    with parallel_launches() if parallel else contextlib.nullcontext():
+        bad = Y.copy()
+        bad[17] = [0.5, 0.75, -0.25]
+        with pytest.raises(ValueError, match=r"y row 17 is not a probability vector.*min -0\.25"):
+            fs.loss_and_grad(X, bad, W)
+        bad = Y.copy()
+        bad[41] = [0.5, 0.5, 0.5]
+        with pytest.raises(ValueError, match=r"y row 41 is not a probability vector.*sum 1\.5"):
+            fs.loss_and_grad(X, bad, W)
 
 
 # ------------------------------------------------------------- input forms

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _helpers import FLOAT_DTYPES, dtype_id
+from _helpers import FLOAT_DTYPES, dtype_id, parallel_launches
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
@@ -220,6 +220,44 @@ def test_loss_and_grad_and_hessp_take_sparse_x(text, dtype):
     Y = np.eye(k, dtype=dtype)[y] * 0.9 + 0.025
     np.testing.assert_allclose(loss_and_grad(Xs, Y, W, b)[0],
                                loss_and_grad(Xs.toarray(), Y, W, b)[0], rtol=rtol)
+
+
+def test_a_small_call_runs_one_chunk_and_a_fit_every_thread(text, monkeypatch):
+    """Below _launch.SERIAL_WORK loss_and_grad and hessp on CSR X run their
+    passes in one chunk (at one thread: no worker to wake after an idle
+    spell), with the numbers of a launch on every thread; a solver's passes
+    over the same data (warm: from _launch.SERIAL_WORK_WARM) take every
+    thread."""
+    from fastsoftmax import _launch, _sparse
+
+    X, y = text
+    n, k = X.shape[1], 4
+    assert (_launch.SERIAL_WORK_WARM < _launch.sparse_launch_work(X.shape[0], X.nnz, k)
+            < _launch.SERIAL_WORK)
+    # Calls back to back would count as a loop (_launch.calls_in_a_loop).
+    monkeypatch.setattr(_launch, "LOOP_SPAN_S", float("inf"))
+    chunks = []
+    for name in ("_sparse_loss_grad", "_sparse_hessp"):  # their last argument: (chunks, ...)
+        kernel = getattr(_sparse, name)
+        monkeypatch.setattr(_sparse, name, lambda *a, kernel=kernel: (
+            chunks.append(a[-1].shape[0]) or kernel(*a)))
+    rng = np.random.default_rng(3)
+    W, V = rng.normal(scale=0.3, size=(2, n, k))
+    b, c = rng.normal(size=(2, k))
+
+    def calls():
+        return [*loss_and_grad(X, y, W, b, alpha=0.1, n_threads=2),
+                *hessp(X, y, W, b, V, c, alpha=0.1, n_threads=2)]
+
+    small = calls()
+    with parallel_launches():
+        every = calls()
+    assert chunks == [1, 1, 1, 2, 2, 2]  # hessp: a gradient pass, then the product
+    for a, b_ in zip(small, every, strict=True):
+        np.testing.assert_allclose(a, b_, rtol=1e-12, atol=1e-13)
+    chunks.clear()
+    _fit(X, y, solver="lbfgs", max_iter=2, n_threads=2)
+    assert chunks and set(chunks) == {2}
 
 
 def test_loss_and_grad_names_the_row_of_a_bad_sparse_value(text):
