@@ -23,8 +23,13 @@ LOGITS = 0
 PROBA = 1
 LOG_PROBA = 2
 
-# Rows per GEMM block (the block of logits stays in L1/L2 while it is finished).
+# Rows per GEMM block at most (the block of logits stays in L1/L2 while it
+# is finished); fewer for fewer rows, so that a batch still has about
+# BLOCKS blocks to share among the threads, but never fewer than
+# MIN_BLOCK_ROWS (one BLAS call per block).
 BLOCK_ROWS = 256
+BLOCKS = 64
+MIN_BLOCK_ROWS = 16
 
 
 @njit(inline="always", **JIT)
@@ -60,12 +65,20 @@ def _score_rows(X, W, b, mode, out, bad_row, bias_max, row_exp):
     m = X.shape[0]
     k = W.shape[1]
     n_chunks = bad_row.shape[0]
+    # Chunks of whole blocks on one grid from row 0, the block size set by m
+    # alone: each row goes through the same GEMM block (its first row and
+    # size) whatever the chunk count, so a row's answer is the same to the
+    # last bit on any number of threads (BLAS may round a row differently at
+    # another place in a block).
+    block = min(BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-m // BLOCKS)))
+    n_blocks = -(-m // block)
     for c in prange(n_chunks):
-        start, stop = _chunk(m, n_chunks, c)
+        first, last = _chunk(n_blocks, n_chunks, c)
+        start, stop = first * block, min(last * block, m)
         bad_row[c] = -1
         ex = np.empty(k, dtype=out.dtype)
-        for r0 in range(start, stop, BLOCK_ROWS):
-            rr = min(BLOCK_ROWS, stop - r0)
+        for r0 in range(start, stop, block):
+            rr = min(block, stop - r0)
             Zb = out[r0:r0 + rr]
             _gemm_into(X[r0:r0 + rr], W, Zb, 0.0)
             failed = False
