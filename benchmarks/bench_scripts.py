@@ -212,3 +212,18 @@ def test_strategy_fits_script():
                       "float32", "--rounds", "1")
     assert_table(rows, 1)
     assert rows[2].startswith("| (2500, 40, 3) | float32 | "), rows
+
+
+def test_cold_calls_script():
+    # The parts that need neither a compiler nor long pauses: a row per
+    # piece, and per CSR problem.
+    rows = run_script("benchmarks/cold_calls.py", "--part", "pieces,sparse", "--rounds", "1",
+                      "--pause", "0.01")
+    assert len(rows) == (2 + 8) + (2 + 3), rows
+
+
+def test_serial_parallel_units_script():
+    # A row per dense and per sparse shape.
+    rows = run_script("benchmarks/serial_parallel.py", "--part", "units", "--rounds", "1",
+                      "--quick")
+    assert len(rows) == (2 + 1) + (2 + 3), rows

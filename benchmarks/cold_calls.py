@@ -1,6 +1,6 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,regions,openmp]
+    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,regions,openmp]
                                     [--rounds 15]
                                     [--pause 0.5]
 
@@ -25,6 +25,14 @@ small CSR problems, warm and cold, each call as it runs (below
 ``_launch.SERIAL_WORK``, on the calling thread) and with that rule off (on
 every thread, as before the rule covered sparse data), alternating round
 by round.
+
+``pieces``: pieces of a small call alone, back to back and each after
+20 ms asleep (enough for a cold call on the host measured): an empty
+function call, one small NumPy allocation, the thread policy with and
+without BLAS, BLAS held alone (its libraries' get and set calls), the L2
+strength's check, 2,000 labels' check and the L2 term on 10 x 100 float32
+weights. Pieces measured alone each pay what a call shares among them
+(NumPy's own code, say): a call's total is less than their sum.
 
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
@@ -243,6 +251,42 @@ def sparse(rounds: int, pause: float) -> None:
         print(f"| ({m}, {n}, {k}), {density:.1%} | " + " | ".join(cells) + " |")
 
 
+def pieces(rounds: int, pause: float) -> None:
+    import fastsoftmax as fs
+    from fastsoftmax._penalty import penalize
+    from fastsoftmax._threads import blas_libraries, single_threaded_blas, thread_policy
+    from fastsoftmax._validation import check_alpha, check_labels
+
+    X = np.ones((200, 10))
+    fs.loss_and_grad(X, np.arange(200) % 3, np.zeros((10, 3)))  # Numba and BLAS loaded
+    y = np.arange(2000) % 10
+    g, w = np.ones((2, 10, 100), np.float32)
+
+    def policy(blas):
+        with thread_policy(None, blas=blas):
+            pass
+
+    def blas():
+        with single_threaded_blas():
+            pass
+
+    items = [("an empty function call", lambda: None),
+             ("np.empty(1000)", functools.partial(np.empty, 1000)),
+             ("thread_policy(None)", functools.partial(policy, True)),
+             ("thread_policy(None, blas=False)", functools.partial(policy, False)),
+             ("single_threaded_blas()", blas),
+             ("check_alpha(1e-4)", functools.partial(check_alpha, 1e-4)),
+             ("check_labels, 2,000 labels", functools.partial(check_labels, y, 2000, 10)),
+             ("penalize, 10 x 100 float32", functools.partial(penalize, 1.0, g, w, 1e-4))]
+    print(f"\nµs, medians of {rounds}; cold: after 0.02 s asleep; BLAS libraries "
+          f"loaded: {len(blas_libraries())}")
+    print("| piece | warm | cold |\n|---|---:|---:|")
+    for name, fn in items:
+        fn()
+        warm, cold = _warm_and_cold(fn, rounds, 0.02)
+        print(f"| {name} | {1e6 * warm:.1f} | {1e6 * cold:.1f} |")
+
+
 def _region_child(rounds: int, pause: float) -> None:
     from numba import njit, prange
 
@@ -356,8 +400,8 @@ def openmp(rounds: int, pause: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="calls,mid,predict,sparse,regions,openmp",
-                    help="comma-separated: calls, mid, predict, sparse, regions, openmp")
+    ap.add_argument("--part", default="calls,mid,predict,sparse,pieces,regions,openmp",
+                    help="comma-separated: calls, mid, predict, sparse, pieces, regions, openmp")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -366,11 +410,11 @@ def main(argv: list[str] | None = None) -> None:
         _region_child(args.rounds, args.pause)
         return
     parts = args.part.split(",")
-    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "regions", "openmp"}
+    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "regions", "openmp"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     for name, run in (("calls", calls), ("mid", mid), ("predict", predict), ("sparse", sparse),
-                      ("regions", regions), ("openmp", openmp)):
+                      ("pieces", pieces), ("regions", regions), ("openmp", openmp)):
         if name in parts:
             run(args.rounds, args.pause)
 

@@ -1,6 +1,6 @@
 """Small problems: one chunk on one thread against the parallel kernel on all; the work unit.
 
-    python benchmarks/serial_parallel.py [--part dense,units] [--rounds 9]
+    python benchmarks/serial_parallel.py [--part dense,units] [--rounds 9] [--quick]
 
 ``dense``: for a few shapes around the serial threshold
 (``_launch.SERIAL_WORK``, counted by ``_launch.launch_work``), times the
@@ -17,6 +17,8 @@ classes: its time fitted by least squares to the stored entries, the
 entries times the classes and the rows (ns each), and per shape the ns per
 unit of ``_launch.sparse_launch_work``, which counts a stored entry in the
 dense unit.
+
+``--quick``: ``units`` on one small shape of each kind (a smoke run).
 
 Prints Markdown tables; asserts nothing.
 """
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", default="dense,units", help="comma-separated: dense, units")
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--quick", action="store_true", help="units: one small shape of each kind")
     args = ap.parse_args(argv)
     parts = args.part.split(",")
     if set(parts) - {"dense", "units"}:
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     if "dense" in parts:
         dense(args.rounds)
     if "units" in parts:
-        units(args.rounds)
+        units(args.rounds, args.quick)
 
 
 DENSE_UNIT_SHAPES = [(20000, 200, 10), (20000, 100, 10), (5000, 784, 10), (10000, 100, 100),
@@ -79,7 +82,7 @@ def _median_s(fn, rounds: int) -> float:
     return float(np.median(times))
 
 
-def units(rounds: int) -> None:
+def units(rounds: int, quick: bool = False) -> None:
     import scipy.sparse
 
     from fastsoftmax import _sparse
@@ -88,7 +91,7 @@ def units(rounds: int) -> None:
     rng = np.random.default_rng(0)
     print(f"\nOne thread, float32, medians of {rounds}\n\n| dense (m, n, k) | ms | "
           "ns per launch_work unit |\n|---|---:|---:|")
-    for m, n, k in DENSE_UNIT_SHAPES:
+    for m, n, k in [(200, 64, 10)] if quick else DENSE_UNIT_SHAPES:
         X = rng.standard_normal((m, n), dtype=np.float32)
         y = np.arange(m) % k
         W, b = np.zeros((n, k), np.float32), np.zeros(k, np.float32)
@@ -96,7 +99,8 @@ def units(rounds: int) -> None:
                       rounds)
         print(f"| ({m}, {n}, {k}) | {1e3 * t:.2f} | {1e9 * t / launch_work(m, n, k):.3f} |")
     rows, cells = [], []
-    for m, n, k, density in SPARSE_UNIT_SHAPES:
+    for m, n, k, density in ([(200, 500, 10, 0.02), (300, 400, 5, 0.05), (400, 300, 2, 0.1)]
+                             if quick else SPARSE_UNIT_SHAPES):
         X = _sparse.as_csr(scipy.sparse.random(m, n, density=density, format="csr",
                                                random_state=0, dtype=np.float32))
         y = np.arange(m) % k

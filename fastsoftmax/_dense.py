@@ -361,6 +361,11 @@ class DenseEngine:
         return out
 
     # ------------------------------------------------------------ helpers
+    @property
+    def uses_blas(self) -> bool:
+        """Whether the kernels call BLAS (the GEMM strategy's; the rows kernels do not)."""
+        return self.strategy == "gemm"
+
     def _chunks(self) -> int:
         return 1 if self._serial else n_chunks(self.data.n_rows)
 

@@ -19,7 +19,7 @@ from ._launch import (
 )
 from ._objective import Objective
 from ._sparse import as_csr
-from ._threads import check_n_threads, numba_threads, thread_policy
+from ._threads import check_n_threads, numba_threads, single_threaded_blas, thread_policy
 from ._validation import (
     as_float_array,
     check_alpha,
@@ -249,9 +249,13 @@ def loss_and_grad(
     # the caller can see is written before the error.
     data = loss_data(X_arr, y, W_arr.shape[1], sample_weight)
     try:
-        with thread_policy(n_threads):
-            # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
-            loss, g_coef, g_b = Objective(data, keep_scratch=True).loss_grad(W_arr.T, b_arr, alpha)
+        # BLAS is held at one thread only where the kernels call it (the
+        # GEMM strategy): the rows and sparse kernels skip that cost.
+        with thread_policy(n_threads, blas=False):
+            objective = Objective(data, keep_scratch=True)
+            with single_threaded_blas(objective.uses_blas):
+                # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
+                loss, g_coef, g_b = objective.loss_grad(W_arr.T, b_arr, alpha)
     except ValueError as exc:
         overflow = exc
     else:
@@ -324,9 +328,10 @@ def hessp(
         raise ValueError("c (an intercept direction) was given but b is None (no intercept)")
     data = loss_data(X_arr, y, W_arr.shape[1], sample_weight)
     try:
-        with thread_policy(n_threads):
-            HV, Hc = Objective(data, keep_scratch=True).hessp(
-                W_arr.T, b_arr, V_arr.T, c_arr, alpha)
+        with thread_policy(n_threads, blas=False):  # as in loss_and_grad
+            objective = Objective(data, keep_scratch=True)
+            with single_threaded_blas(objective.uses_blas):
+                HV, Hc = objective.hessp(W_arr.T, b_arr, V_arr.T, c_arr, alpha)
     except ValueError as exc:  # as in loss_and_grad: name a NaN or inf of X first
         overflow = exc
     else:

@@ -100,6 +100,11 @@ class Objective:
             self.engine = DenseEngine(data, strategy, mode, warm, keep_scratch)
         self.strategy = self.engine.strategy
 
+    @property
+    def uses_blas(self) -> bool:
+        """Whether the engine's kernels call BLAS (the caller then holds it at one thread)."""
+        return self.engine.uses_blas
+
     def compile_hessp_aside(self) -> None:
         """Start compiling the Hessian products' kernel in a second process, where it helps.
 

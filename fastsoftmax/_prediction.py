@@ -82,7 +82,9 @@ def scores(est, X, mode):
     out = np.empty((m, est.coef_.shape[0]), dtype=X.dtype)
     if m:
         W = np.ascontiguousarray(est.coef_.T)
-        with thread_policy(call_threads(n_threads, _work(X, W.shape[1]))):
+        # The sparse kernels call no BLAS: it is held only for dense X.
+        with thread_policy(call_threads(n_threads, _work(X, W.shape[1])),
+                           blas=isinstance(X, np.ndarray)):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             if isinstance(X, np.ndarray):
                 load_kernel_blas()
@@ -164,7 +166,7 @@ def labels(est, X):
 
         W = np.ascontiguousarray(est.coef_.T)
         n_threads = check_n_threads(est.n_threads)
-        with thread_policy(call_threads(n_threads, _work(X, W.shape[1]))):
+        with thread_policy(call_threads(n_threads, _work(X, W.shape[1])), blas=False):
             idx = _sparse.predict_labels(X, W, est.intercept_)
         call_ended()
         return idx

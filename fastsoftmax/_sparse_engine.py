@@ -42,6 +42,7 @@ class SparseEngine:
 
     strategy = "sparse"
     mode = "cached"
+    uses_blas = False  # the sparse kernels make no BLAS calls
 
     def __init__(self, data, warm: bool = False):
         self.data = data

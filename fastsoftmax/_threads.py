@@ -7,7 +7,11 @@
   current setting, by default every core), set for the calling Python
   thread only and restored on return, even on error;
 * holds every BLAS library loaded in the process (OpenBLAS, MKL, BLIS) at
-  one thread, and restores the user's settings on return.
+  one thread, and restores the user's settings on return. ``loss_and_grad``
+  and ``hessp`` hold it only where their kernels call BLAS (the dense GEMM
+  strategy; the rows and sparse kernels call none), as sparse predictions
+  do: getting and setting each library's count is most of the policy's
+  cost in a small call.
 
 The one exception is work that is BLAS alone, the labels of dense data
 (one matrix product per block of rows): :func:`blas_map` runs the blocks
@@ -176,7 +180,7 @@ def _blas_controller():
 
 
 def _blas_enter(limit: int) -> None:
-    """Enter a :func:`_blas_limit` block."""
+    """Enter a block that holds every loaded BLAS library at ``limit`` threads."""
     global _blas_depth, _blas_limit_value
     with _controller_lock:
         if _blas_depth == 0:
@@ -186,7 +190,7 @@ def _blas_enter(limit: int) -> None:
 
 
 def _blas_exit() -> None:
-    """Leave a :func:`_blas_limit` block: the last to leave restores every library."""
+    """Leave a block entered by :func:`_blas_enter`: the last to leave restores every library."""
     global _blas_depth
     with _controller_lock:
         _blas_depth -= 1
@@ -195,25 +199,6 @@ def _blas_exit() -> None:
                 lib, original = _blas_limiters.pop()
                 lib.set_num_threads(original)
             _blas_limited.clear()
-
-
-@contextlib.contextmanager
-def _blas_limit(limit: int) -> Iterator[None]:
-    """Limit every loaded BLAS library to ``limit`` threads for the block.
-
-    BLAS's thread count is process-wide, so blocks entered from several
-    Python threads at once share one limit: the first to enter sets it and
-    the last to leave restores the original. (Nested threadpoolctl limits
-    entered and left out of order would otherwise restore each other's
-    values and leave BLAS limited for good.) A library loaded inside the
-    block by :func:`load_kernel_blas` joins the limit and is restored with
-    the others.
-    """
-    _blas_enter(limit)
-    try:
-        yield
-    finally:
-        _blas_exit()
 
 
 def _hold(controller) -> None:
@@ -274,9 +259,33 @@ def blas_libraries() -> list[str]:
         return [lib.filepath for lib in _blas_controller().lib_controllers]
 
 
-def single_threaded_blas():
-    """Limit every loaded BLAS library to one thread for the block (see :func:`_blas_limit`)."""
-    return _blas_limit(1)
+class single_threaded_blas:  # noqa: N801  (used as a function: ``with single_threaded_blas():``)
+    """Limit every loaded BLAS library to one thread for the block (nothing if not ``needed``).
+
+    BLAS's thread count is process-wide, so blocks entered from several
+    Python threads at once share one limit: the first to enter sets it and
+    the last to leave restores the original. (Nested threadpoolctl limits
+    entered and left out of order would otherwise restore each other's
+    values and leave BLAS limited for good.) A library loaded inside the
+    block by :func:`load_kernel_blas` joins the limit and is restored with
+    the others. ``needed=False``: a block that calls no BLAS (the rows
+    kernels, the sparse kernels) skips the libraries' get and set calls,
+    which after an idle pause cost about 0.1 ms with three libraries loaded
+    (BENCHMARKS.md, "Forty-sixth session").
+    """
+
+    __slots__ = ("_needed",)
+
+    def __init__(self, needed: bool = True):
+        self._needed = needed
+
+    def __enter__(self) -> None:
+        if self._needed:
+            _blas_enter(1)
+
+    def __exit__(self, *exc) -> None:
+        if self._needed:
+            _blas_exit()
 
 
 class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n):``)
@@ -289,19 +298,25 @@ class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n)
     rather than nested generator-based context managers: every call of the
     function API enters one, and after an idle pause each Python frame it
     runs costs tens of microseconds (BENCHMARKS.md, "Forty-fifth session").
+    ``blas=False`` leaves BLAS to the block: a call that learns only inside
+    it whether its kernels call BLAS holds it there
+    (:class:`single_threaded_blas` with ``needed``).
     """
 
-    __slots__ = ("_n_threads", "_numba")
+    __slots__ = ("_n_threads", "_numba", "_blas")
 
-    def __init__(self, n_threads: int | None):
+    def __init__(self, n_threads: int | None, blas: bool = True):
         self._n_threads = n_threads
+        self._blas = blas
 
     def __enter__(self) -> int:
-        _blas_enter(1)
+        if self._blas:
+            _blas_enter(1)
         try:
             self._numba = _numba_enter(self._n_threads)
         except BaseException:
-            _blas_exit()
+            if self._blas:
+                _blas_exit()
             raise
         return self._numba[0]
 
@@ -309,7 +324,8 @@ class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n)
         try:
             _numba_exit(*self._numba)
         finally:
-            _blas_exit()
+            if self._blas:
+                _blas_exit()
 
 
 def blas_workers(n_threads: int | None) -> int:

@@ -38,7 +38,7 @@ import threadpoolctl
 from sklearn.exceptions import ConvergenceWarning
 
 import fastsoftmax as fs
-from fastsoftmax import SoftmaxRegression
+from fastsoftmax import SoftmaxRegression, reference
 
 REPO = pathlib.Path(fs.__file__).resolve().parent.parent
 
@@ -266,8 +266,9 @@ def test_blas_limits_of_overlapping_blocks_never_leak():
     """BLAS's thread count is process-wide: predictions and fits (each holding
     BLAS at 1) entered and left out of order from several Python threads
     leave the user's setting as it was."""
-    from fastsoftmax._threads import single_threaded_blas
+    from fastsoftmax._threads import load_kernel_blas, single_threaded_blas
 
+    load_kernel_blas()  # the kernels' libraries loaded before the setting is read
     before = blas_threads()
     with single_threaded_blas():
         assert set(blas_threads()) == {1}
@@ -295,6 +296,42 @@ def test_blas_limits_of_overlapping_blocks_never_leak():
     with ThreadPoolExecutor(4) as pool:
         assert all(ok for oks in pool.map(job, range(8)) for ok in oks)
     assert blas_threads() == before
+
+
+@pytest.mark.parametrize("kind", ["rows", "gemm", "sparse"])
+def test_a_call_holds_blas_only_where_its_kernels_call_it(kind, monkeypatch):
+    """loss_and_grad and hessp hold every BLAS library at one thread for a
+    GEMM-strategy pass (its kernels multiply through BLAS) and leave BLAS
+    alone for the rows kernels and sparse data, which call none; the
+    user's setting is as it was afterwards, and the results the same."""
+    import scipy.sparse
+
+    from fastsoftmax import _threads
+
+    held = []
+    enter = _threads._blas_enter
+
+    def spy(limit):
+        enter(limit)
+        held.append(set(blas_threads()))
+
+    monkeypatch.setattr(_threads, "_blas_enter", spy)
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "gemm" if kind == "gemm" else "rows")
+    _threads.load_kernel_blas()  # the kernels' libraries loaded before the setting is read
+    X, y = data(m=500)
+    if kind == "sparse":
+        X = scipy.sparse.csr_matrix(np.where(np.abs(X) > 1, X, 0))
+    rng = np.random.default_rng(0)
+    W, V = rng.normal(size=(2, X.shape[1], 5))
+    before = blas_threads()
+    got = [*fs.loss_and_grad(X, y, W, np.zeros(5), alpha=0.1),
+           *fs.hessp(X, y, W, np.zeros(5), V, alpha=0.1)]
+    assert blas_threads() == before
+    assert held == ([{1}, {1}] if kind == "gemm" else [])
+    want = [*reference.loss_and_grad(X, y, W, np.zeros(5), alpha=0.1),
+            *reference.hessp(X, y, W, np.zeros(5), V, alpha=0.1)]
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 FIRST_GEMM = """
