@@ -9,17 +9,10 @@ import numpy as np
 from ._data import loss_data
 from ._kernels import _common as C
 from ._kernels import _rowwise as K
-from ._launch import (
-    call_ended,
-    call_threads,
-    launch_work,
-    n_chunks,
-    rowwise_kernel,
-    status_arrays,
-)
+from ._launch import launch_work, n_chunks, rowwise_kernel, status_arrays
 from ._objective import Objective
 from ._sparse import as_csr
-from ._threads import check_n_threads, numba_threads, single_threaded_blas, thread_policy
+from ._threads import check_n_threads, kernel_call, single_threaded_blas, thread_policy
 from ._validation import (
     as_float_array,
     check_alpha,
@@ -71,7 +64,7 @@ def _rowwise(mode, Z, out, n_threads, name):
             raise ValueError("out overlaps Z only partially; pass out=Z or a separate array")
     m = Z2.shape[0]
     # A small call runs on the calling thread (_launch.serial_call).
-    with numba_threads(call_threads(n_threads, launch_work(m, 0, Z2.shape[1]))):
+    with kernel_call(n_threads, launch_work(m, 0, Z2.shape[1]), blas=False):
         bad_row, bad_code = status_arrays(n_chunks(m))
         if out is None:
             # Our own buffer: compute and check in one pass; on a bad row the
@@ -86,7 +79,6 @@ def _rowwise(mode, Z, out, n_threads, name):
         if m:
             rowwise_kernel(Z2.shape[1])(Z2, mode, result, bad_row, bad_code)
             _raise_for(bad_row, bad_code, name)
-    call_ended()
     return result.reshape(shape) if out is None else out
 
 
@@ -159,10 +151,9 @@ def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floati
     m = Z2.shape[0]
     out = np.empty(m, dtype=Z.dtype)
     if m:
-        with numba_threads(call_threads(n_threads, launch_work(m, 0, Z2.shape[1]))):
+        with kernel_call(n_threads, launch_work(m, 0, Z2.shape[1]), blas=False):
             bad_row, bad_code = status_arrays(n_chunks(m))
             rowwise_kernel(Z2.shape[1])(Z2, K.LOGSUMEXP, out.reshape(m, 1), bad_row, bad_code)
-        call_ended()
         bad_row[bad_code == C.ALL_NEGINF] = -1
         _raise_for(bad_row, bad_code, "Z")
     return out[0] if Z.ndim == 1 else out

@@ -78,21 +78,10 @@ def serial_call(work: int, warm: bool = False) -> bool:
     calls (``warm``) and calls in a loop (:func:`calls_in_a_loop`), the
     call runs on the calling thread alone: its caller runs the kernel's
     one chunk (:func:`run_one_chunk`) or the parallel kernel at one
-    thread, and says when it has ended (:func:`call_ended`).
-    """
-    return work < (SERIAL_WORK_WARM if warm or calls_in_a_loop() else SERIAL_WORK)
-
-
-def call_threads(n_threads: int | None, work: int) -> int | None:
-    """Return the Numba threads for one call of ``work``: 1 where :func:`serial_call` says so.
-
-    Else ``n_threads`` (None: the setting in force). For launches without a
-    chunk function of their own (prediction, the row-wise softmax): at one
-    thread the parallel kernel runs its one chunk on the calling thread and
-    wakes no worker. The caller says when the call has ended
+    thread (``_threads.kernel_call``), and says when it has ended
     (:func:`call_ended`).
     """
-    return 1 if serial_call(work) else n_threads
+    return work < (SERIAL_WORK_WARM if warm or calls_in_a_loop() else SERIAL_WORK)
 
 
 def call_ended() -> None:

@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._blas_choice import use_chosen
-from ._launch import call_ended, call_threads, first_bad, launch_work, n_chunks, rowwise_kernel
-from ._threads import blas_map, check_n_threads, load_kernel_blas, thread_policy
+from ._launch import first_bad, launch_work, n_chunks, rowwise_kernel
+from ._threads import blas_map, check_n_threads, kernel_call, load_kernel_blas, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row, kernel_view
 
 # The compiled kernels and the sparse launchers are imported by the functions
@@ -83,8 +83,7 @@ def scores(est, X, mode):
     if m:
         W = np.ascontiguousarray(est.coef_.T)
         # The sparse kernels call no BLAS: it is held only for dense X.
-        with thread_policy(call_threads(n_threads, _work(X, W.shape[1])),
-                           blas=isinstance(X, np.ndarray)):
+        with kernel_call(n_threads, _work(X, W.shape[1]), blas=isinstance(X, np.ndarray)):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             if isinstance(X, np.ndarray):
                 load_kernel_blas()
@@ -102,7 +101,6 @@ def scores(est, X, mode):
                 else:
                     rowwise_kernel(out.shape[1])(out, SOFTMAX if code == PROBA
                                                  else LOG_SOFTMAX, out, bad_row, bad_code)
-        call_ended()
         row = first_bad(bad_row)
         if row >= 0:
             raise _overflow(row, X.dtype)
@@ -166,9 +164,8 @@ def labels(est, X):
 
         W = np.ascontiguousarray(est.coef_.T)
         n_threads = check_n_threads(est.n_threads)
-        with thread_policy(call_threads(n_threads, _work(X, W.shape[1])), blas=False):
+        with kernel_call(n_threads, _work(X, W.shape[1]), blas=False):
             idx = _sparse.predict_labels(X, W, est.intercept_)
-        call_ended()
         return idx
     (m, n), k, item = X.shape, est.coef_.shape[0], X.dtype.itemsize
     rows = int(min(m, max(64, min(_LABEL_X_BYTES // (n * item), _LABEL_Z_BYTES // (k * item)))))

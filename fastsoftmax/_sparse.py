@@ -41,8 +41,8 @@ from ._kernels._sparse import (
     _sparse_predict,
     _sparse_sgd_epoch,
 )
-from ._launch import call_threads, first_bad, n_chunks
-from ._threads import numba_threads
+from ._launch import first_bad, n_chunks
+from ._threads import kernel_call, numba_threads
 from ._validation import kernel_view
 
 if TYPE_CHECKING:  # scipy.sparse is imported where used: dense work never pays its import
@@ -180,7 +180,7 @@ def as_csr(X: Any, dtype: Any = None, *, name: str = "X", n_threads: int | None 
         # A small scan on the calling thread, as the dense scan
         # (_validation.first_nonfinite_row): an entry, or a row, counts as
         # a multiply-add.
-        with numba_threads(call_threads(n_threads, data.shape[0] + m)):
+        with kernel_call(n_threads, data.shape[0] + m, blas=False, ends_call=False):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             bad_kind = np.empty_like(bad_row)
             _csr_first_bad_row(data, indices, indptr, n, bad_row, bad_kind)

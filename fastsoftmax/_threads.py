@@ -328,6 +328,40 @@ class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n)
                 _blas_exit()
 
 
+class kernel_call(thread_policy):  # noqa: N801  (used as a function, as thread_policy)
+    """:class:`thread_policy` for one kernel call of ``work``, by the small-call rule.
+
+    ``with kernel_call(n_threads, work) as nt:`` runs the block on one
+    Numba thread where :func:`._launch.serial_call` says so (the parallel
+    kernel then runs its one chunk on the calling thread and wakes no
+    worker), else on ``n_threads``; BLAS is held at one thread where
+    ``blas``. On leaving, the call's end is noted for
+    :func:`._launch.calls_in_a_loop` where ``ends_call``: not for a scan of
+    an input inside a larger call, whose kernel call is the one that counts.
+    For launches without an engine of their own (predictions, the row-wise
+    softmax, the scans); the engines decide per engine (``_dense``,
+    ``_sparse_engine``).
+    """
+
+    __slots__ = ("_ends",)
+
+    def __init__(self, n_threads: int | None, work: int, *, blas: bool = True,
+                 ends_call: bool = True):
+        from ._launch import serial_call
+
+        super().__init__(1 if serial_call(work) else n_threads, blas)
+        self._ends = ends_call
+
+    def __exit__(self, *exc) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            if self._ends:
+                from ._launch import call_ended
+
+                call_ended()
+
+
 def blas_workers(n_threads: int | None) -> int:
     """Return the Python threads for BLAS-only work: ``n_threads``, or BLAS's own setting.
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ._launch import call_threads, first_bad, n_chunks
-from ._threads import numba_threads
+from ._launch import first_bad, n_chunks
+from ._threads import kernel_call
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -88,7 +88,7 @@ def first_nonfinite_row(a: np.ndarray, n_threads: int | None = None) -> int:
     # small kernel call does (_launch.serial_call): after an idle spell a
     # parallel scan waits for the workers to wake (BENCHMARKS.md,
     # "Forty-fifth session"). An entry counts as a multiply-add.
-    with numba_threads(call_threads(n_threads, a.size)):
+    with kernel_call(n_threads, a.size, blas=False, ends_call=False):
         bad_row = np.empty(n_chunks(a2.shape[0]), dtype=np.int64)
         _first_nonfinite_row(a2, bad_row)
     return first_bad(bad_row)
@@ -298,7 +298,7 @@ def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> n
     tol = float(np.sqrt(np.finfo(dtype).eps))
     # A scan of a few million entries on the calling thread, as in
     # first_nonfinite_row.
-    with numba_threads(call_threads(None, arr.size)):
+    with kernel_call(None, arr.size, blas=False, ends_call=False):
         bad_row = np.empty(n_chunks(m), dtype=np.int64)
         _first_bad_distribution_row(arr, tol, bad_row)
     i = first_bad(bad_row)
