@@ -270,7 +270,7 @@ class single_threaded_blas:  # noqa: N801  (used as a function: ``with single_th
     block by :func:`load_kernel_blas` joins the limit and is restored with
     the others. ``needed=False``: a block that calls no BLAS (the rows
     kernels, the sparse kernels) skips the libraries' get and set calls,
-    which after an idle pause cost about 0.1 ms with three libraries loaded
+    which after an idle pause cost about 0.14 ms with three libraries loaded
     (BENCHMARKS.md, "Forty-sixth session").
     """
 
