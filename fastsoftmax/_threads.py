@@ -52,6 +52,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from ._launch import call_ended, serial_call
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -347,8 +349,6 @@ class kernel_call(thread_policy):  # noqa: N801  (used as a function, as thread_
 
     def __init__(self, n_threads: int | None, work: int, *, blas: bool = True,
                  ends_call: bool = True):
-        from ._launch import serial_call
-
         super().__init__(1 if serial_call(work) else n_threads, blas)
         self._ends = ends_call
 
@@ -357,8 +357,6 @@ class kernel_call(thread_policy):  # noqa: N801  (used as a function, as thread_
             super().__exit__(*exc)
         finally:
             if self._ends:
-                from ._launch import call_ended
-
                 call_ended()
 
 
