@@ -9,7 +9,9 @@ call timed back to back ("warm") and after ``--pause`` seconds asleep
 ("cold"), beside the kernel's chunk function alone on the same arguments
 (the work of the call on the calling thread, as a call after a pause runs
 it, without the Python around it: checks, labels, the thread policy, the
-engine's choices). The difference is what the call's Python costs.
+engine's choices). The difference is what the call's Python costs. A last
+column times the chunk after the pause with X read by NumPy just before
+(outside the timing): how much of its cold time is X's coming from memory.
 
 ``mid``: whole calls above ``_launch.SERIAL_WORK`` (a few milliseconds
 each, on every thread whether or not a pause came before), warm and
@@ -129,13 +131,16 @@ def calls(rounds: int, pause: float) -> None:
 
     print(f"µs, float32, medians of {rounds}; cold: after {pause:g} s asleep")
     print("| (m, n, k) | call, warm | call, cold | chunk alone, warm | chunk alone, cold "
-          "| the call's Python, warm | cold |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "| the call's Python, warm | cold | chunk alone, cold, X read first |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)
     for m, n, k in SHAPES:
         call = _call(rng, m, n, k)
         time.sleep(pause)
-        chunk = functools.partial(run_one_chunk, *_launch_of(call))
+        launch = _launch_of(call)
+        chunk = functools.partial(run_one_chunk, *launch)
+        X = launch[2][0]
+
         for _ in range(10):
             call()
             chunk()
@@ -143,7 +148,17 @@ def calls(rounds: int, pause: float) -> None:
         # thread (_launch.calls_in_a_loop): end that run before the rounds.
         time.sleep(pause)
         whole, alone = _warm_and_cold(call, rounds, pause), _warm_and_cold(chunk, rounds, pause)
-        us = [1e6 * t for t in (*whole, *alone, whole[0] - alone[0], whole[1] - alone[1])]
+        after_read = []
+        for _ in range(rounds):
+            time.sleep(pause)
+            # X read by NumPy after the pause, outside the timing: what is
+            # left of the chunk's cold time is not X's coming from memory.
+            float(X.sum())
+            t0 = time.perf_counter()
+            chunk()
+            after_read.append(time.perf_counter() - t0)
+        us = [1e6 * t for t in (*whole, *alone, whole[0] - alone[0], whole[1] - alone[1],
+                                float(np.median(after_read)))]
         print(f"| ({m}, {n}, {k}) | " + " | ".join(f"{t:.0f}" for t in us) + " |")
 
 
