@@ -28,6 +28,20 @@ def best_of(f, reps: int) -> float:
     return best
 
 
+def median_of(f, reps: int) -> float:
+    """The median of ``reps`` back-to-back calls of f after one untimed call, in seconds."""
+    import statistics
+    import time
+
+    f()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def pedantic_or_call(benchmark, fn):
     """Warm up (compile, fill caches) once, then time fn with warm-up rounds."""
     fn()

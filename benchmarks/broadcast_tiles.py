@@ -28,9 +28,9 @@ checks the results against NumPy.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _common import median_of  # benchmarks/ is on the path of a script run from it
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
@@ -190,16 +190,6 @@ def backward(X, E, Gp):
                     _backward_tile(X, r0, r1, f0, E, j, G)
 
 
-def _median_seconds(fn, rounds):
-    fn()
-    times = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="20000x100x128", help="m x n x k")
@@ -221,10 +211,10 @@ def main() -> None:
     # for about 0.1 s after each of its calls and take the cores from
     # Numba's (the tiles ran 2.5-3x slower right after one; BENCHMARKS.md,
     # "Twenty-fourth session").
-    t_tiles = {name: _median_seconds(fn, a.rounds) for name, fn in tiles.items()}
-    t_numpy = {name: _median_seconds(fn, a.rounds) for name, fn in numpy_fns.items()}
+    t_tiles = {name: median_of(fn, a.rounds) for name, fn in tiles.items()}
+    t_numpy = {name: median_of(fn, a.rounds) for name, fn in numpy_fns.items()}
     A = rng.standard_normal((2000, 2000)).astype(np.float32)
-    square = 2 * 2000 ** 3 / _median_seconds(lambda: A @ A, 5) / 1e9
+    square = 2 * 2000 ** 3 / median_of(lambda: A @ A, 5) / 1e9
     np.testing.assert_allclose(Z, X @ W, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(Gp.sum(axis=0), X.T @ E, rtol=1e-3, atol=1e-2)
     flop = 2 * m * n * k

@@ -18,24 +18,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
-import time
 
 import numpy as np
+from _common import median_of  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax._data import make_dataset
 from fastsoftmax._dense import DenseEngine
 from fastsoftmax._threads import thread_policy
-
-
-def _median_ms(fn, calls: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
                         for rows in dict.fromkeys([chosen, *sizes]):
                             eng._rows = min(rows, m)
                             eng._buffers.clear()
-                            t = _median_ms(functools.partial(eng.gradient, coef, b))
+                            t = 1e3 * median_of(functools.partial(eng.gradient, coef, b), 5)
                             best[rows] = min(best.get(rows, np.inf), t)
                     fastest = min(best.values())
                     cells = " | ".join(f"{best[r] / fastest:.2f}" for r in sizes)

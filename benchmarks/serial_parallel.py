@@ -30,6 +30,7 @@ import functools
 import time
 
 import numpy as np
+from _common import median_of  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax._data import make_dataset
@@ -72,16 +73,6 @@ SPARSE_UNIT_SHAPES = [(20000, 2000, 10, 0.01), (20000, 20000, 10, 0.001),
                       (50000, 300, 2, 0.05)]
 
 
-def _median_s(fn, rounds: int) -> float:
-    fn()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def units(rounds: int, quick: bool = False) -> None:
     import scipy.sparse
 
@@ -95,7 +86,7 @@ def units(rounds: int, quick: bool = False) -> None:
         X = rng.standard_normal((m, n), dtype=np.float32)
         y = np.arange(m) % k
         W, b = np.zeros((n, k), np.float32), np.zeros(k, np.float32)
-        t = _median_s(functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4, n_threads=1),
+        t = median_of(functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4, n_threads=1),
                       rounds)
         print(f"| ({m}, {n}, {k}) | {1e3 * t:.2f} | {1e9 * t / launch_work(m, n, k):.3f} |")
     rows, cells = [], []
@@ -106,7 +97,7 @@ def units(rounds: int, quick: bool = False) -> None:
         y = np.arange(m) % k
         W, b = np.zeros((n, k), np.float32), np.zeros(k, np.float32)
         XT = _sparse.transpose(X) if _sparse.gradient_scheme(X, k, 1) == "transpose" else None
-        t = _median_s(functools.partial(_sparse.loss_and_grad, X, y, None, W, b, 1e-4, 1, XT=XT),
+        t = median_of(functools.partial(_sparse.loss_and_grad, X, y, None, W, b, 1e-4, 1, XT=XT),
                       rounds)
         rows.append((X.nnz, X.nnz * k, m, t))
         cells.append(f"| ({m}, {n}, {k}), {X.nnz:,} stored | {1e3 * t:.2f} | "

@@ -165,8 +165,7 @@ def labels(est, X):
         W = np.ascontiguousarray(est.coef_.T)
         n_threads = check_n_threads(est.n_threads)
         with kernel_call(n_threads, _work(X, W.shape[1]), blas=False):
-            idx = _sparse.predict_labels(X, W, est.intercept_)
-        return idx
+            return _sparse.predict_labels(X, W, est.intercept_)
     (m, n), k, item = X.shape, est.coef_.shape[0], X.dtype.itemsize
     rows = int(min(m, max(64, min(_LABEL_X_BYTES // (n * item), _LABEL_Z_BYTES // (k * item)))))
     W = est.coef_.T  # a transposed view: BLAS reads it as it is
