@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._blas_choice import use_chosen
-from ._launch import first_bad, launch_work, n_chunks, rowwise_kernel
+from ._launch import first_bad, launch_work, n_chunks, rowwise_kernel, sparse_launch_work
 from ._threads import blas_map, check_n_threads, kernel_call, load_kernel_blas, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row, kernel_view
 
@@ -110,16 +110,18 @@ def scores(est, X, mode):
 def _work(X, k: int) -> int:
     """Return the work of one pass over X's rows with k classes (``_launch.launch_work``).
 
-    A sparse row counts its stored entries (on average) as its features.
-    Counted as a gradient pass of the same shape is, which computes two
-    products where a prediction computes one: a prediction leaves the
-    calling thread (``_launch.serial_call``) at about half the time a
-    gradient does. Below that, a sporadic small ``predict_proba`` wakes no
-    worker after an idle spell (BENCHMARKS.md, "Forty-fifth session").
+    Counted as a gradient pass of the same shape is (a CSR batch by
+    ``_launch.sparse_launch_work``), which computes two products where a
+    prediction computes one: a prediction leaves the calling thread
+    (``_launch.serial_call``) at about half the time a gradient does, dense
+    or sparse alike (on one thread 0.04-0.11 ns per unit dense, 0.03-0.08
+    sparse: ``benchmarks/serial_parallel.py --part units``). Below that, a
+    sporadic small ``predict_proba`` wakes no worker after an idle spell
+    (BENCHMARKS.md, "Forty-fifth session").
     """
-    m, n = X.shape
-    per_row = n if isinstance(X, np.ndarray) else -(-X.nnz // max(m, 1))
-    return launch_work(m, per_row, k)
+    if isinstance(X, np.ndarray):
+        return launch_work(X.shape[0], X.shape[1], k)
+    return sparse_launch_work(X.shape[0], X.nnz, k)
 
 
 def decision_function(est, X):

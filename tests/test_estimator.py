@@ -280,7 +280,7 @@ def test_a_small_prediction_runs_one_chunk_on_the_calling_thread(digits, sparse,
     the last bit (a row goes through the same GEMM block either way)."""
     import scipy.sparse
 
-    from fastsoftmax import _sparse
+    from fastsoftmax import _launch, _sparse
     from fastsoftmax._kernels import _predict
 
     X, y = digits
@@ -296,6 +296,8 @@ def test_a_small_prediction_runs_one_chunk_on_the_calling_thread(digits, sparse,
             kernel = getattr(_predict, name)
             monkeypatch.setattr(_predict, name, lambda *a, kernel=kernel: (
                 chunks.append(a[-1].shape[0]) or kernel(*a)))
+    # Calls back to back would count as a loop (_launch.calls_in_a_loop).
+    monkeypatch.setattr(_launch, "LOOP_SPAN_S", float("inf"))
     rows = X[:200]
     small = [est.predict_proba(rows), est.predict_log_proba(rows), est.decision_function(rows)]
     with parallel_launches():
@@ -304,6 +306,30 @@ def test_a_small_prediction_runs_one_chunk_on_the_calling_thread(digits, sparse,
     assert chunks == [1, 1, 1, 2, 2, 2]
     for a, b in zip(small, every, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_sparse_prediction_counts_its_stored_entries(monkeypatch):
+    """A CSR batch's work is counted as its gradient's (_launch.sparse_launch_work):
+    one whose stored entries would count as few dense features (below
+    _launch.SERIAL_WORK) but whose one-thread time is that of a dense call
+    above it launches on every thread."""
+    import scipy.sparse
+
+    from fastsoftmax import _launch, _sparse
+
+    m, n, k = 2000, 1000, 10
+    X = scipy.sparse.random(m, n, density=0.1, format="csr", random_state=1)
+    assert (_launch.launch_work(m, X.nnz // m, k) < _launch.SERIAL_WORK
+            <= _launch.sparse_launch_work(m, X.nnz, k))
+    est = SoftmaxRegression(n_threads=2).fit(X[:200], np.arange(200) % k)
+    chunks = []
+    launch = _sparse._sparse_logits
+    monkeypatch.setattr(_sparse, "_sparse_logits", lambda *a: (
+        chunks.append(a[-1]) or launch(*a)))
+    monkeypatch.setattr(_launch, "LOOP_SPAN_S", float("inf"))
+    got = est.predict_proba(X)
+    assert chunks == [2]
+    np.testing.assert_allclose(got, est.predict_proba(X.toarray()), rtol=1e-12)
 
 
 # -------------------------------------------------------- stopping and errors
