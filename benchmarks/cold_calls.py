@@ -22,11 +22,11 @@ cold.
 rows of logits, warm and cold: what an application serving predictions now
 and then waits for.
 
-``sparse``: ``fastsoftmax.loss_and_grad`` and ``fastsoftmax.hessp`` on
-small CSR problems, warm and cold, each call as it runs (below
-``_launch.SERIAL_WORK``, on the calling thread) and with that rule off (on
-every thread, as before the rule covered sparse data), alternating round
-by round.
+``sparse``: ``fastsoftmax.loss_and_grad``, ``fastsoftmax.hessp`` and a
+fitted model's ``predict_proba`` on small CSR problems, warm and cold,
+each call as it runs (below ``_launch.SERIAL_WORK``, on the calling
+thread), on one thread whatever its work and on every thread whatever its
+work, alternating round by round.
 
 ``pieces``: pieces of a small call alone, back to back and each after
 20 ms asleep (enough for a cold call on the host measured): an empty
@@ -214,11 +214,13 @@ def predict(rounds: int, pause: float) -> None:
 
 
 # (rows, features, classes, fraction of entries stored) of the CSR problems.
-SPARSE_CALLS = [(1000, 1000, 10, 0.02), (5000, 2000, 10, 0.01), (2000, 5000, 20, 0.005)]
+SPARSE_CALLS = [(1000, 1000, 10, 0.02), (5000, 2000, 10, 0.01), (2000, 5000, 20, 0.005),
+                (20000, 1000, 10, 0.005)]
 
 
 def sparse(rounds: int, pause: float) -> None:
     import contextlib
+    import warnings
 
     import scipy.sparse
 
@@ -226,19 +228,25 @@ def sparse(rounds: int, pause: float) -> None:
     from fastsoftmax import _launch
 
     @contextlib.contextmanager
-    def every_thread(on: bool):
-        saved = _launch.SERIAL_WORK, _launch.SERIAL_WORK_WARM
-        if on:
-            _launch.SERIAL_WORK = _launch.SERIAL_WORK_WARM = 0
+    def threads(how: str):
+        """As the rule decides ("rule"), on one thread ("one"), on every thread ("every")."""
+        names = ("SERIAL_WORK", "SERIAL_WORK_WARM", "COLD_SERIAL_MAX")
+        saved = [getattr(_launch, name) for name in names]
+        if how != "rule":
+            for name in names:
+                setattr(_launch, name, 0 if how == "every" else 1 << 62)
         try:
             yield
         finally:
-            _launch.SERIAL_WORK, _launch.SERIAL_WORK_WARM = saved
+            for name, value in zip(names, saved, strict=True):
+                setattr(_launch, name, value)
 
+    hows = ("rule", "one", "every")
     print(f"\nµs, float32, medians of {rounds}; cold: after {pause:g} s asleep; "
-          "as it runs / on every thread")
-    print("| (m, n, k), stored | loss_and_grad, warm | cold | hessp, warm | cold |")
-    print("|---|---:|---:|---:|---:|")
+          "as it runs / on one thread / on every thread")
+    print("| (m, n, k), stored | loss_and_grad, warm | cold | hessp, warm | cold | "
+          "predict_proba, warm | cold |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)
     for m, n, k, density in SPARSE_CALLS:
         X = scipy.sparse.random(m, n, density=density, format="csr", random_state=0,
@@ -246,23 +254,27 @@ def sparse(rounds: int, pause: float) -> None:
         y = np.arange(m) % k
         W, V = rng.normal(scale=0.1, size=(2, n, k)).astype(np.float32)
         b = np.zeros(k, np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a few iterations: the weights only need to exist
+            est = fs.SoftmaxRegression(solver="lbfgs", max_iter=3).fit(X, y)
         calls = (functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4),
-                 functools.partial(fs.hessp, X, y, W, b, V, alpha=1e-4))
-        times: dict[tuple[bool, int], list[tuple[float, float]]] = {}
+                 functools.partial(fs.hessp, X, y, W, b, V, alpha=1e-4),
+                 functools.partial(est.predict_proba, X))
+        times: dict[tuple[str, int], list[tuple[float, float]]] = {}
         for _ in range(rounds):
-            for on in (False, True):
-                with every_thread(on):
+            for how in hows:
+                with threads(how):
                     for i, call in enumerate(calls):
                         for _ in range(3):
                             call()
                         time.sleep(pause)  # end the warm-up's loop (_launch.calls_in_a_loop)
-                        times.setdefault((on, i), []).append(_warm_and_cold(call, 1, pause))
+                        times.setdefault((how, i), []).append(_warm_and_cold(call, 1, pause))
         cells = []
         for i in range(len(calls)):
             for j in range(2):  # warm, cold
-                rule, every = (1e6 * float(np.median([t[j] for t in times[(on, i)]]))
-                               for on in (False, True))
-                cells.append(f"{rule:.0f} / {every:.0f}")
+                cells.append(" / ".join(
+                    f"{1e6 * float(np.median([t[j] for t in times[(how, i)]])):.0f}"
+                    for how in hows))
         print(f"| ({m}, {n}, {k}), {density:.1%} | " + " | ".join(cells) + " |")
 
 

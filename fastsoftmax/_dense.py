@@ -500,7 +500,7 @@ class DenseEngine:
             value = penalize(value, grad, coef, alpha)
         else:
             value = penalize(value, grad.T, weights, alpha)
-        call_ended()
+        call_ended(not self._serial)
         return value, grad, _chunks_total(gb, self.k)
 
     def _check_rows(self, bad_row: np.ndarray) -> None:
@@ -585,7 +585,7 @@ class DenseEngine:
         if out is not None:
             out[...] = HV
             HV = out
-        call_ended()
+        call_ended(not self._serial)
         return HV, _chunks_total(gc, self.k)
 
     def _hessp_call(self, coef, bias, P, V, cv):

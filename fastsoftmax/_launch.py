@@ -53,9 +53,37 @@ class _Calls(threading.local):
 
     last_end = -math.inf
     loop_start = 0.0
+    # The end of the last parallel region this thread ran (-inf: none yet).
+    last_region_end = -math.inf
 
 
 _calls = _Calls()
+
+# After an idle spell, waking the workers costs what this host's OpenMP and
+# scheduler make it: tens of microseconds on a bare machine, 6-10 ms on the
+# 2-vCPU KVM guest measured, where an empty region took 5-20 us after gaps
+# of up to 5 ms, 140-190 us after 10-20 ms, 5.5 ms after 50 ms and 7.8 ms
+# after 0.2-0.5 s (BENCHMARKS.md, "Forty-seventh session"). There a call of
+# 2 ms on one thread took 10 ms on two after a pause. So a call that comes
+# at least COLD_GAP_S after this thread's last parallel region (its
+# workers asleep) measures the wake-up once it would go parallel: an empty
+# region on every thread, timed (:func:`_wake_probe`), which wakes the
+# workers for the call itself, so the call pays nothing more than it
+# would have. Once WAKE_SAMPLES such wake-ups are known, a call after such
+# a gap stays on the calling thread while its work, at UNIT_S a unit, takes
+# less than their median: below :func:`cold_serial_work`, never above
+# COLD_SERIAL_MAX. The first region of a thread is not a sample: it starts
+# the team.
+COLD_GAP_S = 0.1
+WAKE_SAMPLES = 3
+# The slowest time of a unit of launch_work measured on one thread of the
+# Zen 4 host (0.045-0.11 ns dense, 0.03-0.08 ns sparse, gradients and
+# predictions; benchmarks/serial_parallel.py --part units): a slower unit
+# makes the limit's work take longer than the wake-up, a faster one shorter.
+UNIT_S = 1e-10
+COLD_SERIAL_MAX = 1 << 30
+_wake_samples: list[float] = []
+_wake_lock = threading.Lock()
 
 
 def calls_in_a_loop() -> bool:
@@ -71,7 +99,7 @@ def calls_in_a_loop() -> bool:
     return now - calls.loop_start >= LOOP_SPAN_S
 
 
-def serial_call(work: int, warm: bool = False) -> bool:
+def serial_call(work: int, warm: bool = False, n_threads: int | None = None) -> bool:
     """Count a kernel call of ``work`` (:func:`launch_work`); return whether it runs on one thread.
 
     Below :data:`SERIAL_WORK`, or :data:`SERIAL_WORK_WARM` for a solver's
@@ -79,14 +107,84 @@ def serial_call(work: int, warm: bool = False) -> bool:
     call runs on the calling thread alone: its caller runs the kernel's
     one chunk (:func:`run_one_chunk`) or the parallel kernel at one
     thread (``_threads.kernel_call``), and says when it has ended
-    (:func:`call_ended`).
+    (:func:`call_ended`). After an idle spell the limit is this host's
+    :func:`cold_serial_work` (:data:`COLD_GAP_S`); ``n_threads`` (None:
+    the count in force) is the call's, on which its wake-up is measured.
     """
-    return work < (SERIAL_WORK_WARM if warm or calls_in_a_loop() else SERIAL_WORK)
+    if warm or calls_in_a_loop():
+        return work < SERIAL_WORK_WARM
+    if work < SERIAL_WORK:
+        return True
+    since = _clock() - _calls.last_region_end
+    if since < COLD_GAP_S or since == math.inf or work >= COLD_SERIAL_MAX:
+        # The workers are awake, or the thread has no team yet (its first
+        # region starts one: not a wake-up), or the work is large.
+        return False
+    if len(_wake_samples) < WAKE_SAMPLES:
+        _wake_probe(n_threads)
+        return False
+    return work < cold_serial_work()
 
 
-def call_ended() -> None:
-    """Note that a kernel call on this thread has just ended (:func:`calls_in_a_loop`)."""
-    _calls.last_end = _clock()
+def cold_serial_work() -> int:
+    """Return the work below which a call after an idle spell stays on one thread.
+
+    An idle spell: :data:`COLD_GAP_S`. The median wake-up measured in
+    this process over :data:`UNIT_S`, between :data:`SERIAL_WORK` and
+    :data:`COLD_SERIAL_MAX`; :data:`SERIAL_WORK` while fewer than
+    :data:`WAKE_SAMPLES` are known.
+    """
+    with _wake_lock:
+        samples = sorted(_wake_samples)
+    if len(samples) < WAKE_SAMPLES:
+        return SERIAL_WORK
+    wake = samples[len(samples) // 2]
+    return int(min(COLD_SERIAL_MAX, max(SERIAL_WORK, wake / UNIT_S)))
+
+
+def _wake_probe(n_threads: int | None) -> None:
+    """Wake this thread's workers with an empty region on ``n_threads``; record what it took.
+
+    The call that follows runs on those threads and finds them awake.
+    """
+    import numba
+
+    from ._kernels._checks import _first_nonfinite_row
+
+    current = numba.get_num_threads()
+    p = current if n_threads is None else n_threads  # checked by the caller
+    if p < 2:
+        return
+    rows, bad = np.zeros((p, 1)), np.empty(p, dtype=np.int64)
+    if p != current:
+        numba.set_num_threads(p)
+    try:
+        start = _clock()
+        _first_nonfinite_row(rows, bad)
+        took = _clock() - start
+    finally:
+        if p != current:
+            numba.set_num_threads(current)
+    _calls.last_region_end = _clock()
+    with _wake_lock:
+        if len(_wake_samples) < WAKE_SAMPLES:
+            _wake_samples.append(took)
+
+
+def call_ended(parallel: bool = False) -> None:
+    """Note that a kernel call on this thread has just ended (:func:`calls_in_a_loop`).
+
+    ``parallel``: it ran a parallel region on more than one thread.
+    """
+    now = _clock()
+    _calls.last_end = now
+    if parallel:
+        _calls.last_region_end = now
+
+
+def region_ended() -> None:
+    """Note that a parallel region on more than one thread has just ended on this thread."""
+    _calls.last_region_end = _clock()
 
 
 def launch_work(m: int, n: int, k: int) -> int:

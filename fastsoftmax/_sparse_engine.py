@@ -80,7 +80,7 @@ class SparseEngine:
         loss, G, gb = _sparse.loss_and_grad(
             data.X, self._y(), data.sample_weight, np.ascontiguousarray(coef.T), bias,
             alpha=alpha, n_threads=self._threads, P=P, XT=self._XT, total=data.total_weight)
-        call_ended()
+        call_ended(self._threads is None)
         return loss, G.T, gb  # a fresh (n, k) array: its transpose is the coef layout
 
     def hessp_kernels(self) -> list[tuple[Any, tuple]]:
@@ -111,7 +111,7 @@ class SparseEngine:
                                np.ascontiguousarray(V.T), cv, alpha=alpha,
                                n_threads=self._threads, XT=self._XT,
                                total=self.data.total_weight, scale=scale, out=target)
-        call_ended()
+        call_ended(self._threads is None)
         if out is None:
             return HV.T, Hc
         if target is None:

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ._launch import call_ended, serial_call
+from ._launch import call_ended, region_ended, serial_call
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -345,19 +345,23 @@ class kernel_call(thread_policy):  # noqa: N801  (used as a function, as thread_
     ``_sparse_engine``).
     """
 
-    __slots__ = ("_ends",)
+    __slots__ = ("_ends", "_parallel")
 
     def __init__(self, n_threads: int | None, work: int, *, blas: bool = True,
                  ends_call: bool = True):
-        super().__init__(1 if serial_call(work) else n_threads, blas)
+        serial = n_threads == 1 or serial_call(work, n_threads=n_threads)
+        super().__init__(1 if serial else n_threads, blas)
         self._ends = ends_call
+        self._parallel = not serial
 
     def __exit__(self, *exc) -> None:
         try:
             super().__exit__(*exc)
         finally:
             if self._ends:
-                call_ended()
+                call_ended(self._parallel)
+            elif self._parallel:
+                region_ended()
 
 
 def blas_workers(n_threads: int | None) -> int:
