@@ -216,10 +216,10 @@ def test_strategy_fits_script():
 
 def test_cold_calls_script():
     # The parts that need neither a compiler nor long pauses: a row per
-    # piece, and per CSR problem.
-    rows = run_script("benchmarks/cold_calls.py", "--part", "pieces,sparse", "--rounds", "1",
-                      "--pause", "0.01")
-    assert len(rows) == (2 + 8) + (2 + 3), rows
+    # piece, per CSR problem and per situation before a wake-up.
+    rows = run_script("benchmarks/cold_calls.py", "--part", "pieces,sparse,wake", "--rounds",
+                      "1", "--pause", "0.01")
+    assert len(rows) == (2 + 8) + (2 + 4) + (2 + 3), rows
 
 
 def test_serial_parallel_units_script():

@@ -1,6 +1,6 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,regions,openmp]
+    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,wake,regions,openmp]
                                     [--rounds 15]
                                     [--pause 0.5]
 
@@ -13,9 +13,10 @@ engine's choices). The difference is what the call's Python costs. A last
 column times the chunk after the pause with X read by NumPy just before
 (outside the timing): how much of its cold time is X's coming from memory.
 
-``mid``: whole calls above ``_launch.SERIAL_WORK`` (a few milliseconds
-each, on every thread whether or not a pause came before), warm and
-cold.
+``mid``: whole ``loss_and_grad`` calls above ``_launch.SERIAL_WORK`` (a
+few milliseconds each), warm and cold, as they run (after a pause on one
+thread below this host's ``_launch.cold_serial_work``), on one thread and
+on every thread whatever their work, alternating round by round.
 
 ``predict``: a fitted model's ``predict_proba`` on a small batch of rows
 (dense, and one batch of CSR rows), and ``fastsoftmax.softmax`` on as many
@@ -23,10 +24,8 @@ rows of logits, warm and cold: what an application serving predictions now
 and then waits for.
 
 ``sparse``: ``fastsoftmax.loss_and_grad``, ``fastsoftmax.hessp`` and a
-fitted model's ``predict_proba`` on small CSR problems, warm and cold,
-each call as it runs (below ``_launch.SERIAL_WORK``, on the calling
-thread), on one thread whatever its work and on every thread whatever its
-work, alternating round by round.
+fitted model's ``predict_proba`` on small CSR problems, the same three
+ways.
 
 ``pieces``: pieces of a small call alone, back to back and each after
 20 ms asleep (enough for a cold call on the host measured): an empty
@@ -35,6 +34,13 @@ without BLAS, BLAS held alone (its libraries' get and set calls), the L2
 strength's check, 2,000 labels' check and the L2 term on 10 x 100 float32
 weights. Pieces measured alone each pay what a call shares among them
 (NumPy's own code, say): a call's total is less than their sum.
+
+``wake``: what ``_launch._wake_probe`` measures: an empty parallel region
+on every thread, each after ``--pause`` seconds asleep, straight away,
+after a one-thread region (as a call's input scan on the calling thread)
+and after the calling thread has been busy for 2 ms (as a call's Python
+and data preparation); every time in order, then their median and mean
+and the one-thread limit (``_launch.cold_serial_work``) that mean gives.
 
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
@@ -56,6 +62,7 @@ Prints Markdown tables of medians over ``--rounds``; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -66,8 +73,9 @@ import time
 import numpy as np
 
 SHAPES = [(2000, 100, 10), (10000, 20, 10), (1000, 100, 100)]
-# Calls above _launch.SERIAL_WORK: on every thread after a pause too.
-MID_SHAPES = [(60000, 100, 10), (20000, 784, 10), (40000, 100, 100)]
+# Calls above _launch.SERIAL_WORK (16.8 M units): 23, 27, 80, 163 and 442 M.
+MID_SHAPES = [(10000, 200, 10), (20000, 100, 10), (60000, 100, 10), (20000, 784, 10),
+              (40000, 100, 100)]
 REPS = (1, 100, 1000, 10000)
 # GNU OpenMP's workers spin GOMP_SPINCOUNT times (300,000 by default) for
 # new work before they sleep; the counts between show how the spin decides
@@ -89,6 +97,47 @@ def _warm_and_cold(fn, rounds: int, pause: float) -> tuple[float, float]:
         fn()
         cold.append(time.perf_counter() - t0)
     return float(np.median(warm)), float(np.median(cold))
+
+
+HOWS = ("rule", "one", "every")
+
+
+@contextlib.contextmanager
+def _threads_as(how: str):
+    """Calls as the rule decides ("rule"), on one thread ("one"), on every thread ("every")."""
+    from fastsoftmax import _launch
+
+    names = ("SERIAL_WORK", "SERIAL_WORK_WARM", "COLD_SERIAL_MAX")
+    saved = [getattr(_launch, name) for name in names]
+    if how != "rule":
+        for name in names:
+            setattr(_launch, name, 0 if how == "every" else 1 << 62)
+    try:
+        yield
+    finally:
+        for name, value in zip(names, saved, strict=True):
+            setattr(_launch, name, value)
+
+
+def _three_ways(calls, rounds: int, pause: float) -> list[str]:
+    """Per call, "warm" and "cold" cells: median µs as it runs / on one thread / on every thread.
+
+    Round by round, each way in turn: three calls, a pause (the warm-up's
+    loop ended, _launch.calls_in_a_loop), then one call back to back and
+    one after ``pause`` asleep (:func:`_warm_and_cold`).
+    """
+    times: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for how in HOWS:
+            with _threads_as(how):
+                for i, call in enumerate(calls):
+                    for _ in range(3):
+                        call()
+                    time.sleep(pause)
+                    times.setdefault((how, i), []).append(_warm_and_cold(call, 1, pause))
+    return [" / ".join(f"{1e6 * float(np.median([t[j] for t in times[(how, i)]])):.0f}"
+                       for how in HOWS)
+            for i in range(len(calls)) for j in range(2)]
 
 
 def _launch_of(call) -> tuple:
@@ -163,16 +212,16 @@ def calls(rounds: int, pause: float) -> None:
 
 
 def mid(rounds: int, pause: float) -> None:
-    print(f"\nms, float32, medians of {rounds}; cold: after {pause:g} s asleep")
-    print("| (m, n, k) | call, warm | call, cold | cold / warm |")
-    print("|---|---:|---:|---:|")
+    print(f"\nµs, float32, medians of {rounds}; cold: after {pause:g} s asleep; "
+          "as it runs / on one thread / on every thread")
+    print("| (m, n, k) | launch_work | call, warm | call, cold |\n|---|---:|---:|---:|")
+    from fastsoftmax._launch import launch_work
+
     rng = np.random.default_rng(0)
     for m, n, k in MID_SHAPES:
-        call = _call(rng, m, n, k)
-        for _ in range(10):
-            call()
-        warm, cold = _warm_and_cold(call, rounds, pause)
-        print(f"| ({m}, {n}, {k}) | {1e3 * warm:.2f} | {1e3 * cold:.2f} | {cold / warm:.2f} |")
+        cells = _three_ways([_call(rng, m, n, k)], rounds, pause)
+        print(f"| ({m}, {n}, {k}) | {launch_work(m, n, k) / 1e6:.0f} M | " + " | ".join(cells)
+              + " |")
 
 
 # (rows, features, classes) of the batches predicted; the last as CSR rows
@@ -219,34 +268,18 @@ SPARSE_CALLS = [(1000, 1000, 10, 0.02), (5000, 2000, 10, 0.01), (2000, 5000, 20,
 
 
 def sparse(rounds: int, pause: float) -> None:
-    import contextlib
     import warnings
 
     import scipy.sparse
 
     import fastsoftmax as fs
-    from fastsoftmax import _launch
+    from fastsoftmax._launch import sparse_launch_work
 
-    @contextlib.contextmanager
-    def threads(how: str):
-        """As the rule decides ("rule"), on one thread ("one"), on every thread ("every")."""
-        names = ("SERIAL_WORK", "SERIAL_WORK_WARM", "COLD_SERIAL_MAX")
-        saved = [getattr(_launch, name) for name in names]
-        if how != "rule":
-            for name in names:
-                setattr(_launch, name, 0 if how == "every" else 1 << 62)
-        try:
-            yield
-        finally:
-            for name, value in zip(names, saved, strict=True):
-                setattr(_launch, name, value)
-
-    hows = ("rule", "one", "every")
     print(f"\nµs, float32, medians of {rounds}; cold: after {pause:g} s asleep; "
           "as it runs / on one thread / on every thread")
-    print("| (m, n, k), stored | loss_and_grad, warm | cold | hessp, warm | cold | "
-          "predict_proba, warm | cold |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| (m, n, k), stored | sparse_launch_work | loss_and_grad, warm | cold | hessp, warm "
+          "| cold | predict_proba, warm | cold |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)
     for m, n, k, density in SPARSE_CALLS:
         X = scipy.sparse.random(m, n, density=density, format="csr", random_state=0,
@@ -257,25 +290,51 @@ def sparse(rounds: int, pause: float) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a few iterations: the weights only need to exist
             est = fs.SoftmaxRegression(solver="lbfgs", max_iter=3).fit(X, y)
-        calls = (functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4),
-                 functools.partial(fs.hessp, X, y, W, b, V, alpha=1e-4),
-                 functools.partial(est.predict_proba, X))
-        times: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        cells = _three_ways([functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4),
+                             functools.partial(fs.hessp, X, y, W, b, V, alpha=1e-4),
+                             functools.partial(est.predict_proba, X)], rounds, pause)
+        print(f"| ({m}, {n}, {k}), {density:.1%} | {sparse_launch_work(m, X.nnz, k) / 1e6:.0f} M"
+              " | " + " | ".join(cells) + " |")
+
+
+def wake(rounds: int, pause: float) -> None:
+    import numba
+
+    from fastsoftmax import _launch
+    from fastsoftmax._kernels._checks import _first_nonfinite_row
+
+    p = numba.get_num_threads()
+    rows, bad = np.zeros((p, 1)), np.empty(p, dtype=np.int64)
+    scanned, one = np.zeros((1000, 100)), np.empty(1, dtype=np.int64)
+    _first_nonfinite_row(rows, bad)  # the team started, the kernel loaded
+
+    def one_thread_region():
+        numba.set_num_threads(1)
+        _first_nonfinite_row(scanned, one)
+        numba.set_num_threads(p)
+
+    def busy():
+        end = time.perf_counter() + 0.002
+        while time.perf_counter() < end:
+            pass
+
+    print(f"\nms, an empty region on {p} threads after {pause:g} s asleep, {rounds} times in order")
+    print("| before the region | each | median | mean | limit (units) |\n|---|---|---:|---:|---:|")
+    for label, before in (("nothing", None), ("a one-thread region", one_thread_region),
+                          ("2 ms busy", busy)):
+        ms = []
         for _ in range(rounds):
-            for how in hows:
-                with threads(how):
-                    for i, call in enumerate(calls):
-                        for _ in range(3):
-                            call()
-                        time.sleep(pause)  # end the warm-up's loop (_launch.calls_in_a_loop)
-                        times.setdefault((how, i), []).append(_warm_and_cold(call, 1, pause))
-        cells = []
-        for i in range(len(calls)):
-            for j in range(2):  # warm, cold
-                cells.append(" / ".join(
-                    f"{1e6 * float(np.median([t[j] for t in times[(how, i)]])):.0f}"
-                    for how in hows))
-        print(f"| ({m}, {n}, {k}), {density:.1%} | " + " | ".join(cells) + " |")
+            time.sleep(pause)
+            if before is not None:
+                before()
+            t0 = time.perf_counter()
+            _first_nonfinite_row(rows, bad)
+            ms.append(1e3 * (time.perf_counter() - t0))
+        mean = float(np.mean(ms))
+        limit = int(min(_launch.COLD_SERIAL_MAX, max(_launch.SERIAL_WORK,
+                                                     1e-3 * mean / _launch.UNIT_S)))
+        print(f"| {label} | {' '.join(f'{t:.2f}' for t in ms)} | {np.median(ms):.2f} | "
+              f"{mean:.2f} | {limit:,} |")
 
 
 def pieces(rounds: int, pause: float) -> None:
@@ -427,8 +486,9 @@ def openmp(rounds: int, pause: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="calls,mid,predict,sparse,pieces,regions,openmp",
-                    help="comma-separated: calls, mid, predict, sparse, pieces, regions, openmp")
+    ap.add_argument("--part", default="calls,mid,predict,sparse,pieces,wake,regions,openmp",
+                    help="comma-separated: calls, mid, predict, sparse, pieces, wake, regions, "
+                         "openmp")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -437,11 +497,13 @@ def main(argv: list[str] | None = None) -> None:
         _region_child(args.rounds, args.pause)
         return
     parts = args.part.split(",")
-    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "regions", "openmp"}
+    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "wake", "regions",
+                            "openmp"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     for name, run in (("calls", calls), ("mid", mid), ("predict", predict), ("sparse", sparse),
-                      ("pieces", pieces), ("regions", regions), ("openmp", openmp)):
+                      ("pieces", pieces), ("wake", wake), ("regions", regions),
+                      ("openmp", openmp)):
         if name in parts:
             run(args.rounds, args.pause)
 

@@ -9,6 +9,7 @@ and reduce that report; the thread count itself is set by
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 import time
@@ -60,29 +61,34 @@ class _Calls(threading.local):
 _calls = _Calls()
 
 # After an idle spell, waking the workers costs what this host's OpenMP and
-# scheduler make it: tens of microseconds on a bare machine, 6-10 ms on the
-# 2-vCPU KVM guest measured, where an empty region took 5-20 us after gaps
-# of up to 5 ms, 140-190 us after 10-20 ms, 5.5 ms after 50 ms and 7.8 ms
-# after 0.2-0.5 s (BENCHMARKS.md, "Forty-seventh session"). There a call of
-# 2 ms on one thread took 10 ms on two after a pause. So a call that comes
-# at least COLD_GAP_S after this thread's last parallel region (its
-# workers asleep) measures the wake-up once it would go parallel: an empty
-# region on every thread, timed (:func:`_wake_probe`), which wakes the
-# workers for the call itself, so the call pays nothing more than it
-# would have. Once WAKE_SAMPLES such wake-ups are known, a call after such
-# a gap stays on the calling thread while its work, at UNIT_S a unit, takes
-# less than their median: below :func:`cold_serial_work`, never above
+# scheduler make it: tens of microseconds on a bare machine. On the 2-vCPU
+# KVM guest measured, an empty region took 5-20 us after gaps of up to 5
+# ms, 140-190 us after 10-20 ms, and after 0.5 s asleep mostly 6-8 ms (a
+# few 0.1-0.2 ms, in a process's first seconds), 1.6-1.9 ms where the
+# calling thread had been busy for 2 ms first; sparse calls of 1-3 ms on
+# one thread took 10-14 ms on two after a pause (BENCHMARKS.md,
+# "Forty-seventh session"). So a call that comes at least COLD_GAP_S after
+# this thread's last parallel region (its workers asleep), and would go
+# parallel, first wakes them with an empty region, timed
+# (:func:`_wake_probe`). That costs it little: the region is what its own
+# would have paid first, though on that guest a call may still pay part of
+# a second wake-up after it, so a probe is a lower bound of the call's
+# cost. From WAKE_SAMPLES such wake-ups on (the last WAKE_WINDOW kept), a
+# call after such a gap stays on the calling thread while its work, at
+# UNIT_S a unit, takes less than their mean (the expected wake-up, however
+# the cheap and dear ones mix): below :func:`cold_serial_work`, never above
 # COLD_SERIAL_MAX. The first region of a thread is not a sample: it starts
 # the team.
 COLD_GAP_S = 0.1
 WAKE_SAMPLES = 3
+WAKE_WINDOW = 16
 # The slowest time of a unit of launch_work measured on one thread of the
 # Zen 4 host (0.045-0.11 ns dense, 0.03-0.08 ns sparse, gradients and
 # predictions; benchmarks/serial_parallel.py --part units): a slower unit
 # makes the limit's work take longer than the wake-up, a faster one shorter.
 UNIT_S = 1e-10
-COLD_SERIAL_MAX = 1 << 30
-_wake_samples: list[float] = []
+COLD_SERIAL_MAX = 1 << 28
+_wake_samples: collections.deque[float] = collections.deque(maxlen=WAKE_WINDOW)
 _wake_lock = threading.Lock()
 
 
@@ -120,10 +126,10 @@ def serial_call(work: int, warm: bool = False, n_threads: int | None = None) -> 
         # The workers are awake, or the thread has no team yet (its first
         # region starts one: not a wake-up), or the work is large.
         return False
-    if len(_wake_samples) < WAKE_SAMPLES:
-        _wake_probe(n_threads)
-        return False
-    return work < cold_serial_work()
+    if work < cold_serial_work():
+        return True
+    _wake_probe(n_threads)
+    return False
 
 
 def cold_serial_work() -> int:
@@ -135,10 +141,10 @@ def cold_serial_work() -> int:
     :data:`WAKE_SAMPLES` are known.
     """
     with _wake_lock:
-        samples = sorted(_wake_samples)
+        samples = list(_wake_samples)
     if len(samples) < WAKE_SAMPLES:
         return SERIAL_WORK
-    wake = samples[len(samples) // 2]
+    wake = sum(samples) / len(samples)
     return int(min(COLD_SERIAL_MAX, max(SERIAL_WORK, wake / UNIT_S)))
 
 
@@ -167,8 +173,7 @@ def _wake_probe(n_threads: int | None) -> None:
             numba.set_num_threads(current)
     _calls.last_region_end = _clock()
     with _wake_lock:
-        if len(_wake_samples) < WAKE_SAMPLES:
-            _wake_samples.append(took)
+        _wake_samples.append(took)
 
 
 def call_ended(parallel: bool = False) -> None:

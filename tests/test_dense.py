@@ -989,12 +989,14 @@ def test_function_api_calls_in_a_loop_take_the_solvers_threshold(rng, monkeypatc
 def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
         rng, monkeypatch):
     """A call above SERIAL_WORK that comes COLD_GAP_S after the thread's last
-    parallel region wakes the workers with an empty region first and times it
-    (not the thread's first region, which starts its team); once
-    WAKE_SAMPLES wake-ups are known, such calls run as one chunk while their
-    work is below the median wake-up over UNIT_S, and on every thread above
-    it or when the workers are awake. The clock is the test's: each wake-up
-    takes 8 ms on it, nothing else takes any time."""
+    parallel region, and would go parallel, wakes the workers with an empty
+    region first and times it (not the thread's first region, which starts
+    its team); once WAKE_SAMPLES wake-ups are known, such calls run as one
+    chunk while their work is below the mean wake-up over UNIT_S, and on
+    every thread above it (timing their wake-up too) or when the workers are
+    awake. The clock is the test's: each wake-up takes 8 ms on it, nothing
+    else takes any time."""
+    import collections
     import math
 
     from fastsoftmax._kernels import _checks
@@ -1019,8 +1021,9 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     monkeypatch.setattr(_launch, "_clock", lambda: now[0])
     monkeypatch.setattr(_launch._calls, "last_end", -math.inf)
     monkeypatch.setattr(_launch._calls, "last_region_end", -math.inf)
-    monkeypatch.setattr(_launch, "_wake_samples", [])
-    monkeypatch.setattr(_launch, "COLD_SERIAL_MAX", 1 << 30)
+    samples = collections.deque(maxlen=_launch.WAKE_WINDOW)
+    monkeypatch.setattr(_launch, "_wake_samples", samples)
+    monkeypatch.setattr(_launch, "COLD_SERIAL_MAX", 1 << 28)
     assert _launch.cold_serial_work() == _launch.SERIAL_WORK
 
     def call(n_threads=2):
@@ -1031,22 +1034,24 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     assert (one_chunk, probes) == ([], [])
     results = [call() for _ in range(_launch.WAKE_SAMPLES)]
     assert one_chunk == [] and probes == [2] * _launch.WAKE_SAMPLES
-    assert _launch._wake_samples == [pytest.approx(0.008)] * _launch.WAKE_SAMPLES
+    assert list(samples) == [pytest.approx(0.008)] * _launch.WAKE_SAMPLES
     assert _launch.cold_serial_work() == pytest.approx(0.008 / _launch.UNIT_S, rel=1e-9)
     results.append(call())  # cold: one chunk, no more probes
     assert one_chunk == [1] and len(probes) == _launch.WAKE_SAMPLES
     results.append(call(n_threads=1))  # one thread asked for: nothing to wake
     assert len(one_chunk) == 2 and len(probes) == _launch.WAKE_SAMPLES
-    # Workers awake (a region ended just now): every thread.
+    # Workers awake (a region ended just now): every thread, no probe.
     _launch.region_ended()
     now[0] += _launch.COLD_GAP_S / 2
     results.append(fs.loss_and_grad(X, y, W, b, alpha=0.1, n_threads=2))
-    assert len(one_chunk) == 2
-    # A short wake-up: the limit is SERIAL_WORK again, and the call takes every thread.
-    monkeypatch.setattr(_launch, "_wake_samples", [0.001, 0.0005, 0.9])
+    assert len(one_chunk) == 2 and len(probes) == _launch.WAKE_SAMPLES
+    # Short wake-ups: the limit is SERIAL_WORK again; the call takes every
+    # thread and times its wake-up, which raises the mean.
+    samples.extend([0.0001] * _launch.WAKE_WINDOW)
     assert _launch.cold_serial_work() == _launch.SERIAL_WORK
     results.append(call())
-    assert len(one_chunk) == 2 and len(probes) == _launch.WAKE_SAMPLES
+    assert len(one_chunk) == 2 and len(probes) == _launch.WAKE_SAMPLES + 1
+    assert samples[-1] == pytest.approx(0.008) and len(samples) == _launch.WAKE_WINDOW
     for got in results:
         for g, w in zip(got, first, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
