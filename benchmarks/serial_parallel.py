@@ -16,7 +16,9 @@ one thread) on CSR shapes of 250,000-750,000 stored entries, 2-50
 classes: its time fitted by least squares to the stored entries, the
 entries times the classes and the rows (ns each), and per shape the ns per
 unit of ``_launch.sparse_launch_work``, which counts a stored entry in the
-dense unit.
+dense unit. Beside each, a fitted model's ``predict_proba`` on the same
+rows at one thread, per unit of the same count (a prediction is counted
+as the gradient of its shape, ``_prediction._work``).
 
 ``--quick``: ``units`` on one small shape of each kind (a smoke run).
 
@@ -81,14 +83,17 @@ def units(rounds: int, quick: bool = False) -> None:
 
     rng = np.random.default_rng(0)
     print(f"\nOne thread, float32, medians of {rounds}\n\n| dense (m, n, k) | ms | "
-          "ns per launch_work unit |\n|---|---:|---:|")
+          "ns per launch_work unit | predict_proba, ms | ns per unit |\n|---|---:|---:|---:|---:|")
     for m, n, k in [(200, 64, 10)] if quick else DENSE_UNIT_SHAPES:
         X = rng.standard_normal((m, n), dtype=np.float32)
         y = np.arange(m) % k
         W, b = np.zeros((n, k), np.float32), np.zeros(k, np.float32)
         t = median_of(functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4, n_threads=1),
                       rounds)
-        print(f"| ({m}, {n}, {k}) | {1e3 * t:.2f} | {1e9 * t / launch_work(m, n, k):.3f} |")
+        tp = median_of(functools.partial(_model(X, y).predict_proba, X), rounds)
+        work = launch_work(m, n, k)
+        print(f"| ({m}, {n}, {k}) | {1e3 * t:.2f} | {1e9 * t / work:.3f} | {1e3 * tp:.2f} | "
+              f"{1e9 * tp / work:.3f} |")
     rows, cells = [], []
     for m, n, k, density in ([(200, 500, 10, 0.02), (300, 400, 5, 0.05), (400, 300, 2, 0.1)]
                              if quick else SPARSE_UNIT_SHAPES):
@@ -99,15 +104,27 @@ def units(rounds: int, quick: bool = False) -> None:
         XT = _sparse.transpose(X) if _sparse.gradient_scheme(X, k, 1) == "transpose" else None
         t = median_of(functools.partial(_sparse.loss_and_grad, X, y, None, W, b, 1e-4, 1, XT=XT),
                       rounds)
+        tp = median_of(functools.partial(_model(X, y).predict_proba, X), rounds)
         rows.append((X.nnz, X.nnz * k, m, t))
+        work = sparse_launch_work(m, X.nnz, k)
         cells.append(f"| ({m}, {n}, {k}), {X.nnz:,} stored | {1e3 * t:.2f} | "
-                     f"{1e9 * t / sparse_launch_work(m, X.nnz, k):.3f} |")
-    print("\n| sparse (m, n, k) | ms | ns per sparse_launch_work unit |\n|---|---:|---:|")
+                     f"{1e9 * t / work:.3f} | {1e3 * tp:.2f} | {1e9 * tp / work:.3f} |")
+    print("\n| sparse (m, n, k) | ms | ns per sparse_launch_work unit | predict_proba, ms | "
+          "ns per unit |\n|---|---:|---:|---:|---:|")
     print("\n".join(cells))
     A = np.array([r[:3] for r in rows], dtype=float)
     fit = np.linalg.lstsq(A, 1e9 * np.array([r[3] for r in rows]), rcond=None)[0]
     print(f"\nleast squares: {fit[0]:.2f} ns a stored entry, {fit[1]:.3f} ns an entry and "
           f"class, {fit[2]:.1f} ns a row")
+
+
+def _model(X, y):
+    """A model fitted on one thread (two iterations: its weights only need to exist)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fs.SoftmaxRegression(solver="lbfgs", max_iter=2, n_threads=1).fit(X, y)
 
 
 def dense(rounds: int) -> None:

@@ -82,14 +82,16 @@ _calls = _Calls()
 COLD_GAP_S = 0.1
 WAKE_SAMPLES = 3
 WAKE_WINDOW = 16
-# The slowest time of a unit of launch_work measured on one thread of the
-# Zen 4 host (0.045-0.11 ns dense, 0.03-0.08 ns sparse, gradients and
-# predictions; benchmarks/serial_parallel.py --part units): a slower unit
-# makes the limit's work take longer than the wake-up, a faster one shorter.
+# A unit of launch_work on one thread, near the slow end of those measured
+# on the Zen 4 host (gradients and predictions, dense and sparse: 0.03-0.12
+# ns; benchmarks/serial_parallel.py --part units): on a host where a unit
+# is slower the limit's work takes longer than the wake-up, where faster
+# shorter.
 UNIT_S = 1e-10
 COLD_SERIAL_MAX = 1 << 28
 _wake_samples: collections.deque[float] = collections.deque(maxlen=WAKE_WINDOW)
 _wake_lock = threading.Lock()
+_probe_loaded = False
 
 
 def calls_in_a_loop() -> bool:
@@ -157,10 +159,20 @@ def _wake_probe(n_threads: int | None) -> None:
 
     from ._kernels._checks import _first_nonfinite_row
 
+    global _probe_loaded
     current = numba.get_num_threads()
     p = current if n_threads is None else n_threads  # checked by the caller
     if p < 2:
         return
+    if not _probe_loaded:
+        # Compiled or loaded from the cache on one thread first: that time
+        # is not a wake-up.
+        numba.set_num_threads(1)
+        try:
+            _first_nonfinite_row(np.zeros((1, 1)), np.empty(1, dtype=np.int64))
+        finally:
+            numba.set_num_threads(current)
+        _probe_loaded = True
     rows, bad = np.zeros((p, 1)), np.empty(p, dtype=np.int64)
     if p != current:
         numba.set_num_threads(p)

@@ -113,9 +113,10 @@ def _work(X, k: int) -> int:
     Counted as a gradient pass of the same shape is (a CSR batch by
     ``_launch.sparse_launch_work``), which computes two products where a
     prediction computes one: a prediction leaves the calling thread
-    (``_launch.serial_call``) at about half the time a gradient does, dense
-    or sparse alike (on one thread 0.04-0.11 ns per unit dense, 0.03-0.08
-    sparse: ``benchmarks/serial_parallel.py --part units``). Below that, a
+    (``_launch.serial_call``) at a little less time than a gradient does,
+    dense or sparse alike (``predict_proba`` on one thread 0.03-0.09 ns per
+    unit dense and sparse, the gradients 0.05-0.12 ns in the same run:
+    ``benchmarks/serial_parallel.py --part units``). Below that, a
     sporadic small ``predict_proba`` wakes no worker after an idle spell
     (BENCHMARKS.md, "Forty-fifth session").
     """

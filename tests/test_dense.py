@@ -991,7 +991,8 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     """A call above SERIAL_WORK that comes COLD_GAP_S after the thread's last
     parallel region, and would go parallel, wakes the workers with an empty
     region first and times it (not the thread's first region, which starts
-    its team); once WAKE_SAMPLES wake-ups are known, such calls run as one
+    its team, nor the kernel's first load, on one thread); once
+    WAKE_SAMPLES wake-ups are known, such calls run as one
     chunk while their work is below the mean wake-up over UNIT_S, and on
     every thread above it (timing their wake-up too) or when the workers are
     awake. The clock is the test's: each wake-up takes 8 ms on it, nothing
@@ -1005,16 +1006,20 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     work = _launch.launch_work(m, n, k)
     assert _launch.SERIAL_WORK <= work < 0.008 / _launch.UNIT_S
     X, y, W, b, _ = make_problem(rng, m, n, k, np.float64)
-    one_chunk, probes = [], []
+    one_chunk, probes, loads = [], [], []
     run = _dense.run_one_chunk
     monkeypatch.setattr(_dense, "run_one_chunk",
                         lambda *a, **kw: one_chunk.append(1) or run(*a, **kw))
     now = [1000.0]
     region = _checks._first_nonfinite_row
+    monkeypatch.setattr(_launch, "_probe_loaded", False)
 
     def probe(rows, bad):
-        probes.append(rows.shape[0])
         region(rows, bad)
+        if rows.shape[0] == 1:  # the kernel loaded on one thread first
+            loads.append(1)
+            return
+        probes.append(rows.shape[0])
         now[0] += 0.008
 
     monkeypatch.setattr(_checks, "_first_nonfinite_row", probe)
@@ -1033,7 +1038,7 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     first = call()  # the thread's first region: every thread, no sample
     assert (one_chunk, probes) == ([], [])
     results = [call() for _ in range(_launch.WAKE_SAMPLES)]
-    assert one_chunk == [] and probes == [2] * _launch.WAKE_SAMPLES
+    assert one_chunk == [] and probes == [2] * _launch.WAKE_SAMPLES and loads == [1]
     assert list(samples) == [pytest.approx(0.008)] * _launch.WAKE_SAMPLES
     assert _launch.cold_serial_work() == pytest.approx(0.008 / _launch.UNIT_S, rel=1e-9)
     results.append(call())  # cold: one chunk, no more probes
