@@ -30,7 +30,8 @@ ways.
 ``pieces``: pieces of a small call alone, back to back and each after
 20 ms asleep (enough for a cold call on the host measured): an empty
 function call, one small NumPy allocation, the thread policy with and
-without BLAS, BLAS held alone (its libraries' get and set calls), the L2
+without BLAS, BLAS held alone (its libraries' get and set calls; then
+each library alone), the L2
 strength's check, 2,000 labels' check and the L2 term on 10 x 100 float32
 weights. Pieces measured alone each pay what a call shares among them
 (NumPy's own code, say): a call's total is less than their sum.
@@ -356,11 +357,24 @@ def pieces(rounds: int, pause: float) -> None:
         with single_threaded_blas():
             pass
 
+    def one_library(lib):
+        # What _threads._hold and _blas_exit do for one library.
+        original = lib.get_num_threads()
+        if original is not None and original != 1:
+            lib.set_num_threads(1)
+            lib.set_num_threads(original)
+
+    from fastsoftmax._threads import _blas_controller
+
+    libraries = [(f"one library held ({lib.internal_api}, {os.path.basename(lib.filepath)})",
+                  functools.partial(one_library, lib))
+                 for lib in _blas_controller().lib_controllers]
     items = [("an empty function call", lambda: None),
              ("np.empty(1000)", functools.partial(np.empty, 1000)),
              ("thread_policy(None)", functools.partial(policy, True)),
              ("thread_policy(None, blas=False)", functools.partial(policy, False)),
              ("single_threaded_blas()", blas),
+             *libraries,
              ("check_alpha(1e-4)", functools.partial(check_alpha, 1e-4)),
              ("check_labels, 2,000 labels", functools.partial(check_labels, y, 2000, 10)),
              ("penalize, 10 x 100 float32", functools.partial(penalize, 1.0, g, w, 1e-4))]

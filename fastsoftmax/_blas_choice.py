@@ -81,6 +81,7 @@ MKL_SWITCH = "FASTSOFTMAX_MKL"
 _MKL_SEQUENTIAL = 1
 _mkl_lib: ctypes.CDLL | None = None  # the libmkl_rt this module loaded
 _mkl_tried = False
+_mkl_sequential = False  # it set that MKL's sequential threading layer
 
 
 def mkl_wheel() -> str | None:
@@ -124,7 +125,7 @@ def load_mkl(loaded_apis: list[str]) -> bool:
     to load is reported by a warning, and the kernels keep the other
     candidates.
     """
-    global _mkl_lib, _mkl_tried
+    global _mkl_lib, _mkl_tried, _mkl_sequential
     if _mkl_tried or "mkl" in loaded_apis:
         return False
     path = mkl_wheel()
@@ -135,6 +136,7 @@ def load_mkl(loaded_apis: list[str]) -> bool:
         lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         if "MKL_THREADING_LAYER" not in os.environ:
             lib.MKL_Set_Threading_Layer(ctypes.c_int(_MKL_SEQUENTIAL))
+            _mkl_sequential = True
     except (OSError, AttributeError) as exc:
         warnings.warn(f"fastsoftmax: MKL from {path} could not be loaded ({exc}); "
                       f"set {MKL_SWITCH}=0 not to try", RuntimeWarning, stacklevel=2)
@@ -255,6 +257,38 @@ def chosen(dtype, work: int = 0) -> str:
     name = _calibration.blas_library(np.dtype(dtype), work)
     # A library the wisdom named but this process lacks: the default.
     return name if name in candidates() else DEFAULT
+
+
+_default_path: str | None = None  # the file of SciPy's BLAS, once found
+
+
+def kernel_library(dtype) -> str | None:
+    """Return the file path of the BLAS library the kernels' ``dtype`` products call now.
+
+    The one library a kernel call needs held at one thread
+    (``_threads.single_threaded_blas``). None where none needs holding: the
+    ``mkl`` wheel's MKL that :func:`load_mkl` loaded in its sequential
+    layer (one thread whatever its count), or a library threadpoolctl does
+    not see (it holds none that it cannot see either).
+    """
+    global _default_path
+    name = _in_force.get(np.dtype(dtype), DEFAULT)
+    if name != DEFAULT:
+        routines = candidates()[name]
+        if name == "mkl" and _mkl_sequential and _mkl_lib is not None:
+            return None
+        return routines.path
+    if _default_path is None:
+        import scipy
+
+        from ._threads import blas_libraries, load_kernel_blas
+
+        load_kernel_blas()
+        owned = [path for path in blas_libraries() if _owned(path, scipy)]
+        if not owned:
+            return None
+        _default_path = owned[0]
+    return _default_path
 
 
 def use_chosen(dtype, work: int = 0) -> None:

@@ -12,7 +12,7 @@ from ._kernels import _rowwise as K
 from ._launch import launch_work, n_chunks, rowwise_kernel, status_arrays
 from ._objective import Objective
 from ._sparse import as_csr
-from ._threads import check_n_threads, kernel_call, single_threaded_blas, thread_policy
+from ._threads import check_n_threads, kernel_call, thread_policy
 from ._validation import (
     as_float_array,
     check_alpha,
@@ -244,7 +244,7 @@ def loss_and_grad(
         # GEMM strategy): the rows and sparse kernels skip that cost.
         with thread_policy(n_threads, blas=False):
             objective = Objective(data, keep_scratch=True)
-            with single_threaded_blas(objective.uses_blas):
+            with objective.blas_hold():
                 # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
                 loss, g_coef, g_b = objective.loss_grad(W_arr.T, b_arr, alpha)
     except ValueError as exc:
@@ -321,7 +321,7 @@ def hessp(
     try:
         with thread_policy(n_threads, blas=False):  # as in loss_and_grad
             objective = Objective(data, keep_scratch=True)
-            with single_threaded_blas(objective.uses_blas):
+            with objective.blas_hold():
                 HV, Hc = objective.hessp(W_arr.T, b_arr, V_arr.T, c_arr, alpha)
     except ValueError as exc:  # as in loss_and_grad: name a NaN or inf of X first
         overflow = exc

@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 
 from . import _calibration
+from ._blas_choice import kernel_library
 from ._data import Dataset
 from ._dense import DenseEngine
 from ._sparse_engine import SparseEngine
+from ._threads import single_threaded_blas
 
 
 def logits_error(row: int, dtype: np.dtype) -> ValueError:
@@ -100,10 +102,17 @@ class Objective:
             self.engine = DenseEngine(data, strategy, mode, warm, keep_scratch)
         self.strategy = self.engine.strategy
 
-    @property
-    def uses_blas(self) -> bool:
-        """Whether the engine's kernels call BLAS (the caller then holds it at one thread)."""
-        return self.engine.uses_blas
+    def blas_hold(self) -> single_threaded_blas:
+        """Return the BLAS hold for a call of the engine's kernels, for the caller to enter.
+
+        The one library the GEMM kernels' products call (``_blas_choice.kernel_library``)
+        at one thread; nothing for kernels that call no BLAS (the rows and
+        sparse kernels) or a library that needs no hold.
+        """
+        if not self.engine.uses_blas:
+            return single_threaded_blas(False)
+        library = kernel_library(self.dtype)
+        return single_threaded_blas(library is not None, library)
 
     def compile_hessp_aside(self) -> None:
         """Start compiling the Hessian products' kernel in a second process, where it helps.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._blas_choice import use_chosen
+from ._blas_choice import kernel_library, use_chosen
 from ._launch import first_bad, launch_work, n_chunks, rowwise_kernel, sparse_launch_work
 from ._threads import blas_map, check_n_threads, kernel_call, load_kernel_blas, thread_policy
 from ._validation import check_finite, check_X, first_nonfinite_row, kernel_view
@@ -82,12 +82,16 @@ def scores(est, X, mode):
     out = np.empty((m, est.coef_.shape[0]), dtype=X.dtype)
     if m:
         W = np.ascontiguousarray(est.coef_.T)
-        # The sparse kernels call no BLAS: it is held only for dense X.
-        with kernel_call(n_threads, _work(X, W.shape[1]), blas=isinstance(X, np.ndarray)):
+        # BLAS held for dense X only, the one library the kernel's products
+        # call: the sparse kernels call none.
+        blas: bool | str = False
+        if isinstance(X, np.ndarray):
+            load_kernel_blas()
+            use_chosen(X.dtype)
+            blas = kernel_library(X.dtype) or False
+        with kernel_call(n_threads, _work(X, W.shape[1]), blas=blas):
             bad_row = np.empty(n_chunks(m), dtype=np.int64)
             if isinstance(X, np.ndarray):
-                load_kernel_blas()
-                use_chosen(X.dtype)
                 # (the kernels' row passes take contiguous rows: a user's
                 # intercept_ can be a strided view)
                 kernel = _scores_lanes if W.shape[1] >= LANES_FROM else _scores

@@ -7,11 +7,12 @@
   current setting, by default every core), set for the calling Python
   thread only and restored on return, even on error;
 * holds every BLAS library loaded in the process (OpenBLAS, MKL, BLIS) at
-  one thread, and restores the user's settings on return. ``loss_and_grad``
-  and ``hessp`` hold it only where their kernels call BLAS (the dense GEMM
-  strategy; the rows and sparse kernels call none), as sparse predictions
-  do: getting and setting each library's count is most of the policy's
-  cost in a small call.
+  one thread, and restores the user's settings on return. ``loss_and_grad``,
+  ``hessp`` and predictions hold only the library their kernels call
+  (``_blas_choice.kernel_library``), and only where they call one (the
+  dense GEMM strategy and dense predictions; the rows and sparse kernels
+  call none): getting and setting each library's count is most of the
+  policy's cost in a small call.
 
 The one exception is work that is BLAS alone, the labels of dense data
 (one matrix product per block of rows): :func:`blas_map` runs the blocks
@@ -64,11 +65,13 @@ R = TypeVar("R")
 _controller = None
 _controller_modules = -1  # len(sys.modules) when the controller was built
 _controller_lock = threading.Lock()
-_blas_depth = 0  # blocks inside single_threaded_blas, over all Python threads
-# (library, its own count) for what the outermost block changed, restored on leaving
-_blas_limiters: list = []
-_blas_limited: set[str] = set()  # the file paths of the libraries they hold
-_blas_limit_value = 1
+# The BLAS libraries held at one thread now, over all Python threads, by
+# file path: [the blocks holding it, its controller, the count to restore
+# when the last leaves (None: it was at one thread already)].
+_blas_held: dict[str, list] = {}
+# The file paths each open block that holds every library holds: a
+# library loaded while it is open joins it (load_kernel_blas).
+_blas_all_blocks: list[list[str]] = []
 _kernel_blas_loaded = False
 _launch_lock = threading.RLock()  # serialises kernel launches under "workqueue"
 _layer_safe: bool | None = None  # Numba's threading layer is thread-safe (None: unknown)
@@ -181,43 +184,59 @@ def _blas_controller():
     return _controller
 
 
-def _blas_enter(limit: int) -> None:
-    """Enter a block that holds every loaded BLAS library at ``limit`` threads."""
-    global _blas_depth, _blas_limit_value
+def _blas_enter(library: str | None = None) -> list[str]:
+    """Hold every loaded BLAS library at one thread, or only the one at file path ``library``.
+
+    Returns the file paths held, for :func:`_blas_exit`. Each library
+    counts the blocks holding it: the first sets it to one thread, the
+    last to leave restores its count, whatever the order blocks leave in.
+    """
     with _controller_lock:
-        if _blas_depth == 0:
-            _blas_limit_value = limit
-            _hold(_blas_controller())
-        _blas_depth += 1
+        libraries = _blas_controller().lib_controllers
+        if library is not None:
+            libraries = [lib for lib in libraries if lib.filepath == library]
+        held = [_hold(lib) for lib in libraries]
+        if library is None:
+            _blas_all_blocks.append(held)
+        return held
 
 
-def _blas_exit() -> None:
-    """Leave a block entered by :func:`_blas_enter`: the last to leave restores every library."""
-    global _blas_depth
+def _blas_exit(held: list[str]) -> None:
+    """Leave a block entered by :func:`_blas_enter`, which returned ``held``."""
     with _controller_lock:
-        _blas_depth -= 1
-        if _blas_depth == 0:
-            while _blas_limiters:
-                lib, original = _blas_limiters.pop()
-                lib.set_num_threads(original)
-            _blas_limited.clear()
+        for i, block in enumerate(_blas_all_blocks):
+            if block is held:
+                del _blas_all_blocks[i]
+                break
+        for path in held:
+            entry = _blas_held[path]
+            entry[0] -= 1
+            if entry[0] == 0:
+                del _blas_held[path]
+                if entry[2] is not None:
+                    entry[1].set_num_threads(entry[2])
 
 
-def _hold(controller) -> None:
-    """Limit ``controller``'s libraries to the value in force (the lock held).
+def _hold(lib) -> str:
+    """Count one more block holding ``lib`` at one thread; return its file path (the lock held).
 
-    Each library's own ``get_num_threads`` / ``set_num_threads`` (what
+    The library's own ``get_num_threads`` / ``set_num_threads`` (what
     threadpoolctl's ``limit`` calls, without the report of every library it
     builds on entry and on exit: 6 microseconds a block where that took 14,
-    next to calls of 100-200 microseconds); a library already at the limit
+    next to calls of 100-200 microseconds); a library at one thread already
     is left alone.
     """
-    for lib in controller.lib_controllers:
-        original = lib.get_num_threads()
-        if original is not None and original != _blas_limit_value:
-            lib.set_num_threads(_blas_limit_value)
-            _blas_limiters.append((lib, original))
-        _blas_limited.add(lib.filepath)
+    entry = _blas_held.get(lib.filepath)
+    if entry is not None:
+        entry[0] += 1
+        return lib.filepath
+    original = lib.get_num_threads()
+    if original is None or original == 1:
+        original = None
+    else:
+        lib.set_num_threads(1)
+    _blas_held[lib.filepath] = [1, lib, original]
+    return lib.filepath
 
 
 def load_kernel_blas() -> None:
@@ -247,12 +266,20 @@ def load_kernel_blas() -> None:
         _kernel_blas_loaded = True
         if load_mkl([lib.internal_api for lib in _blas_controller().lib_controllers]):
             _controller = None  # loaded by ctypes: no new module tells the controller
-        if _blas_depth == 0:
-            return  # the next block's controller sees the library
-        new = [lib.filepath for lib in _blas_controller().lib_controllers
-               if lib.filepath not in _blas_limited]
-        if new:
-            _hold(_blas_controller().select(filepath=new))
+        # The next block's controller sees the library; the open blocks that
+        # hold every library take it now.
+        _join_all_blocks()
+
+
+def _join_all_blocks() -> None:
+    """Have each open block that holds every library hold those loaded since it began.
+
+    Call with the lock held.
+    """
+    if _blas_all_blocks:
+        libraries = _blas_controller().lib_controllers
+        for block in _blas_all_blocks:
+            block.extend(_hold(lib) for lib in libraries if lib.filepath not in block)
 
 
 def blas_libraries() -> list[str]:
@@ -262,32 +289,37 @@ def blas_libraries() -> list[str]:
 
 
 class single_threaded_blas:  # noqa: N801  (used as a function: ``with single_threaded_blas():``)
-    """Limit every loaded BLAS library to one thread for the block (nothing if not ``needed``).
+    """Limit every loaded BLAS library to one thread for the block, or one library, or none.
 
     BLAS's thread count is process-wide, so blocks entered from several
-    Python threads at once share one limit: the first to enter sets it and
-    the last to leave restores the original. (Nested threadpoolctl limits
-    entered and left out of order would otherwise restore each other's
-    values and leave BLAS limited for good.) A library loaded inside the
-    block by :func:`load_kernel_blas` joins the limit and is restored with
-    the others. ``needed=False``: a block that calls no BLAS (the rows
-    kernels, the sparse kernels) skips the libraries' get and set calls,
-    which after an idle pause cost about 0.14 ms with three libraries loaded
-    (BENCHMARKS.md, "Forty-sixth session").
+    Python threads at once share one limit: per library, the first block
+    to enter sets it and the last to leave restores the original.
+    (Nested threadpoolctl limits entered and left out of order would
+    otherwise restore each other's values and leave BLAS limited for
+    good.) A library loaded inside a block that holds every library, by
+    :func:`load_kernel_blas`, joins it and is restored with the others.
+    ``library``: the file path of the one library to hold, the one the
+    block's kernels call (``._blas_choice.kernel_library``): its get and
+    set calls cost about half of three libraries' after an idle pause
+    (BENCHMARKS.md, "Forty-seventh session"). ``needed=False``: a block
+    that calls no BLAS (the rows kernels, the sparse kernels) skips them
+    all, which after an idle pause cost about 0.14 ms with three libraries
+    loaded (BENCHMARKS.md, "Forty-sixth session").
     """
 
-    __slots__ = ("_needed",)
+    __slots__ = ("_needed", "_library", "_held")
 
-    def __init__(self, needed: bool = True):
+    def __init__(self, needed: bool = True, library: str | None = None):
         self._needed = needed
+        self._library = library
 
     def __enter__(self) -> None:
         if self._needed:
-            _blas_enter(1)
+            self._held = _blas_enter(self._library)
 
     def __exit__(self, *exc) -> None:
         if self._needed:
-            _blas_exit()
+            _blas_exit(self._held)
 
 
 class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n):``)
@@ -300,25 +332,27 @@ class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n)
     rather than nested generator-based context managers: every call of the
     function API enters one, and after an idle pause each Python frame it
     runs costs tens of microseconds (BENCHMARKS.md, "Forty-fifth session").
-    ``blas=False`` leaves BLAS to the block: a call that learns only inside
-    it whether its kernels call BLAS holds it there
-    (:class:`single_threaded_blas` with ``needed``).
+    ``blas``: True holds every library; a file path, that library alone
+    (the one the block's kernels call); False leaves BLAS to the block: a
+    call that learns only inside it whether its kernels call BLAS holds it
+    there (:class:`single_threaded_blas`).
     """
 
-    __slots__ = ("_n_threads", "_numba", "_blas")
+    __slots__ = ("_n_threads", "_numba", "_blas", "_held")
 
-    def __init__(self, n_threads: int | None, blas: bool = True):
+    def __init__(self, n_threads: int | None, blas: bool | str = True):
         self._n_threads = n_threads
         self._blas = blas
 
     def __enter__(self) -> int:
-        if self._blas:
-            _blas_enter(1)
+        blas = self._blas
+        if blas is not False:
+            self._held = _blas_enter(None if blas is True else blas)
         try:
             self._numba = _numba_enter(self._n_threads)
         except BaseException:
-            if self._blas:
-                _blas_exit()
+            if blas is not False:
+                _blas_exit(self._held)
             raise
         return self._numba[0]
 
@@ -326,8 +360,8 @@ class thread_policy:  # noqa: N801  (used as a function: ``with thread_policy(n)
         try:
             _numba_exit(*self._numba)
         finally:
-            if self._blas:
-                _blas_exit()
+            if self._blas is not False:
+                _blas_exit(self._held)
 
 
 class kernel_call(thread_policy):  # noqa: N801  (used as a function, as thread_policy)
@@ -347,7 +381,7 @@ class kernel_call(thread_policy):  # noqa: N801  (used as a function, as thread_
 
     __slots__ = ("_ends", "_parallel")
 
-    def __init__(self, n_threads: int | None, work: int, *, blas: bool = True,
+    def __init__(self, n_threads: int | None, work: int, *, blas: bool | str = True,
                  ends_call: bool = True):
         serial = n_threads == 1 or serial_call(work, n_threads=n_threads)
         super().__init__(1 if serial else n_threads, blas)

@@ -298,22 +298,28 @@ def test_blas_limits_of_overlapping_blocks_never_leak():
     assert blas_threads() == before
 
 
+def blas_counts() -> dict[str, int]:
+    return {d["filepath"]: d["num_threads"] for d in threadpoolctl.threadpool_info()
+            if d["user_api"] == "blas"}
+
+
 @pytest.mark.parametrize("kind", ["rows", "gemm", "sparse"])
 def test_a_call_holds_blas_only_where_its_kernels_call_it(kind, monkeypatch):
-    """loss_and_grad and hessp hold every BLAS library at one thread for a
-    GEMM-strategy pass (its kernels multiply through BLAS) and leave BLAS
-    alone for the rows kernels and sparse data, which call none; the
-    user's setting is as it was afterwards, and the results the same."""
+    """loss_and_grad and hessp hold the BLAS library the GEMM kernels'
+    products call at one thread for a GEMM-strategy pass, and no other, and
+    leave BLAS alone for the rows kernels and sparse data, which call none;
+    the user's setting is as it was afterwards, and the results the same."""
     import scipy.sparse
 
-    from fastsoftmax import _threads
+    from fastsoftmax import _blas_choice, _threads
 
     held = []
     enter = _threads._blas_enter
 
-    def spy(limit):
-        enter(limit)
-        held.append(set(blas_threads()))
+    def spy(library=None):
+        paths = enter(library)
+        held.append((library, blas_counts()))
+        return paths
 
     monkeypatch.setattr(_threads, "_blas_enter", spy)
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "gemm" if kind == "gemm" else "rows")
@@ -323,15 +329,61 @@ def test_a_call_holds_blas_only_where_its_kernels_call_it(kind, monkeypatch):
         X = scipy.sparse.csr_matrix(np.where(np.abs(X) > 1, X, 0))
     rng = np.random.default_rng(0)
     W, V = rng.normal(size=(2, X.shape[1], 5))
-    before = blas_threads()
+    before = blas_counts()
     got = [*fs.loss_and_grad(X, y, W, np.zeros(5), alpha=0.1),
            *fs.hessp(X, y, W, np.zeros(5), V, alpha=0.1)]
-    assert blas_threads() == before
-    assert held == ([{1}, {1}] if kind == "gemm" else [])
+    assert blas_counts() == before
+    if kind == "gemm":
+        library = _blas_choice.kernel_library(np.float64)
+        assert library is not None  # SciPy's OpenBLAS, which threadpoolctl sees
+        assert [lib for lib, _ in held] == [library, library]
+        for _, counts in held:
+            assert counts == {**before, library: 1}  # that library alone
+    else:
+        assert held == []
     want = [*reference.loss_and_grad(X, y, W, np.zeros(5), alpha=0.1),
             *reference.hessp(X, y, W, np.zeros(5), V, alpha=0.1)]
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_blocks_holding_one_library_and_all_overlap_without_leaks(monkeypatch):
+    """A block holding one library and blocks holding every library, entered
+    and left in any order, hold each library from the first block to enter
+    it to the last to leave, then restore its count; a library loaded while
+    a block holding every library is open joins that block."""
+    from fastsoftmax import _threads
+
+    _threads.load_kernel_blas()
+    before = blas_counts()
+    if not any(n > 1 for n in before.values()):
+        pytest.skip("no BLAS library above one thread to hold")
+    one = next(path for path, n in before.items() if n > 1)
+    a, b = _threads.single_threaded_blas(library=one), _threads.single_threaded_blas()
+    a.__enter__()
+    assert blas_counts() == {**before, one: 1}
+    b.__enter__()
+    assert set(blas_counts().values()) == {1}
+    a.__exit__(None, None, None)  # left first: b still holds that library too
+    assert set(blas_counts().values()) == {1}
+    b.__exit__(None, None, None)
+    assert blas_counts() == before
+    b.__enter__()
+    a.__enter__()
+    b.__exit__(None, None, None)
+    assert blas_counts() == {**before, one: 1}
+    a.__exit__(None, None, None)
+    assert blas_counts() == before
+    # A library that joins an open block holding every library (as
+    # load_kernel_blas makes one join): held with the others, restored with them.
+    held_all = _threads._blas_enter()
+    joined = held_all.pop()
+    _threads._blas_held[joined][0] -= 1  # as if loaded after the block was entered
+    with _threads._controller_lock:
+        _threads._join_all_blocks()
+    assert joined in held_all and set(blas_counts().values()) == {1}
+    _threads._blas_exit(held_all)
+    assert blas_counts() == before and _threads._blas_held == {}
 
 
 FIRST_GEMM = """
