@@ -1,6 +1,7 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,wake,regions,openmp]
+    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,hold,wake,regions,
+                                            openmp]
                                     [--rounds 15]
                                     [--pause 0.5]
 
@@ -35,6 +36,11 @@ each library alone), the L2
 strength's check, 2,000 labels' check and the L2 term on 10 x 100 float32
 weights. Pieces measured alone each pay what a call shares among them
 (NumPy's own code, say): a call's total is less than their sum.
+
+``hold``: ``loss_and_grad`` on small problems of the GEMM strategy, warm
+and cold, holding BLAS as it does (only the library its kernels call) and
+every loaded library (as before the hold was per library), alternating
+round by round.
 
 ``wake``: what ``_launch._wake_probe`` measures: an empty parallel region
 on every thread, each after ``--pause`` seconds asleep, straight away,
@@ -298,6 +304,50 @@ def sparse(rounds: int, pause: float) -> None:
               " | " + " | ".join(cells) + " |")
 
 
+# (m, n, k) of hold's calls: the GEMM strategy by the fixed rule (short
+# rows, or many classes) in both dtypes.
+HOLD_SHAPES = [(1000, 20, 100), (1000, 100, 100), (2000, 20, 10)]
+
+
+def hold(rounds: int, pause: float) -> None:
+    import fastsoftmax as fs
+    from fastsoftmax import _calibration, _objective
+    from fastsoftmax._threads import blas_libraries, load_kernel_blas
+
+    load_kernel_blas()
+    per_library = _objective.single_threaded_blas
+
+    def every_library(needed=True, library=None):
+        return per_library(needed)
+
+    print(f"\nµs, medians of {rounds}; cold: after {pause:g} s asleep; BLAS libraries "
+          f"loaded: {len(blas_libraries())}; the kernels' library / every library")
+    print("| (m, n, k) | dtype | strategy | warm | cold |\n|---|---|---|---:|---:|")
+    rng = np.random.default_rng(0)
+    for m, n, k in HOLD_SHAPES:
+        for dtype in (np.float32, np.float64):
+            X = rng.standard_normal((m, n)).astype(dtype)
+            y = np.arange(m) % k
+            W, b = np.zeros((n, k), dtype), np.zeros(k, dtype)
+            call = functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4)
+            strategy = _calibration.strategy(n, k, np.dtype(dtype), work=m * n * k)
+            times: dict[int, list[tuple[float, float]]] = {0: [], 1: []}
+            for _ in range(rounds):
+                for way, factory in enumerate((per_library, every_library)):
+                    _objective.single_threaded_blas = factory
+                    try:
+                        for _ in range(3):
+                            call()
+                        time.sleep(pause)
+                        times[way].append(_warm_and_cold(call, 1, pause))
+                    finally:
+                        _objective.single_threaded_blas = per_library
+            cells = [" / ".join(f"{1e6 * float(np.median([t[j] for t in times[way]])):.0f}"
+                                for way in (0, 1)) for j in range(2)]
+            print(f"| ({m}, {n}, {k}) | {np.dtype(dtype).name} | {strategy} | "
+                  + " | ".join(cells) + " |")
+
+
 def wake(rounds: int, pause: float) -> None:
     import numba
 
@@ -500,9 +550,9 @@ def openmp(rounds: int, pause: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="calls,mid,predict,sparse,pieces,wake,regions,openmp",
-                    help="comma-separated: calls, mid, predict, sparse, pieces, wake, regions, "
-                         "openmp")
+    ap.add_argument("--part", default="calls,mid,predict,sparse,pieces,hold,wake,regions,openmp",
+                    help="comma-separated: calls, mid, predict, sparse, pieces, hold, wake, "
+                         "regions, openmp")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -511,12 +561,12 @@ def main(argv: list[str] | None = None) -> None:
         _region_child(args.rounds, args.pause)
         return
     parts = args.part.split(",")
-    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "wake", "regions",
-                            "openmp"}
+    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "hold", "wake",
+                            "regions", "openmp"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     for name, run in (("calls", calls), ("mid", mid), ("predict", predict), ("sparse", sparse),
-                      ("pieces", pieces), ("wake", wake), ("regions", regions),
+                      ("pieces", pieces), ("hold", hold), ("wake", wake), ("regions", regions),
                       ("openmp", openmp)):
         if name in parts:
             run(args.rounds, args.pause)
