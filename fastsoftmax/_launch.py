@@ -137,8 +137,9 @@ def serial_call(work: int, warm: bool = False, n_threads: int | None = None) -> 
 def cold_serial_work() -> int:
     """Return the work below which a call after an idle spell stays on one thread.
 
-    An idle spell: :data:`COLD_GAP_S`. The median wake-up measured in
-    this process over :data:`UNIT_S`, between :data:`SERIAL_WORK` and
+    An idle spell: :data:`COLD_GAP_S`. The mean of the last
+    :data:`WAKE_WINDOW` wake-ups measured in this process over
+    :data:`UNIT_S`, between :data:`SERIAL_WORK` and
     :data:`COLD_SERIAL_MAX`; :data:`SERIAL_WORK` while fewer than
     :data:`WAKE_SAMPLES` are known.
     """
@@ -153,7 +154,8 @@ def cold_serial_work() -> int:
 def _wake_probe(n_threads: int | None) -> None:
     """Wake this thread's workers with an empty region on ``n_threads``; record what it took.
 
-    The call that follows runs on those threads and finds them awake.
+    The call that follows runs on those threads and finds them awake (on
+    the guest measured, not always: see :data:`COLD_GAP_S`).
     """
     import numba
 
