@@ -544,3 +544,46 @@ def test_predict_allocates_only_its_answer():
     assert peak < m * 8 + 100_000
     Z = X @ binary.coef_.T + binary.intercept_
     np.testing.assert_allclose(out, Z[:, 1] - Z[:, 0], rtol=1e-10, atol=1e-12)
+
+
+def test_a_prediction_after_an_idle_spell_follows_the_measured_wake_up(monkeypatch):
+    """predict_proba above SERIAL_WORK after an idle spell (_launch.COLD_GAP_S)
+    wakes the workers on the model's n_threads with a timed empty region and
+    runs on them while fewer than WAKE_SAMPLES wake-ups are known; with a
+    known wake-up longer than its work takes it runs one chunk, with the
+    numbers of a launch on every thread. The clock is the test's."""
+    import collections
+    import math
+
+    import scipy.sparse
+
+    from fastsoftmax import _launch, _sparse
+    from fastsoftmax._kernels import _checks
+
+    m, n, k = 2000, 1000, 10
+    X = scipy.sparse.random(m, n, density=0.1, format="csr", random_state=1)
+    assert _launch.SERIAL_WORK <= _launch.sparse_launch_work(m, X.nnz, k) < 0.01 / _launch.UNIT_S
+    est = SoftmaxRegression(n_threads=2).fit(X[:200], np.arange(200) % k)
+    chunks, probes = [], []
+    launch = _sparse._sparse_logits
+    monkeypatch.setattr(_sparse, "_sparse_logits", lambda *a: (
+        chunks.append(a[-1]) or launch(*a)))
+    region = _checks._first_nonfinite_row
+    monkeypatch.setattr(_checks, "_first_nonfinite_row", lambda rows, bad: (
+        probes.append(rows.shape[0]) or region(rows, bad)))
+    now = [1000.0]
+    monkeypatch.setattr(_launch, "_clock", lambda: now[0])
+    monkeypatch.setattr(_launch._calls, "last_end", -math.inf)
+    monkeypatch.setattr(_launch._calls, "last_region_end", now[0])
+    monkeypatch.setattr(_launch, "_probe_loaded", True)
+    samples = collections.deque(maxlen=_launch.WAKE_WINDOW)
+    monkeypatch.setattr(_launch, "_wake_samples", samples)
+    monkeypatch.setattr(_launch, "COLD_SERIAL_MAX", 1 << 28)
+    now[0] += 2 * _launch.COLD_GAP_S
+    every = est.predict_proba(X)
+    assert chunks == [2] and probes == [2] and len(samples) == 1
+    samples.extend([0.01] * _launch.WAKE_SAMPLES)  # known: 10 ms
+    now[0] += 2 * _launch.COLD_GAP_S
+    one = est.predict_proba(X)
+    assert chunks == [2, 1] and probes == [2]
+    np.testing.assert_array_equal(one, every)
