@@ -155,36 +155,30 @@ def _wake_probe(n_threads: int | None) -> None:
     """Wake this thread's workers with an empty region on ``n_threads``; record what it took.
 
     The call that follows runs on those threads and finds them awake (on
-    the guest measured, not always: see :data:`COLD_GAP_S`).
+    the guest measured, not always: see :data:`COLD_GAP_S`). The region
+    runs inside ``_threads.numba_threads``, which serialises launches
+    where the threading layer needs it.
     """
     import numba
 
     from ._kernels._checks import _first_nonfinite_row
+    from ._threads import numba_threads
 
     global _probe_loaded
-    current = numba.get_num_threads()
-    p = current if n_threads is None else n_threads  # checked by the caller
+    p = numba.get_num_threads() if n_threads is None else n_threads  # checked by the caller
     if p < 2:
         return
     if not _probe_loaded:
         # Compiled or loaded from the cache on one thread first: that time
         # is not a wake-up.
-        numba.set_num_threads(1)
-        try:
+        with numba_threads(1):
             _first_nonfinite_row(np.zeros((1, 1)), np.empty(1, dtype=np.int64))
-        finally:
-            numba.set_num_threads(current)
         _probe_loaded = True
     rows, bad = np.zeros((p, 1)), np.empty(p, dtype=np.int64)
-    if p != current:
-        numba.set_num_threads(p)
-    try:
+    with numba_threads(p):
         start = _clock()
         _first_nonfinite_row(rows, bad)
         took = _clock() - start
-    finally:
-        if p != current:
-            numba.set_num_threads(current)
     _calls.last_region_end = _clock()
     with _wake_lock:
         _wake_samples.append(took)
