@@ -370,8 +370,8 @@ class kernel_call(thread_policy):  # noqa: N801  (used as a function, as thread_
     ``with kernel_call(n_threads, work) as nt:`` runs the block on one
     Numba thread where :func:`._launch.serial_call` says so (the parallel
     kernel then runs its one chunk on the calling thread and wakes no
-    worker), else on ``n_threads``; BLAS is held at one thread where
-    ``blas``. On leaving, the call's end is noted for
+    worker), else on ``n_threads``; BLAS is held at one thread as
+    :class:`thread_policy`'s ``blas`` says. On leaving, the call's end is noted for
     :func:`._launch.calls_in_a_loop` where ``ends_call``: not for a scan of
     an input inside a larger call, whose kernel call is the one that counts.
     For launches without an engine of their own (predictions, the row-wise
