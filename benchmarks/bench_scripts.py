@@ -221,7 +221,7 @@ def test_cold_calls_script():
     rows = run_script("benchmarks/cold_calls.py", "--part", "pieces,sparse,hold,wake",
                       "--rounds", "1", "--pause", "0.01")
     libraries = sum(row.startswith("| one library held") for row in rows)
-    assert len(rows) == (2 + 8 + libraries) + (2 + 4) + (2 + 6) + (2 + 3), rows
+    assert len(rows) == (2 + 8 + libraries) + (2 + 4) + (2 + 6) + (2 + 4), rows
 
 
 def test_serial_parallel_units_script():

@@ -46,8 +46,10 @@ round by round.
 on every thread, each after ``--pause`` seconds asleep, straight away,
 after a one-thread region (as a call's input scan on the calling thread)
 and after the calling thread has been busy for 2 ms (as a call's Python
-and data preparation); every time in order, then their median and mean
-and the one-thread limit (``_launch.cold_serial_work``) that mean gives.
+and data preparation), and asleep for a random time between half the
+pause and the pause (gaps of one length can meet a periodic wake-up at
+one phase only); every time in order, then their median and mean and the
+one-thread limit (``_launch.cold_serial_work``) that mean gives.
 
 ``regions``: what one Numba parallel region (``prange`` over two threads,
 a given amount of arithmetic per thread) costs back to back and after the
@@ -371,11 +373,12 @@ def wake(rounds: int, pause: float) -> None:
 
     print(f"\nms, an empty region on {p} threads after {pause:g} s asleep, {rounds} times in order")
     print("| before the region | each | median | mean | limit (units) |\n|---|---|---:|---:|---:|")
+    rng = np.random.default_rng(0)
     for label, before in (("nothing", None), ("a one-thread region", one_thread_region),
-                          ("2 ms busy", busy)):
+                          ("2 ms busy", busy), ("nothing, asleep 0.5-1x as long", None)):
         ms = []
         for _ in range(rounds):
-            time.sleep(pause)
+            time.sleep(pause * rng.uniform(0.5, 1.0) if label.endswith("as long") else pause)
             if before is not None:
                 before()
             t0 = time.perf_counter()

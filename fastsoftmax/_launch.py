@@ -63,14 +63,14 @@ _calls = _Calls()
 # After an idle spell, waking the workers costs what this host's OpenMP and
 # scheduler make it: tens of microseconds on a bare machine. On the 2-vCPU
 # KVM guest measured, an empty region took 5-20 us after gaps of up to 5
-# ms, 140-190 us after 10-20 ms, and after 0.5 s asleep mostly 6-8 ms (a
-# few 0.1-0.2 ms, in a process's first seconds), 1.6-1.9 ms where the
-# calling thread had been busy for 2 ms first; sparse calls of 1-3 ms on
-# one thread took 10-14 ms on two after a pause (BENCHMARKS.md,
-# "Forty-seventh session"). So a call that comes at least COLD_GAP_S after
-# this thread's last parallel region (its workers asleep), and would go
-# parallel, first wakes them with an empty region, timed
-# (:func:`_wake_probe`). That costs it little: the region is what its own
+# ms, 140-190 us after 10-20 ms, and after longer gaps 0.1-8 ms, about 4.8
+# on average: the sleeping worker's virtual CPU runs again only at a 4 ms
+# timer tick, or the one after. Sparse calls of 1-3 ms on one thread took
+# 10-14 ms on two after a pause (BENCHMARKS.md, "Forty-seventh session").
+# So a call that comes at least COLD_GAP_S after this thread's last
+# parallel region (its workers asleep: after gaps of 30-200 ms every
+# region met the tick), and would go parallel, first wakes them with an
+# empty region, timed (:func:`_wake_probe`). That costs it little: the region is what its own
 # would have paid first, though on that guest a call may still pay part of
 # a second wake-up after it, so a probe is a lower bound of the call's
 # cost. From WAKE_SAMPLES such wake-ups on (the last WAKE_WINDOW kept), a
@@ -79,7 +79,7 @@ _calls = _Calls()
 # the cheap and dear ones mix): below :func:`cold_serial_work`, never above
 # COLD_SERIAL_MAX. The first region of a thread is not a sample: it starts
 # the team.
-COLD_GAP_S = 0.1
+COLD_GAP_S = 0.05
 WAKE_SAMPLES = 3
 WAKE_WINDOW = 16
 # A unit of launch_work on one thread, near the slow end of those measured
