@@ -59,7 +59,7 @@ _SYMBOLS = (("scipy_{}gemm_64_", True), ("{}gemm_64_", True), ("scipy_{}gemm_", 
 
 @dataclass(frozen=True)
 class Routines:
-    """One library's sgemm and dgemm: addresses (0: Numba's own), integer width."""
+    """One library's file, sgemm and dgemm (addresses; 0: Numba's own), integer width."""
 
     name: str
     path: str
@@ -197,8 +197,12 @@ def candidates() -> dict[str, Routines]:
             from ._threads import blas_libraries, load_kernel_blas
 
             load_kernel_blas()
-            found = {DEFAULT: Routines(DEFAULT, "scipy.linalg.cython_blas", 0, 0, False)}
-            for path in blas_libraries():
+            libraries = blas_libraries()
+            # The default's path: the file of SciPy's own BLAS ("" where
+            # threadpoolctl does not see it), which kernel_library names.
+            own = next((path for path in libraries if _owned(path, scipy)), "")
+            found = {DEFAULT: Routines(DEFAULT, own, 0, 0, False)}
+            for path in libraries:
                 routines = None if _owned(path, scipy) else _probe(path)
                 if routines is None or 0 in routines[:2]:
                     continue
@@ -259,9 +263,6 @@ def chosen(dtype, work: int = 0) -> str:
     return name if name in candidates() else DEFAULT
 
 
-_default_path: str | None = None  # the file of SciPy's BLAS, once found
-
-
 def kernel_library(dtype) -> str | None:
     """Return the file path of the BLAS library the kernels' ``dtype`` products call now.
 
@@ -271,24 +272,10 @@ def kernel_library(dtype) -> str | None:
     layer (one thread whatever its count), or a library threadpoolctl does
     not see (it holds none that it cannot see either).
     """
-    global _default_path
     name = _in_force.get(np.dtype(dtype), DEFAULT)
-    if name != DEFAULT:
-        routines = candidates()[name]
-        if name == "mkl" and _mkl_sequential and _mkl_lib is not None:
-            return None
-        return routines.path
-    if _default_path is None:
-        import scipy
-
-        from ._threads import blas_libraries, load_kernel_blas
-
-        load_kernel_blas()
-        owned = [path for path in blas_libraries() if _owned(path, scipy)]
-        if not owned:
-            return None
-        _default_path = owned[0]
-    return _default_path
+    if name == "mkl" and _mkl_sequential:
+        return None
+    return candidates()[name].path or None
 
 
 def use_chosen(dtype, work: int = 0) -> None:
