@@ -385,8 +385,12 @@ def wake(rounds: int, pause: float) -> None:
             _first_nonfinite_row(rows, bad)
             ms.append(1e3 * (time.perf_counter() - t0))
         mean = float(np.mean(ms))
-        limit = int(min(_launch.COLD_SERIAL_MAX, max(_launch.SERIAL_WORK,
-                                                     1e-3 * mean / _launch.UNIT_S)))
+        saved = list(_launch._wake_samples)
+        _launch._wake_samples.clear()
+        _launch._wake_samples.extend(1e-3 * t for t in ms[-_launch.WAKE_WINDOW:])
+        limit = _launch.cold_serial_work(p)  # what the process's own samples would give
+        _launch._wake_samples.clear()
+        _launch._wake_samples.extend(saved)
         print(f"| {label} | {' '.join(f'{t:.2f}' for t in ms)} | {np.median(ms):.2f} | "
               f"{mean:.2f} | {limit:,} |")
 

@@ -74,11 +74,12 @@ _calls = _Calls()
 # would have paid first, though on that guest a call may still pay part of
 # a second wake-up after it, so a probe is a lower bound of the call's
 # cost. From WAKE_SAMPLES such wake-ups on (the last WAKE_WINDOW kept), a
-# call after such a gap stays on the calling thread while its work, at
-# UNIT_S a unit, takes less than their mean (the expected wake-up, however
-# the cheap and dear ones mix): below :func:`cold_serial_work`, never above
-# COLD_SERIAL_MAX. The first region of a thread is not a sample: it starts
-# the team.
+# call after such a gap stays on the calling thread while what one thread
+# adds to its time, its work at UNIT_S a unit times 1 - 1/p on p threads
+# (the calling thread does 1/p of it either way), is less than their mean
+# (the expected wake-up, however the cheap and dear ones mix): below
+# :func:`cold_serial_work`, never above COLD_SERIAL_MAX. The first region
+# of a thread is not a sample: it starts the team.
 COLD_GAP_S = 0.05
 WAKE_SAMPLES = 3
 WAKE_WINDOW = 16
@@ -128,46 +129,49 @@ def serial_call(work: int, warm: bool = False, n_threads: int | None = None) -> 
         # The workers are awake, or the thread has no team yet (its first
         # region starts one: not a wake-up), or the work is large.
         return False
-    if work < cold_serial_work():
+    if n_threads is None:
+        import numba
+
+        n_threads = numba.get_num_threads()
+    if n_threads < 2:
+        return True  # nothing to wake
+    if work < cold_serial_work(n_threads):
         return True
     _wake_probe(n_threads)
     return False
 
 
-def cold_serial_work() -> int:
+def cold_serial_work(n_threads: int) -> int:
     """Return the work below which a call after an idle spell stays on one thread.
 
     An idle spell: :data:`COLD_GAP_S`. The mean of the last
-    :data:`WAKE_WINDOW` wake-ups measured in this process over
-    :data:`UNIT_S`, between :data:`SERIAL_WORK` and
+    :data:`WAKE_WINDOW` wake-ups measured in this process over what a unit
+    of work on one thread adds to a call's time against ``n_threads``:
+    :data:`UNIT_S` (1 - 1/``n_threads``). Between :data:`SERIAL_WORK` and
     :data:`COLD_SERIAL_MAX`; :data:`SERIAL_WORK` while fewer than
     :data:`WAKE_SAMPLES` are known.
     """
     with _wake_lock:
         samples = list(_wake_samples)
-    if len(samples) < WAKE_SAMPLES:
+    if len(samples) < WAKE_SAMPLES or n_threads < 2:
         return SERIAL_WORK
     wake = sum(samples) / len(samples)
-    return int(min(COLD_SERIAL_MAX, max(SERIAL_WORK, wake / UNIT_S)))
+    return int(min(COLD_SERIAL_MAX,
+                   max(SERIAL_WORK, wake / (UNIT_S * (1 - 1 / n_threads)))))
 
 
-def _wake_probe(n_threads: int | None) -> None:
-    """Wake this thread's workers with an empty region on ``n_threads``; record what it took.
+def _wake_probe(p: int) -> None:
+    """Wake this thread's workers with an empty region on ``p`` threads; record what it took.
 
     The call that follows runs on those threads and finds them awake (on
     the guest measured, not always: see :data:`COLD_GAP_S`). The region
     runs inside ``_threads.numba_threads``, which serialises launches
     where the threading layer needs it.
     """
-    import numba
-
     from ._kernels._checks import _first_nonfinite_row
     from ._threads import numba_threads
 
     global _probe_loaded
-    p = numba.get_num_threads() if n_threads is None else n_threads  # checked by the caller
-    if p < 2:
-        return
     if not _probe_loaded:
         # Compiled or loaded from the cache on one thread first: that time
         # is not a wake-up.

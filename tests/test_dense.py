@@ -993,7 +993,8 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     region first and times it (not the thread's first region, which starts
     its team, nor the kernel's first load, on one thread); once
     WAKE_SAMPLES wake-ups are known, such calls run as one
-    chunk while their work is below the mean wake-up over UNIT_S, and on
+    chunk while their work is below the mean wake-up over UNIT_S (1 - 1/p)
+    on p threads, and on
     every thread above it (timing their wake-up too) or when the workers are
     awake. The clock is the test's: each wake-up takes 8 ms on it, nothing
     else takes any time."""
@@ -1029,7 +1030,7 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     samples = collections.deque(maxlen=_launch.WAKE_WINDOW)
     monkeypatch.setattr(_launch, "_wake_samples", samples)
     monkeypatch.setattr(_launch, "COLD_SERIAL_MAX", 1 << 28)
-    assert _launch.cold_serial_work() == _launch.SERIAL_WORK
+    assert _launch.cold_serial_work(2) == _launch.SERIAL_WORK
 
     def call(n_threads=2):
         now[0] += 2 * _launch.COLD_GAP_S
@@ -1040,7 +1041,9 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     results = [call() for _ in range(_launch.WAKE_SAMPLES)]
     assert one_chunk == [] and probes == [2] * _launch.WAKE_SAMPLES and loads == [1]
     assert list(samples) == [pytest.approx(0.008)] * _launch.WAKE_SAMPLES
-    assert _launch.cold_serial_work() == pytest.approx(0.008 / _launch.UNIT_S, rel=1e-9)
+    # What one thread adds at 2 threads, half the work's time, against the wake-up.
+    assert _launch.cold_serial_work(2) == pytest.approx(0.016 / _launch.UNIT_S, abs=1)
+    assert _launch.cold_serial_work(4) == pytest.approx(0.008 / 0.75 / _launch.UNIT_S, abs=1)
     results.append(call())  # cold: one chunk, no more probes
     assert one_chunk == [1] and len(probes) == _launch.WAKE_SAMPLES
     results.append(call(n_threads=1))  # one thread asked for: nothing to wake
@@ -1053,7 +1056,7 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     # Short wake-ups: the limit is SERIAL_WORK again; the call takes every
     # thread and times its wake-up, which raises the mean.
     samples.extend([0.0001] * _launch.WAKE_WINDOW)
-    assert _launch.cold_serial_work() == _launch.SERIAL_WORK
+    assert _launch.cold_serial_work(2) == _launch.SERIAL_WORK
     results.append(call())
     assert len(one_chunk) == 2 and len(probes) == _launch.WAKE_SAMPLES + 1
     assert samples[-1] == pytest.approx(0.008) and len(samples) == _launch.WAKE_WINDOW
