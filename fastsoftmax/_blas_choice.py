@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _calibration
+from ._settings import env_value
 
 DEFAULT = "scipy"
 
@@ -248,7 +249,7 @@ def chosen(dtype, work: int = 0) -> str:
     ``work``: the problem's multiply-adds per gradient; from
     ``_calibration.AUTO_WORK`` a host without the choice times it now.
     """
-    override = os.environ.get("FASTSOFTMAX_BLAS", "").strip()
+    override = env_value("FASTSOFTMAX_BLAS").strip()
     if override:
         if override not in candidates():
             hint = ""

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from ._kernels._common import LANES_FROM
+from ._settings import env_value
 
 # The fixed rule, used where this host has no wisdom for a shape: every
 # call below AUTO_WORK multiply-adds until ``fastsoftmax bench --calibrate``
@@ -616,7 +617,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0,
     timed now (and remembered), with ``aside`` (:func:`calibrate`'s) if
     given. Else, without the shape's own cell, the fixed rule.
     """
-    override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
+    override = env_value("FASTSOFTMAX_STRATEGY")
     forced = override.strip().lower()
     if forced in ("rows", "gemm"):
         return forced
@@ -687,7 +688,7 @@ def explain(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> 
     first).
     """
     name = np.dtype(dtype).name
-    forced = os.environ.get("FASTSOFTMAX_STRATEGY", "").strip().lower()
+    forced = env_value("FASTSOFTMAX_STRATEGY").strip().lower()
     out: dict[str, Any] = {"strategy": None, "source": "", "untimed": [], "times_first": False}
     with looking_only():
         out["strategy"] = strategy(n_features, n_classes, dtype, work)
@@ -789,7 +790,7 @@ def _blocks_step(key: str, dtype: np.dtype, work: int, valid, default):
     else ``default``. The "fixed" override (``FASTSOFTMAX_STRATEGY``)
     always gives the default, as it does the fixed strategy rule.
     """
-    override = os.environ.get("FASTSOFTMAX_STRATEGY", "")
+    override = env_value("FASTSOFTMAX_STRATEGY")
     if override.strip().lower() == "fixed":
         return default
     # The dtype's name only where the remembered value is missing: after an

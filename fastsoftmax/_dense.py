@@ -15,13 +15,14 @@ and reused.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
 import numpy as np
 
 from ._blas_choice import in_use, use_chosen
-from ._calibration import narrow_block_bytes
+from ._calibration import NARROW_BLOCK_BYTES, narrow_block_bytes
 from ._kernels._ahead import micro_tiles
 from ._kernels._common import LANES_FROM, reads_ahead
 from ._kernels._config import WIDE_REGISTERS
@@ -281,6 +282,27 @@ def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> st
     return "cached" if p_bytes <= max(budget, X.nbytes) else "recompute"
 
 
+@functools.lru_cache(maxsize=256)
+def _layout(m: int, n: int, k: int, dtype: np.dtype, strategy: str, serial: bool,
+            chunks: int, block_bytes: int) -> tuple:
+    """(GEMM block rows, rows width, rows blocks, micro tiles, split, empty P) of a shape.
+
+    What an engine's launches take that follows from the shape, the dtype,
+    the strategy, whether the call runs one chunk on the calling thread
+    (``serial``), the chunk count and the GEMM blocks' budget alone. Kept:
+    an engine of a shape seen before (the function API makes one per call)
+    needs it again, and after an idle pause each of these Python calls
+    costs microseconds of a small call (BENCHMARKS.md, "Forty-eighth
+    session"). The empty P (0, k) is
+    never written, so engines share it.
+    """
+    itemsize = dtype.itemsize
+    rows = min(gemm_block_rows(n, itemsize, k, -(-m // chunks), block_bytes), m)
+    split = strategy == "gemm" and not serial and split_features(m, n, k, itemsize, chunks)
+    return (rows, rows_width(dtype, n), rows_blocks(dtype), micro_tiles(dtype), split,
+            np.empty((0, k), dtype=dtype))
+
+
 class DenseEngine:
     """The dense kernels on one data set, in one strategy ("rows" or "gemm").
 
@@ -319,21 +341,16 @@ class DenseEngine:
         # A call of the function API in the caller's loop counts as warm
         # (_launch.calls_in_a_loop).
         self._serial = serial_call(self._work, warm)
-        chunk_rows = -(-m // (1 if self._serial else n_chunks(m)))
+        chunks = 1 if self._serial else n_chunks(m)
         if block_bytes is None:
-            # A large problem on narrow blocks without the host's budget times it first.
-            used = strategy == "gemm" and narrow_blocks(n, self.k, self.dtype.itemsize)
-            block_bytes = narrow_block_bytes(self.dtype, work=m * n * self.k if used else 0)
-        self._rows = min(gemm_block_rows(n, self.dtype.itemsize, self.k, chunk_rows,
-                                         block_bytes), m)
-        # The rows kernels' vector width (_WIDE_ROWS_FEATURES).
-        self._width = rows_width(self.dtype, n)
-        # What the dtype's rows kernels are compiled without (None prunes it).
-        self._blocks = rows_blocks(self.dtype)
-        self._micro = micro_tiles(self.dtype)
-        self._split = (strategy == "gemm" and not self._serial
-                       and split_features(m, n, self.k, self.dtype.itemsize, n_chunks(m)))
-        self.no_proba = np.empty((0, self.k), dtype=self.dtype)
+            # Only narrow GEMM blocks are sized by it (gemm_block_rows); a
+            # large problem on them without the host's budget times it first.
+            block_bytes = (narrow_block_bytes(self.dtype, work=m * n * self.k)
+                           if strategy == "gemm" and narrow_blocks(n, self.k, self.dtype.itemsize)
+                           else NARROW_BLOCK_BYTES)
+        (self._rows, self._width, self._blocks, self._micro, self._split,
+         self.no_proba) = _layout(m, n, self.k, self.dtype, strategy, self._serial, chunks,
+                                  block_bytes)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self._keep_scratch = keep_scratch
 

@@ -13,6 +13,7 @@ import collections
 import math
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -130,9 +131,7 @@ def serial_call(work: int, warm: bool = False, n_threads: int | None = None) -> 
         # region starts one: not a wake-up), or the work is large.
         return False
     if n_threads is None:
-        import numba
-
-        n_threads = numba.get_num_threads()
+        n_threads = numba_thread_count()
     if n_threads < 2:
         return True  # nothing to wake
     if work < cold_serial_work(n_threads):
@@ -241,6 +240,60 @@ def sparse_launch_work(m: int, nnz: int, k: int) -> int:
 DIRECT_WORK = 1 << 17
 
 
+# numba.np.ufunc.parallel once its threading layer is launched (None before).
+_layer: Any = None
+
+
+def numba_thread_count() -> int:
+    """Return this thread's Numba thread count (``numba.get_num_threads()``).
+
+    Once the threading layer is launched, read through the layer's own
+    function: Numba's public call takes a process-wide lock and checks the
+    launch every time, and a small call reads the count several times (after
+    an idle pause each public call took about 50 microseconds on the 2-vCPU
+    guest measured, BENCHMARKS.md, "Forty-eighth session").
+    """
+    layer = _layer
+    if layer is None:
+        import numba
+
+        count = numba.get_num_threads()
+        _note_launch()
+        return count
+    return layer._get_num_threads()
+
+
+def set_numba_thread_count(n: int) -> None:
+    """``numba.set_num_threads(n)`` for a count already checked (1 to ``NUMBA_NUM_THREADS``).
+
+    As :func:`numba_thread_count`, through the layer's own function once launched.
+    """
+    layer = _layer
+    if layer is None or type(n) is not int or not 1 <= n <= _thread_limit:
+        import numba
+
+        numba.set_num_threads(n)  # its checks raise for a count out of range
+        _note_launch()
+        return
+    layer._set_num_threads(n)
+
+
+_thread_limit = 0  # NUMBA_NUM_THREADS, read with the layer
+
+
+def _note_launch() -> None:
+    """Keep Numba's parallel module for the two functions above once its layer is launched."""
+    global _layer, _thread_limit
+    import numba
+    from numba.np.ufunc import parallel
+
+    _thread_limit = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+    if (getattr(parallel, "_is_initialized", False)
+            and callable(getattr(parallel, "_get_num_threads", None))
+            and callable(getattr(parallel, "_set_num_threads", None))):
+        _layer = parallel
+
+
 def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
     """Run a kernel's work as one chunk on the calling thread (``args`` sized for one chunk).
 
@@ -257,20 +310,18 @@ def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
     directly; so too before the first parallel launch of the process, when
     the layer is not yet known, and for calls below :data:`DIRECT_WORK`.
     """
-    import numba
-
     if not one_chunk_runs_kernel(work):
         chunk_fn(0, *args)
         return
-    previous = numba.get_num_threads()
+    previous = numba_thread_count()
     if previous == 1:
         kernel(*args)
         return
-    numba.set_num_threads(1)
+    set_numba_thread_count(1)
     try:
         kernel(*args)
     finally:
-        numba.set_num_threads(previous)
+        set_numba_thread_count(previous)
 
 
 def one_chunk_runs_kernel(work: int = DIRECT_WORK) -> bool:
@@ -290,9 +341,7 @@ def one_chunk_runs_kernel(work: int = DIRECT_WORK) -> bool:
 
 def n_chunks(m: int) -> int:
     """Return the chunk count for ``m`` rows: one per thread in force, at most m."""
-    import numba
-
-    return max(1, min(int(m), numba.get_num_threads()))
+    return max(1, min(int(m), numba_thread_count()))
 
 
 # Alignment of the buffers the register tiles stream through (a cache line,

@@ -1,8 +1,9 @@
-"""Environment settings read before Numba is imported, and the error for a bad one."""
+"""Environment settings: those read before Numba is imported, a cheap read, bad values."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 # Adjustments this package makes to Numba's compiler for its own kernels,
 # each leaving the compiled code as Numba would make it, only sooner
@@ -10,6 +11,31 @@ import os
 # the variable names those to leave as Numba has them.
 NUMBA_AS_IS = "FASTSOFTMAX_NUMBA_AS_IS"
 ADJUSTMENTS = ("inline", "ssa", "copies", "wrappers", "locks")
+
+
+# os.environ's own dict of encoded names and values, where it keeps one (POSIX).
+_ENVIRON = os.environ
+_ENVIRON_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
+if not isinstance(_ENVIRON_DATA, dict):
+    _ENVIRON_DATA = None
+
+
+def env_value(name: str) -> str:
+    """Return ``os.environ.get(name, "")``.
+
+    On POSIX a lookup in the mapping's own dict of encoded entries: one C
+    call, where the mapping's ``get`` runs four Python frames (after an idle
+    pause about 30 microseconds a read; every kernel call reads the
+    strategy and BLAS overrides, BENCHMARKS.md, "Forty-eighth session").
+    """
+    data = _ENVIRON_DATA
+    if data is None or os.environ is not _ENVIRON:
+        return os.environ.get(name, "")
+    value = data.get(name.encode())
+    return "" if value is None else value.decode(_FS_ENCODING, "surrogateescape")
+
+
+_FS_ENCODING = sys.getfilesystemencoding()
 
 
 class SettingError(ValueError):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-import numba
 import numpy as np
 
 from ._kernels._hessp import _panel_hessp_rows, _sparse_hessp
@@ -41,7 +40,7 @@ from ._kernels._sparse import (
     _sparse_predict,
     _sparse_sgd_epoch,
 )
-from ._launch import first_bad, n_chunks
+from ._launch import first_bad, n_chunks, numba_thread_count
 from ._threads import kernel_call, numba_threads
 from ._validation import kernel_view
 
@@ -354,7 +353,7 @@ def panel_bounds(csr: CSR, n_classes: int, n_threads: int | None = None) -> np.n
     than that split evenly.
     """
     m, n = csr.shape
-    threads = numba.get_num_threads() if n_threads is None else max(1, n_threads)
+    threads = numba_thread_count() if n_threads is None else max(1, n_threads)
     count = panel_count(csr, n_classes, threads)
     width = _panel_width(csr, n_classes)
     cum = np.cumsum(np.bincount(csr.indices, minlength=n))
@@ -427,7 +426,7 @@ def gradient_scheme(csr: CSR, n_classes: int, n_threads: int | None = None) -> s
     """
     m, n = csr.shape
     item = csr.dtype.itemsize
-    threads = numba.get_num_threads() if n_threads is None else n_threads
+    threads = numba_thread_count() if n_threads is None else n_threads
     if n * n_classes * item > PANEL_BYTES and m and \
             csr.nnz >= PANEL_MIN_ENTRIES * m * panel_count(csr, n_classes, max(1, threads)):
         return "panels"

@@ -53,7 +53,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ._launch import call_ended, region_ended, serial_call
+from ._launch import (
+    call_ended,
+    numba_thread_count,
+    region_ended,
+    serial_call,
+    set_numba_thread_count,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -122,16 +128,14 @@ def _needs_serialising() -> bool:
 
 def _numba_enter(n_threads: int | None) -> tuple[int, int, bool]:
     """Enter a :func:`numba_threads` block: (count in force, count to restore, lock held)."""
-    import numba
-
     serial = _needs_serialising()
     if serial:
         _launch_lock.acquire()
     try:
-        previous = numba.get_num_threads()
+        previous = numba_thread_count()
         if n_threads is None or n_threads == previous:
             return previous, previous, serial
-        numba.set_num_threads(n_threads)
+        set_numba_thread_count(n_threads)
     except BaseException:
         if serial:
             _launch_lock.release()
@@ -143,9 +147,7 @@ def _numba_exit(in_force: int, previous: int, serial: bool) -> None:
     """Leave a :func:`numba_threads` block entered by :func:`_numba_enter`."""
     try:
         if in_force != previous:
-            import numba
-
-            numba.set_num_threads(previous)
+            set_numba_thread_count(previous)
     finally:
         if serial:
             _launch_lock.release()

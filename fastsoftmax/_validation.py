@@ -25,6 +25,7 @@ from ._launch import first_bad, n_chunks
 from ._threads import kernel_call
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_umax = np.maximum.reduce
 
 
 def float_dtype_of(a: Any) -> np.dtype:
@@ -41,6 +42,13 @@ def as_float_array(
     docstring; otherwise the array is cast to ``dtype``. The caller's array
     is never modified: at most it is returned as is, to be read.
     """
+    if (type(a) is np.ndarray and a.ndim in ndim
+            and (a.dtype in FLOAT_DTYPES if dtype is None else a.dtype == dtype)
+            and a.flags.c_contiguous and a.flags.writeable):
+        # What the kernels read already, as the steps below would return it:
+        # one test, where those steps run several Python calls (after an
+        # idle pause tens of microseconds of a small call).
+        return a
     if hasattr(a, "dtypes") and hasattr(a, "to_numpy"):  # pandas objects
         a = a.to_numpy()
     if hasattr(a, "tocsr") and hasattr(a, "nnz"):
@@ -275,8 +283,9 @@ def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
             f"{name} must hold integer class labels 0..{k - 1}, got dtype {arr.dtype}"
         )
     labels = kernel_view(np.ascontiguousarray(arr, dtype=np.int64))
-    # Two reductions, no temporary: the mask is built only to name the label.
-    if m and (labels.min() < 0 or labels.max() >= k):
+    # One reduction, no temporary: as unsigned, a negative label is above
+    # every class index too. The mask is built only to name the label.
+    if m and _umax(labels.view(np.uint64)) >= k:
         i = int(np.flatnonzero((labels < 0) | (labels >= k))[0])
         raise ValueError(
             f"{name}[{i}] = {labels[i]} is not a class index in 0..{k - 1} "

@@ -108,6 +108,15 @@ from fastsoftmax import _launch  # noqa: E402
 _launch.COLD_SERIAL_MAX = 0
 
 
+@pytest.fixture(autouse=True)
+def _layouts_derived_anew():
+    """The dense engines' kept layouts (_dense._layout) dropped before each test:
+    tests patch the module constants those layouts follow."""
+    from fastsoftmax import _dense
+
+    _dense._layout.cache_clear()
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A fresh, fixed-seed generator for each test."""

@@ -405,6 +405,7 @@ def _force_split(monkeypatch):
     for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
                         ("_SPLIT_ROWS_PER_FEATURE", 1 << 30)):
         monkeypatch.setattr(_dense, name, value)
+    _dense._layout.cache_clear()  # layouts kept under the constants before
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
     calls = {"gradient": 0, "hessp": 0}
