@@ -71,17 +71,21 @@ _calls = _Calls()
 # So a call that comes at least COLD_GAP_S after this thread's last
 # parallel region (its workers asleep: after gaps of 30-200 ms every
 # region met the tick), and would go parallel, first wakes them with an
-# empty region, timed (:func:`_wake_probe`). That costs it little: the region is what its own
-# would have paid first, though on that guest a call may still pay part of
-# a second wake-up after it, so a probe is a lower bound of the call's
-# cost. From WAKE_SAMPLES such wake-ups on (the last WAKE_WINDOW kept), a
-# call after such a gap stays on the calling thread while what one thread
-# adds to its time, its work at UNIT_S a unit times 1 - 1/p on p threads
-# (the calling thread does 1/p of it either way), is less than their mean
-# (the expected wake-up, however the cheap and dear ones mix): below
-# :func:`cold_serial_work`, never above COLD_SERIAL_MAX. The first region
-# of a thread is not a sample: it starts the team.
+# empty region, timed (:func:`_wake_probe`). That costs it little: the
+# region is what its own would have paid first. On that guest the call's
+# own region then pays about as much again where the probe was dear (a
+# probe of 6.3-7.6 ms, the call after it 8-10 ms above its warm time;
+# after probes of 0.1 ms, 0.3-1 ms above: the worker's virtual CPU sleeps
+# again between the two), so a cold parallel call costs CALL_WAKES probes.
+# From WAKE_SAMPLES such wake-ups on (the last WAKE_WINDOW kept), a call
+# after such a gap stays on the calling thread while what one thread adds
+# to its time, its work at UNIT_S a unit times 1 - 1/p on p threads (the
+# calling thread does 1/p of it either way), is less than CALL_WAKES times
+# their mean (the expected wake-up, however the cheap and dear ones mix):
+# below :func:`cold_serial_work`, never above COLD_SERIAL_MAX. The first
+# region of a thread is not a sample: it starts the team.
 COLD_GAP_S = 0.05
+CALL_WAKES = 2
 WAKE_SAMPLES = 3
 WAKE_WINDOW = 16
 # A unit of launch_work on one thread, near the slow end of those measured
@@ -143,10 +147,10 @@ def serial_call(work: int, warm: bool = False, n_threads: int | None = None) -> 
 def cold_serial_work(n_threads: int) -> int:
     """Return the work below which a call after an idle spell stays on one thread.
 
-    An idle spell: :data:`COLD_GAP_S`. The mean of the last
-    :data:`WAKE_WINDOW` wake-ups measured in this process over what a unit
-    of work on one thread adds to a call's time against ``n_threads``:
-    :data:`UNIT_S` (1 - 1/``n_threads``). Between :data:`SERIAL_WORK` and
+    An idle spell: :data:`COLD_GAP_S`. :data:`CALL_WAKES` times the mean of
+    the last :data:`WAKE_WINDOW` wake-ups measured in this process, over
+    what a unit of work on one thread adds to a call's time against
+    ``n_threads``: :data:`UNIT_S` (1 - 1/``n_threads``). Between :data:`SERIAL_WORK` and
     :data:`COLD_SERIAL_MAX`; :data:`SERIAL_WORK` while fewer than
     :data:`WAKE_SAMPLES` are known.
     """
@@ -154,7 +158,7 @@ def cold_serial_work(n_threads: int) -> int:
         samples = list(_wake_samples)
     if len(samples) < WAKE_SAMPLES or n_threads < 2:
         return SERIAL_WORK
-    wake = sum(samples) / len(samples)
+    wake = CALL_WAKES * sum(samples) / len(samples)
     return int(min(COLD_SERIAL_MAX,
                    max(SERIAL_WORK, wake / (UNIT_S * (1 - 1 / n_threads)))))
 

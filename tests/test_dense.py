@@ -994,8 +994,8 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     region first and times it (not the thread's first region, which starts
     its team, nor the kernel's first load, on one thread); once
     WAKE_SAMPLES wake-ups are known, such calls run as one
-    chunk while their work is below the mean wake-up over UNIT_S (1 - 1/p)
-    on p threads, and on
+    chunk while their work is below CALL_WAKES times the mean wake-up over
+    UNIT_S (1 - 1/p) on p threads, and on
     every thread above it (timing their wake-up too) or when the workers are
     awake. The clock is the test's: each wake-up takes 8 ms on it, nothing
     else takes any time."""
@@ -1042,9 +1042,12 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     results = [call() for _ in range(_launch.WAKE_SAMPLES)]
     assert one_chunk == [] and probes == [2] * _launch.WAKE_SAMPLES and loads == [1]
     assert list(samples) == [pytest.approx(0.008)] * _launch.WAKE_SAMPLES
-    # What one thread adds at 2 threads, half the work's time, against the wake-up.
-    assert _launch.cold_serial_work(2) == pytest.approx(0.016 / _launch.UNIT_S, abs=1)
-    assert _launch.cold_serial_work(4) == pytest.approx(0.008 / 0.75 / _launch.UNIT_S, abs=1)
+    # What one thread adds on p threads, 1 - 1/p of the work's time, against
+    # what a cold parallel call pays, CALL_WAKES wake-ups; COLD_SERIAL_MAX at most.
+    wakes = _launch.CALL_WAKES * 0.008
+    for p, share in ((2, 0.5), (4, 0.75), (16, 15 / 16)):
+        want = min(_launch.COLD_SERIAL_MAX, wakes / share / _launch.UNIT_S)
+        assert _launch.cold_serial_work(p) == pytest.approx(want, abs=1)
     results.append(call())  # cold: one chunk, no more probes
     assert one_chunk == [1] and len(probes) == _launch.WAKE_SAMPLES
     results.append(call(n_threads=1))  # one thread asked for: nothing to wake
