@@ -293,8 +293,7 @@ def _layout(m: int, n: int, k: int, dtype: np.dtype, strategy: str, serial: bool
     an engine of a shape seen before (the function API makes one per call)
     needs it again, and after an idle pause each of these Python calls
     costs microseconds of a small call (BENCHMARKS.md, "Forty-eighth
-    session"). The empty P (0, k) is
-    never written, so engines share it.
+    session"). The empty P (0, k) is never written, so engines share it.
     """
     itemsize = dtype.itemsize
     rows = min(gemm_block_rows(n, itemsize, k, -(-m // chunks), block_bytes), m)

@@ -253,9 +253,9 @@ def numba_thread_count() -> int:
 
     Once the threading layer is launched, read through the layer's own
     function: Numba's public call takes a process-wide lock and checks the
-    launch every time, and a small call reads the count several times (after
-    an idle pause each public call took about 50 microseconds on the 2-vCPU
-    guest measured, BENCHMARKS.md, "Forty-eighth session").
+    launch every time, and a small call reads the count several times
+    (alone after an idle pause, 77 microseconds against 31 on the 2-vCPU
+    guest measured; BENCHMARKS.md, "Forty-eighth session").
     """
     layer = _layer
     if layer is None:

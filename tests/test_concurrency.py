@@ -119,6 +119,50 @@ def test_n_threads_does_not_leak_between_threads():
     assert numba.get_num_threads() == default[0]
 
 
+def test_numba_thread_count_reads_and_sets_what_numba_does():
+    """_launch's reads and sets of the count, through the threading layer's own
+    functions once it is launched, agree with numba.get_num_threads and
+    set_num_threads, per Python thread; a count out of range raises as
+    Numba's own call does."""
+    from fastsoftmax import _launch
+
+    before = numba.get_num_threads()
+    fs.softmax(np.zeros((4, 3)))  # the layer launched
+    assert _launch.numba_thread_count() == before
+    assert _launch._layer is not None
+    try:
+        _launch.set_numba_thread_count(1)
+        assert numba.get_num_threads() == 1 == _launch.numba_thread_count()
+        with ThreadPoolExecutor(1) as pool:  # another thread keeps its own count
+            assert pool.submit(_launch.numba_thread_count).result() == before
+        numba.set_num_threads(before)
+        assert _launch.numba_thread_count() == before
+        for bad in (0, _launch._thread_limit + 1):
+            with pytest.raises(ValueError):
+                _launch.set_numba_thread_count(bad)
+        assert numba.get_num_threads() == before
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_env_value_follows_os_environ(monkeypatch):
+    """_settings.env_value is os.environ.get(name, ""), set, changed and unset
+    at run time; with os.environ replaced, the replacement is read."""
+    from fastsoftmax._settings import env_value
+
+    name = "FASTSOFTMAX_TEST_ENV_VALUE"
+    monkeypatch.delenv(name, raising=False)
+    assert env_value(name) == ""
+    monkeypatch.setenv(name, " gemm ")
+    assert env_value(name) == " gemm "
+    monkeypatch.setenv(name, "r\u00e9sum\u00e9")
+    assert env_value(name) == "r\u00e9sum\u00e9"
+    monkeypatch.delenv(name)
+    assert env_value(name) == ""
+    monkeypatch.setattr(os, "environ", {name: "rows"})
+    assert env_value(name) == "rows"
+
+
 WORKQUEUE = r"""
 import warnings
 from concurrent.futures import ThreadPoolExecutor
