@@ -31,7 +31,8 @@ def env_value(name: str) -> str:
     data = _ENVIRON_DATA
     if data is None or os.environ is not _ENVIRON:
         return os.environ.get(name, "")
-    value = data.get(name.encode())
+    # Names and values encoded as os.environ encodes them.
+    value = data.get(name.encode(_FS_ENCODING, "surrogateescape"))
     return "" if value is None else value.decode(_FS_ENCODING, "surrogateescape")
 
 
