@@ -123,7 +123,8 @@ def serial_call(work: int, warm: bool = False, n_threads: int | None = None) -> 
     thread (``_threads.kernel_call``), and says when it has ended
     (:func:`call_ended`). After an idle spell the limit is this host's
     :func:`cold_serial_work` (:data:`COLD_GAP_S`); ``n_threads`` (None:
-    the count in force) is the call's, on which its wake-up is measured.
+    the count in force) is the call's, on which its wake-up is measured
+    (one thread: nothing to wake, the call runs there).
     """
     if warm or calls_in_a_loop():
         return work < SERIAL_WORK_WARM
