@@ -216,12 +216,12 @@ def test_strategy_fits_script():
 
 def test_cold_calls_script():
     # The parts that need neither a compiler nor long pauses: a row per
-    # piece, per CSR problem, per GEMM shape and dtype, and per situation
-    # before a wake-up.
-    rows = run_script("benchmarks/cold_calls.py", "--part", "pieces,sparse,hold,wake",
+    # piece, per CSR problem, per GEMM shape and dtype, per small call back
+    # to back, and per situation before a wake-up.
+    rows = run_script("benchmarks/cold_calls.py", "--part", "pieces,sparse,hold,warm,wake",
                       "--rounds", "1", "--pause", "0.01")
     libraries = sum(row.startswith("| one library held") for row in rows)
-    assert len(rows) == (2 + 8 + libraries) + (2 + 4) + (2 + 6) + (2 + 4), rows
+    assert len(rows) == (2 + 8 + libraries) + (2 + 4) + (2 + 6) + (2 + 12) + (2 + 4), rows
 
 
 def test_serial_parallel_units_script():

@@ -1,7 +1,7 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
-    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,hold,wake,regions,
-                                            openmp]
+    python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,hold,warm,wake,
+                                            regions,openmp]
                                     [--rounds 15]
                                     [--pause 0.5]
 
@@ -41,6 +41,12 @@ weights. Pieces measured alone each pay what a call shares among them
 and cold, holding BLAS as it does (only the library its kernels call) and
 every loaded library (as before the hold was per library), alternating
 round by round.
+
+``warm``: the other side, nothing cold: small ``loss_and_grad`` calls
+back to back (the median of ``--rounds`` x 100 calls after 50, per
+shape and dtype), and a fitted model's ``predict_proba`` and ``predict``
+on 100 rows of 64 features: what a call's Python adds to a kernel of a
+few microseconds, for a caller in a loop (an optimiser's, a server's).
 
 ``wake``: what ``_launch._wake_probe`` measures: an empty parallel region
 on every thread, each after ``--pause`` seconds asleep, straight away,
@@ -555,11 +561,49 @@ def openmp(rounds: int, pause: float) -> None:
         _by_environment(run)
 
 
+WARM_SHAPES = [(200, 20, 3), (500, 50, 5), (1000, 20, 10), (2000, 100, 10), (1000, 20, 100)]
+
+
+def warm(rounds: int, pause: float) -> None:
+    import fastsoftmax as fs
+
+    calls = 100 * rounds
+
+    def median_us(fn) -> float:
+        for _ in range(50):
+            fn()
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return 1e6 * float(np.median(times))
+
+    print(f"\nµs, medians of {calls} calls back to back (after 50)")
+    print("| call | (m, n, k) | dtype | µs |\n|---|---|---|---:|")
+    rng = np.random.default_rng(0)
+    for dt in (np.float32, np.float64):
+        for m, n, k in WARM_SHAPES:
+            X = rng.standard_normal((m, n)).astype(dt)
+            y = rng.integers(0, k, m)
+            W = (0.01 * rng.standard_normal((n, k))).astype(dt)
+            t = median_us(functools.partial(fs.loss_and_grad, X, y, W, np.zeros(k, dt),
+                                            alpha=1e-4))
+            print(f"| loss_and_grad | ({m}, {n}, {k}) | {np.dtype(dt).name} | {t:.1f} |")
+    X = rng.standard_normal((2000, 64))
+    model = fs.SoftmaxRegression().fit(X, rng.integers(0, 10, 2000))
+    batch = X[:100].copy()
+    for name in ("predict_proba", "predict"):
+        t = median_us(functools.partial(getattr(model, name), batch))
+        print(f"| model.{name} | (100, 64, 10) | float64 | {t:.1f} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="calls,mid,predict,sparse,pieces,hold,wake,regions,openmp",
-                    help="comma-separated: calls, mid, predict, sparse, pieces, hold, wake, "
-                         "regions, openmp")
+    ap.add_argument("--part",
+                    default="calls,mid,predict,sparse,pieces,hold,warm,wake,regions,openmp",
+                    help="comma-separated: calls, mid, predict, sparse, pieces, hold, warm, "
+                         "wake, regions, openmp")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -568,13 +612,13 @@ def main(argv: list[str] | None = None) -> None:
         _region_child(args.rounds, args.pause)
         return
     parts = args.part.split(",")
-    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "hold", "wake",
-                            "regions", "openmp"}
+    unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "hold", "warm",
+                            "wake", "regions", "openmp"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     for name, run in (("calls", calls), ("mid", mid), ("predict", predict), ("sparse", sparse),
-                      ("pieces", pieces), ("hold", hold), ("wake", wake), ("regions", regions),
-                      ("openmp", openmp)):
+                      ("pieces", pieces), ("hold", hold), ("warm", warm), ("wake", wake),
+                      ("regions", regions), ("openmp", openmp)):
         if name in parts:
             run(args.rounds, args.pause)
 
