@@ -565,19 +565,16 @@ WARM_SHAPES = [(200, 20, 3), (500, 50, 5), (1000, 20, 10), (2000, 100, 10), (100
 
 
 def warm(rounds: int, pause: float) -> None:
+    from _common import median_of  # benchmarks/ is on the path of a script run from it
+
     import fastsoftmax as fs
 
     calls = 100 * rounds
 
     def median_us(fn) -> float:
-        for _ in range(50):
+        for _ in range(49):  # median_of's own untimed call is the fiftieth
             fn()
-        times = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return 1e6 * float(np.median(times))
+        return 1e6 * median_of(fn, calls)
 
     print(f"\nµs, medians of {calls} calls back to back (after 50)")
     print("| call | (m, n, k) | dtype | µs |\n|---|---|---|---:|")
