@@ -30,6 +30,22 @@ from ._validation import (
 )
 
 _EMPTY_CODES = np.empty(0, dtype=np.int64)
+# The empty placeholders of unweighted data and of labels (no targets), by
+# (dtype, classes): made once, as _EMPTY_CODES is, not per call (after an
+# idle pause two allocations took 15-20 microseconds of a small call;
+# BENCHMARKS.md, "Forty-ninth session"). They have no entry to write.
+_empties: dict[tuple[np.dtype, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _empty(dtype: np.dtype, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (sample weights (0,), targets (0, n_classes)) of ``dtype``, shared."""
+    key = (dtype, n_classes)
+    pair = _empties.get(key)
+    if pair is None:
+        if len(_empties) >= 64:  # a program of ever new class counts
+            _empties.clear()
+        pair = _empties[key] = (np.empty(0, dtype=dtype), np.empty((0, n_classes), dtype=dtype))
+    return pair
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -148,14 +164,14 @@ class Dataset:
 def make_dataset(X: np.ndarray, labels: np.ndarray | None, targets: np.ndarray | None,
                  sample_weight: np.ndarray | None, n_classes: int) -> Dataset:
     """Assemble a Dataset from checked parts; totals from its own weights."""
-    dt = X.dtype
     m = X.shape[0]
-    sw = np.empty(0, dtype=dt) if sample_weight is None else sample_weight
+    no_weights, no_targets = _empty(X.dtype, n_classes)
+    sw = no_weights if sample_weight is None else sample_weight
     total = float(sw.sum(dtype=np.float64)) if sample_weight is not None else float(m)
     return Dataset(
         X=X,
         labels=_EMPTY_CODES if labels is None else labels,
-        targets=np.empty((0, n_classes), dtype=dt) if targets is None else targets,
+        targets=no_targets if targets is None else targets,
         sample_weight=sw,
         n_classes=int(n_classes),
         total_weight=total,

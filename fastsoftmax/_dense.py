@@ -405,10 +405,15 @@ class DenseEngine:
         whose every row starts aligned (``_launch.aligned_rows``: (k, n')
         zero-padded; O(n k) next to the pass's O(m n k)); the transposed
         view of a C-contiguous (n, k) W (the public layout) goes to the GEMM
-        kernel without a copy.
+        kernel without a copy. The rows kernels' copy is written into a
+        buffer kept as the scratch is (:meth:`_buffer`), allocated, aligned
+        and padded once: a small call after an idle pause spent 40-60
+        microseconds allocating and aligning a new one (BENCHMARKS.md,
+        "Forty-ninth session").
         """
         if self.strategy == "rows":
-            return aligned_rows(coef)
+            buffer, = self._buffer("weights", 1, lambda _: (aligned_rows(coef),))
+            return aligned_rows(coef, out=buffer)
         return np.ascontiguousarray(coef.T)
 
     def _to_coef(self, G: np.ndarray) -> np.ndarray:

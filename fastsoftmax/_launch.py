@@ -286,6 +286,14 @@ def set_numba_thread_count(n: int) -> None:
 _thread_limit = 0  # NUMBA_NUM_THREADS, read with the layer
 
 
+def launched_thread_limit() -> int:
+    """Return ``NUMBA_NUM_THREADS`` once Numba's threading layer is launched, else 0.
+
+    The launched layer's pool is that size for the rest of the process.
+    """
+    return _thread_limit if _layer is not None else 0
+
+
 def _note_launch() -> None:
     """Keep Numba's parallel module for the two functions above once its layer is launched."""
     global _layer, _thread_limit
@@ -376,13 +384,18 @@ def aligned_row(n: int, itemsize: int, pad_bytes: int = 0) -> int:
     return -(-(n + -(-pad_bytes // itemsize)) // per) * per
 
 
-def aligned_rows(a: np.ndarray) -> np.ndarray:
+def aligned_rows(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Return a copy of the 2-D ``a`` (r, n) whose rows all start aligned: (r, n') zero-padded.
 
     For the rows kernels' weights, which read the first n entries of each
-    row (n from X) and nothing beyond.
+    row (n from X) and nothing beyond. ``out``: an earlier result of this
+    function for an array of a's shape and dtype, whose padding is still
+    zero; a's entries are copied into it and it is returned.
     """
     r, n = a.shape
+    if out is not None:
+        out[:, :n] = a
+        return out
     out = aligned_empty((r, aligned_row(n, a.dtype.itemsize)), a.dtype)
     out[:, :n] = a
     out[:, n:] = 0

@@ -35,8 +35,9 @@ def l2_penalty(coef: np.ndarray, alpha: float) -> float:
 # (``_kernels._vector._add_scaled``: the gradient's term and the sum of
 # squares together, split over the threads). NumPy's three passes and the
 # temporary alpha * coef took 3.9 ms of a 50 ms loss_and_grad at 3000 x 1000
-# float32 weights (BENCHMARKS.md, "Twenty-fifth session"); below this size the
-# kernel is not worth compiling.
+# float32 weights (BENCHMARKS.md, "Twenty-fifth session"). Below this size
+# one thread's loop does both (``_add_scaled_one``): a parallel pass would
+# wake the workers for microseconds of work.
 _KERNEL_FROM = 1 << 16
 
 
@@ -55,9 +56,26 @@ def add_l2(grad_coef: np.ndarray, coef: np.ndarray, alpha: float) -> float | Non
     """grad_coef += alpha coef, in place; return Σ coef² (float64) where that came free, else None.
 
     From :data:`_KERNEL_FROM` entries, with both arrays in one memory order,
-    one compiled pass does both; otherwise NumPy adds and nothing is summed.
+    one compiled parallel pass does both; below, a compiled loop on the
+    calling thread where grad_coef is 2-D and contiguous and coef of its
+    dtype (the engines' gradients); otherwise NumPy adds and nothing is
+    summed.
     """
-    pair = _flat_pair(grad_coef, coef) if grad_coef.size >= _KERNEL_FROM else None
+    if grad_coef.size < _KERNEL_FROM:
+        # One compiled call in place of NumPy's temporary, two ufuncs and
+        # the sum of squares: after an idle pause those took 60-100
+        # microseconds of a small call (BENCHMARKS.md, "Forty-ninth session").
+        if grad_coef.ndim == 2 and grad_coef.dtype == coef.dtype:
+            g, w = grad_coef, coef
+            if not g.flags.c_contiguous and g.flags.f_contiguous:
+                g, w = g.T, w.T
+            if g.flags.c_contiguous:
+                from ._kernels._vector import _add_scaled_one
+
+                return float(_add_scaled_one(g, w, g.dtype.type(alpha)))
+        grad_coef += grad_coef.dtype.type(alpha) * coef
+        return None
+    pair = _flat_pair(grad_coef, coef)
     if pair is None:
         grad_coef += grad_coef.dtype.type(alpha) * coef
         return None

@@ -55,6 +55,7 @@ from typing import TypeVar
 
 from ._launch import (
     call_ended,
+    launched_thread_limit,
     numba_thread_count,
     region_ended,
     serial_call,
@@ -96,6 +97,12 @@ def check_n_threads(n_threads: int | None) -> int | None:
     """Validate an ``n_threads`` argument; None means Numba's current value."""
     if n_threads is None:
         return None
+    # A plain int within the pool that Numba's launched layer has (its size
+    # is fixed from then on) needs neither the ABC check nor Numba's config:
+    # after an idle pause those took 40 microseconds of a small call
+    # (BENCHMARKS.md, "Forty-ninth session").
+    if type(n_threads) is int and 1 <= n_threads <= launched_thread_limit():
+        return n_threads
     if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
         raise TypeError(f"n_threads must be an int or None, got {type(n_threads).__name__}")
     limit = thread_limit()

@@ -25,7 +25,6 @@ from ._launch import first_bad, n_chunks
 from ._threads import kernel_call
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_umax = np.maximum.reduce
 
 
 def float_dtype_of(a: Any) -> np.dtype:
@@ -263,8 +262,32 @@ def _check_sparse_X(X: Any, dtype: Any, offset: int, allow_empty: bool):
     return as_csr(X, dtype, offset=offset)
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
     """Integer class indices in 0..k-1, one per row; returned as int64."""
+    if (type(y) is np.ndarray and y.dtype is _INT64 and y.ndim == 1 and y.shape[0] == m
+            and y.flags.c_contiguous and y.flags.writeable):
+        # What the steps below return for it, without NumPy's conversions
+        # (after an idle pause each call into NumPy costs a small call
+        # microseconds; BENCHMARKS.md, "Forty-ninth session").
+        labels = y
+    else:
+        labels = _labels_array(y, m, k, name)
+    from ._kernels._checks import _first_bad_label  # Numba, loaded by the kernels' callers
+
+    i = _first_bad_label(labels, k)
+    if i >= 0:
+        raise ValueError(
+            f"{name}[{i}] = {labels[i]} is not a class index in 0..{k - 1} "
+            f"(W has {k} columns)"
+        )
+    return labels
+
+
+def _labels_array(y: Any, m: int, k: int, name: str) -> np.ndarray:
+    """``y`` as a writable C-contiguous int64 array of m labels (not yet range-checked)."""
     arr = np.asarray(y)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D labels, got shape {arr.shape}")
@@ -282,16 +305,7 @@ def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
         raise TypeError(
             f"{name} must hold integer class labels 0..{k - 1}, got dtype {arr.dtype}"
         )
-    labels = kernel_view(np.ascontiguousarray(arr, dtype=np.int64))
-    # One reduction, no temporary: as unsigned, a negative label is above
-    # every class index too. The mask is built only to name the label.
-    if m and _umax(labels.view(np.uint64)) >= k:
-        i = int(np.flatnonzero((labels < 0) | (labels >= k))[0])
-        raise ValueError(
-            f"{name}[{i}] = {labels[i]} is not a class index in 0..{k - 1} "
-            f"(W has {k} columns)"
-        )
-    return labels
+    return kernel_view(np.ascontiguousarray(arr, dtype=np.int64))
 
 
 def check_targets(Y: Any, m: int, k: int, dtype: np.dtype, name: str = "y") -> np.ndarray:

@@ -1067,3 +1067,25 @@ def test_calls_after_an_idle_spell_measure_the_wake_up_then_stay_on_one_thread(
     for got in results:
         for g, w in zip(got, first, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_rows_weights_buffer_is_rewritten_each_call(dt, rng, monkeypatch):
+    """The rows kernels' aligned weights are one kept buffer, rewritten per call:
+    gradients at two points in turn each match NumPy's, and the buffer's
+    padding stays zero."""
+    from fastsoftmax._launch import ALIGN, aligned_rows
+
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "rows")
+    X, y, W, b, _ = make_problem(rng, 50, 13, 4, dt)
+    for point in (W, 3 * W, -W, W):
+        got = fs.loss_and_grad(X, y, point, b, alpha=0.1, n_threads=1)
+        want = ref.loss_and_grad(X, y, point, b, alpha=0.1)
+        assert_close(got, want, dt)
+    coef = rng.standard_normal((4, 13)).astype(dt)
+    out = aligned_rows(coef)
+    assert out.ctypes.data % ALIGN == 0 and not out[:, 13:].any()
+    other = np.asfortranarray(rng.standard_normal((4, 13)).astype(dt))
+    assert aligned_rows(other, out=out) is out
+    np.testing.assert_array_equal(out[:, :13], other)
+    assert not out[:, 13:].any()

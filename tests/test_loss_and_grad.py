@@ -254,11 +254,16 @@ def test_alpha_on_many_weights_in_solver_layout_takes_the_compiled_pass(strategy
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("order", ["C", "F", "mixed"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_penalize_kernel_matches_numpy(dt, order, threads, rng):
-    """_penalty.penalize through the compiled pass against NumPy, in any memory order."""
+@pytest.mark.parametrize("size", ["parallel", "one thread"])
+def test_penalize_kernel_matches_numpy(dt, order, threads, size, rng):
+    """_penalty.penalize through the compiled passes against NumPy, in any memory order.
+
+    From ``_KERNEL_FROM`` weights the parallel pass, below it the loop on
+    the calling thread (``_kernels._vector._add_scaled_one``).
+    """
     from fastsoftmax._penalty import _KERNEL_FROM, l2_penalty, penalize
 
-    shape = (300, _KERNEL_FROM // 300 + 7)
+    shape = (300, _KERNEL_FROM // 300 + 7) if size == "parallel" else (10, 37)
     coef = rng.standard_normal(shape).astype(dt)
     grad = rng.standard_normal(shape).astype(dt)
     if order in ("F", "mixed"):
@@ -287,6 +292,25 @@ def test_penalize_kernel_matches_numpy(dt, order, threads, rng):
             warnings.simplefilter("error")
             assert penalize(0.0, np.zeros(shape), np.full(shape, 1e200), 1.0) == np.inf
             assert l2_penalty(np.full((3, 4), 1e200), 1.0) == np.inf
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("case", ["strided", "1-D", "dtypes"])
+def test_penalize_without_a_compiled_pass_matches_numpy(dt, case, rng):
+    """Weights the compiled passes do not take (strided, 1-D, two dtypes) go through NumPy."""
+    from fastsoftmax._penalty import l2_penalty, penalize
+
+    coef = rng.standard_normal((12, 9)).astype(dt)
+    grad = rng.standard_normal((12, 18)).astype(dt)[:, ::2]
+    if case == "1-D":
+        coef, grad = coef.ravel(), np.ascontiguousarray(grad).ravel()
+    elif case == "dtypes":
+        coef = coef.astype(np.float64 if dt == np.float32 else np.float32)
+        grad = np.ascontiguousarray(grad)
+    want_grad = grad + grad.dtype.type(0.3) * coef
+    got = penalize(2.5, grad, coef, 0.3)
+    assert got == pytest.approx(2.5 + l2_penalty(coef, 0.3), rel=1e-12)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-6)
 
 
 # ------------------------------------------------------------------- threads

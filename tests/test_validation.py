@@ -327,3 +327,61 @@ def test_value_beyond_the_model_dtype_is_named_not_warned():
         with pytest.raises(ValueError, match=r"X\[1, 2\] = 1e\+300 is outside the range of "
                                              r"float32"):
             model.predict_proba(X_new)
+
+
+@pytest.mark.parametrize("kind", ["int64", "strided int64", "int32", "uint64", "read-only"])
+@pytest.mark.parametrize("m", [0, 1, 7, 1000])
+def test_labels_check_names_the_first_label_out_of_range(kind, m):
+    """check_labels against NumPy: the first label outside 0..k-1 named, else the labels as int64.
+
+    A writable C-contiguous int64 array comes back as the caller's own
+    array (nothing is written to it); other kinds as a converted copy or
+    view, equal to it.
+    """
+    from fastsoftmax._validation import check_labels
+
+    rng = np.random.default_rng(m)
+    k = 5
+    for trial in range(6):
+        labels = rng.integers(0, k, size=2 * m if kind == "strided int64" else m)
+        if m and trial:
+            bad = labels.shape[0] - 1 if trial == 1 else int(rng.integers(labels.shape[0]))
+            labels[bad] = (-1, k, k + 3, -(2 ** 40))[trial % 4]
+            if trial > 3:  # two bad labels: the first is named
+                labels[int(rng.integers(labels.shape[0]))] = k
+        y = {"int64": labels, "strided int64": labels[::2], "int32": labels.astype(np.int32),
+             "uint64": labels.astype(np.uint64), "read-only": labels.copy()}[kind]
+        if kind == "read-only":
+            y.flags.writeable = False
+        before = y.copy()
+        wrong = np.flatnonzero((y.astype(np.int64) < 0) | (y.astype(np.int64) >= k))
+        if wrong.size:
+            i = int(wrong[0])
+            with pytest.raises(ValueError, match=rf"y\[{i}\] = -?\d+ is not a class index "
+                                                 rf"in 0\.\.{k - 1}"):
+                check_labels(y, m, k)
+        else:
+            got = check_labels(y, m, k)
+            assert got.dtype == np.int64 and got.flags.c_contiguous
+            np.testing.assert_array_equal(got, y.astype(np.int64))
+            if kind == "int64":
+                assert got is y
+        np.testing.assert_array_equal(y, before)
+
+
+def test_thread_count_check_after_the_layer_is_launched():
+    """check_n_threads takes a plain int in 1..NUMBA_NUM_THREADS once Numba's layer runs,
+    and still refuses the rest with the same errors."""
+    from fastsoftmax._launch import launched_thread_limit
+    from fastsoftmax._threads import check_n_threads
+
+    fs.loss_and_grad(np.ones((4, 2)), np.array([0, 1, 0, 1]), np.zeros((2, 2)), n_threads=1)
+    limit = numba.config.NUMBA_NUM_THREADS
+    assert launched_thread_limit() in (0, limit)  # 0 where the layer has not launched yet
+    assert [check_n_threads(n) for n in range(1, limit + 1)] == list(range(1, limit + 1))
+    assert check_n_threads(None) is None
+    assert check_n_threads(np.int64(1)) == 1
+    for bad, error in ((0, ValueError), (limit + 1, ValueError), (True, TypeError),
+                       (1.0, TypeError)):
+        with pytest.raises(error, match="n_threads must be"):
+            check_n_threads(bad)

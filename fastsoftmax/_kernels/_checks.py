@@ -9,7 +9,32 @@ import numpy as np
 from numba import njit, prange
 
 from ._common import _chunk
-from ._config import PJIT_STRICT
+from ._config import PJIT_STRICT, STRICT
+
+
+@njit(**STRICT)
+def _first_bad_label(labels, k):
+    """Return the first i with labels[i] outside 0..k-1, else -1 (on the calling thread).
+
+    IN: labels (m,) int64, k. One compiled loop in place of a NumPy
+    reduction: after an idle pause NumPy's reduction machinery took
+    tens of microseconds of a small call (BENCHMARKS.md, "Forty-ninth
+    session").
+    """
+    m = labels.shape[0]
+    # As unsigned, a negative label is above every class index too; the
+    # failures are counted (an integer reduction, which LLVM vectorises;
+    # a loop that leaves at the first would not be).
+    top = np.uint64(k)
+    nbad = 0
+    for i in range(m):
+        nbad += np.uint64(labels[i]) >= top
+    if nbad == 0:
+        return -1
+    for i in range(m):
+        if np.uint64(labels[i]) >= top:
+            return i
+    return -1
 
 
 @njit(**PJIT_STRICT)

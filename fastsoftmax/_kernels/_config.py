@@ -25,7 +25,8 @@ PJIT = {**JIT, "parallel": True}
 
 # Validation scans get no fast-math at all: under "reassoc" LLVM may rewrite
 # the arithmetic a NaN/inf test relies on (x - x folded to 0 was observed).
-PJIT_STRICT = {"nogil": True, "cache": True, "parallel": True, "error_model": "numpy"}
+STRICT = {"nogil": True, "cache": True, "error_model": "numpy"}
+PJIT_STRICT = {**STRICT, "parallel": True}
 
 
 def _wide_registers() -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._common import _chunk
-from ._config import PJIT
+from ._config import JIT, PJIT
 
 
 @njit(**PJIT)
@@ -80,6 +80,25 @@ def _dot_scaled(a, b, s, parts):
         for i in range(hi - lo):
             acc += (s * ac[i]) * bc[i]
         parts[c, 0] = acc
+
+
+@njit(**JIT)
+def _add_scaled_one(g, w, alpha):
+    """Add alpha w to g; return Σ w² in float64: :func:`_add_scaled` on the calling thread.
+
+    IN/OUT g (r, c), C-contiguous; IN w (r, c) of g's dtype in any memory
+    order, alpha of that dtype. For small weights, where a parallel pass
+    would wake the workers for a few microseconds of work.
+    """
+    acc = 0.0
+    for i in range(g.shape[0]):
+        gi, wi = g[i], w[i]
+        for j in range(g.shape[1]):
+            v = wi[j]
+            gi[j] += alpha * v
+            v64 = np.float64(v)
+            acc += v64 * v64
+    return acc
 
 
 @njit(**PJIT)
