@@ -224,6 +224,24 @@ def _chunks_total(parts: np.ndarray, k: int) -> np.ndarray:
     return parts[0, :k].copy() if parts.shape[0] == 1 else parts.sum(axis=0)[:k]
 
 
+# The kernels' 1 / (total weight) in the data's dtype, by (dtype, total):
+# a NumPy scalar made once per value, as an unweighted call's total is its
+# row count (after an idle pause making one took 10-15 microseconds of a
+# small call; BENCHMARKS.md, "Forty-ninth session").
+_scales: dict[tuple[np.dtype, float], np.floating] = {}
+
+
+def _scale_of(dtype: np.dtype, total: float) -> np.floating:
+    """Return ``dtype.type(1 / total)``, shared (NumPy scalars are immutable)."""
+    key = (dtype, total)
+    scale = _scales.get(key)
+    if scale is None:
+        if len(_scales) >= 64:  # a program of ever new totals
+            _scales.clear()
+        scale = _scales[key] = dtype.type(1.0 / total)
+    return scale
+
+
 def _kept_buffers(key: tuple, make) -> tuple[np.ndarray, ...]:
     """Return the buffers kept for ``key`` on this thread, or ``make()`` them (and keep them)."""
     store = getattr(_kept, "buffers", None)
@@ -335,7 +353,7 @@ class DenseEngine:
         self.mode = choose_mode(X, self.k) if mode is None else mode
         if self.mode not in ("cached", "recompute"):
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
-        self._scale = self.dtype.type(1.0 / data.total_weight)
+        self._scale = _scale_of(self.dtype, data.total_weight)
         self._work = launch_work(m, n, self.k)
         # A call of the function API in the caller's loop counts as warm
         # (_launch.calls_in_a_loop).
@@ -516,7 +534,8 @@ class DenseEngine:
             grad = self._to_coef(g)
         # The L2 term on the GEMM strategy's (n, k) sum and W, in one memory
         # order: the compiled pass (_penalty.add_l2) takes arrays of one order.
-        value = float(loss.sum()) / data.total_weight
+        # One chunk's term is the sum (item: no NumPy reduction nor scalar).
+        value = (loss.item(0) if loss.shape[0] == 1 else float(loss.sum())) / data.total_weight
         if self.strategy == "rows":
             value = penalize(value, grad, coef, alpha)
         else:

@@ -51,7 +51,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ._launch import (
     call_ended,
@@ -73,8 +73,8 @@ _controller = None
 _controller_modules = -1  # len(sys.modules) when the controller was built
 _controller_lock = threading.Lock()
 # The BLAS libraries held at one thread now, over all Python threads, by
-# file path: [the blocks holding it, its controller, the count to restore
-# when the last leaves (None: it was at one thread already)].
+# file path: [the blocks holding it, its count's setter (_count_calls), the
+# count to restore when the last leaves (None: it was at one thread already)].
 _blas_held: dict[str, list] = {}
 # The file paths each open block that holds every library holds: a
 # library loaded while it is open joins it (load_kernel_blas).
@@ -190,7 +190,41 @@ def _blas_controller():
 
         _controller = ThreadpoolController().select(user_api="blas")
         _controller_modules = len(sys.modules)
+        _count_calls.clear()
+        for lib in _controller.lib_controllers:
+            _count_calls[lib.filepath] = _library_counts(lib)
     return _controller
+
+
+# Per library file path (the controller's libraries): its (get, set) of the
+# thread count.
+_count_calls: dict[str, tuple[Callable[[], Any], Callable[[int], Any]]] = {}
+
+
+def _library_counts(lib) -> tuple[Callable[[], Any], Callable[[int], Any]]:
+    """Return (get, set) of ``lib``'s thread count: OpenBLAS's own functions for its own pool.
+
+    An OpenBLAS with its own (pthreads) pool has one process-wide count,
+    which its ``openblas_get_num_threads`` and ``openblas_set_num_threads``
+    read and write; they are called directly (under the names its builds
+    export: SciPy's and NumPy's wheels prefix "scipy_", 64-bit integer
+    builds suffix "64_"). threadpoolctl's methods, which every other
+    library goes through, wrap the same calls in Python (the controlling
+    thread, the symbol's lookup): after an idle pause, a hold's get and two
+    sets through them took about twice the direct calls' time
+    (BENCHMARKS.md, "Forty-ninth session"). Holds are counted here
+    (:func:`_hold`), so the controlling thread is not needed.
+    """
+    dynlib = getattr(lib, "dynlib", None)
+    if (dynlib is not None and lib.internal_api == "openblas"
+            and getattr(lib, "threading_layer", None) == "pthreads"):
+        for prefix in ("", "scipy_"):
+            for suffix in ("", "64_"):
+                get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                put = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    return get, put
+    return lib.get_num_threads, lib.set_num_threads
 
 
 def _blas_enter(library: str | None = None) -> list[str]:
@@ -223,28 +257,29 @@ def _blas_exit(held: list[str]) -> None:
             if entry[0] == 0:
                 del _blas_held[path]
                 if entry[2] is not None:
-                    entry[1].set_num_threads(entry[2])
+                    entry[1](entry[2])
 
 
 def _hold(lib) -> str:
     """Count one more block holding ``lib`` at one thread; return its file path (the lock held).
 
-    The library's own ``get_num_threads`` / ``set_num_threads`` (what
-    threadpoolctl's ``limit`` calls, without the report of every library it
-    builds on entry and on exit: 6 microseconds a block where that took 14,
-    next to calls of 100-200 microseconds); a library at one thread already
-    is left alone.
+    The library's own count's get and set (:func:`_library_counts`; not
+    threadpoolctl's ``limit``, with the report of every library it builds
+    on entry and on exit: 6 microseconds a block where that took 14, next
+    to calls of 100-200 microseconds); a library at one thread already is
+    left alone.
     """
     entry = _blas_held.get(lib.filepath)
     if entry is not None:
         entry[0] += 1
         return lib.filepath
-    original = lib.get_num_threads()
+    get, put = _count_calls.get(lib.filepath) or (lib.get_num_threads, lib.set_num_threads)
+    original = get()
     if original is None or original == 1:
         original = None
     else:
-        lib.set_num_threads(1)
-    _blas_held[lib.filepath] = [1, lib, original]
+        put(1)
+    _blas_held[lib.filepath] = [1, put, original]
     return lib.filepath
 
 

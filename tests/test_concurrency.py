@@ -430,6 +430,34 @@ def test_blocks_holding_one_library_and_all_overlap_without_leaks(monkeypatch):
     assert blas_counts() == before and _threads._blas_held == {}
 
 
+def test_library_counts_read_and_write_what_threadpoolctl_sees():
+    """Each loaded BLAS library's (get, set) of its thread count (OpenBLAS's own
+    functions where it runs its own pool, else threadpoolctl's) reads and
+    writes the count threadpoolctl reports."""
+    import scipy.linalg.cython_blas  # noqa: F401  (SciPy's OpenBLAS loaded)
+
+    from fastsoftmax import _threads
+
+    with _threads._controller_lock:
+        libraries = list(_threads._blas_controller().lib_controllers)
+        calls = dict(_threads._count_calls)
+    assert libraries and set(calls) == {lib.filepath for lib in libraries}
+    direct = 0
+    for lib in libraries:
+        get, put = calls[lib.filepath]
+        direct += get != lib.get_num_threads
+        original = blas_counts()[lib.filepath]
+        assert get() == original
+        try:
+            put(1)
+            assert blas_counts()[lib.filepath] == 1 and get() == 1
+        finally:
+            put(original)
+        assert blas_counts()[lib.filepath] == original
+    # SciPy's wheel ships an OpenBLAS with its own pool: its functions are called directly.
+    assert direct >= 1 or not any(lib.internal_api == "openblas" for lib in libraries)
+
+
 FIRST_GEMM = """
 import json, os, time
 import numpy as np, threadpoolctl
