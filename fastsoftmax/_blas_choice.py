@@ -45,6 +45,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -285,7 +286,26 @@ def use_chosen(dtype, work: int = 0) -> None:
     Called by every GEMM engine and prediction: a few microseconds, and
     nothing written where the choice stands already.
     """
-    if not _calibration._busy():
+    if _calibration._busy():
+        return
+    # chosen()'s answer depends on the overrides, the wisdom (a new object
+    # when a calibration writes it) and whether the call is large enough to
+    # time the choice: kept per dtype on those, as its several layers of
+    # Python took about 30 microseconds of a small call after an idle pause
+    # (BENCHMARKS.md, "Forty-ninth session").
+    key = (dtype, work >= _calibration.AUTO_WORK)
+    wisdom = _calibration.wisdom_object()
+    blas, strategy = env_value("FASTSOFTMAX_BLAS"), env_value("FASTSOFTMAX_STRATEGY")
+    memo = _chosen_memo.get(key)
+    if memo is not None and memo[0] is wisdom and memo[1] == blas and memo[2] == strategy:
+        name = memo[3]
+    else:
         name = chosen(dtype, work)
-        if _in_force.get(dtype) != name:
-            use(dtype, name)
+        _chosen_memo[key] = (wisdom, blas, strategy, name)
+    if _in_force.get(dtype) != name:
+        use(dtype, name)
+
+
+# use_chosen's last answer per (dtype, large): (wisdom, FASTSOFTMAX_BLAS,
+# FASTSOFTMAX_STRATEGY, name).
+_chosen_memo: dict[tuple[np.dtype, bool], tuple[Any, str, str, str]] = {}

@@ -347,6 +347,14 @@ def _load() -> dict[str, dict]:
     return _wisdom
 
 
+def wisdom_object() -> dict[str, dict]:
+    """Return the wisdom in force, read once: a new object whenever it changes.
+
+    For callers that keep an answer derived from it (``_blas_choice.use_chosen``).
+    """
+    return _load()
+
+
 # A cell as the lookup uses it: (n, k, ahead), ahead when it is the cell's
 # timing on an X read ahead (ahead_cell).
 Cell = tuple[int, int, bool]

@@ -161,7 +161,7 @@ def logsumexp(Z: Any, *, n_threads: int | None = None) -> np.ndarray | np.floati
 
 def _objective_X(X: Any) -> Any:
     """X for the objective's functions: a float array, or a CSR for scipy.sparse input."""
-    if is_sparse(X):
+    if type(X) is not np.ndarray and is_sparse(X):  # an ndarray is not: no lookups
         return as_csr(X)
     return as_float_array(X, "X", ndim=(2,))
 

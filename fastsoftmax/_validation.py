@@ -43,7 +43,7 @@ def as_float_array(
     """
     if (type(a) is np.ndarray and a.ndim in ndim
             and (a.dtype in FLOAT_DTYPES if dtype is None else a.dtype == dtype)
-            and a.flags.c_contiguous and a.flags.writeable):
+            and _contiguous_writable(a.flags)):
         # What the kernels read already, as the steps below would return it:
         # one test, where those steps run several Python calls (after an
         # idle pause tens of microseconds of a small call).
@@ -67,6 +67,11 @@ def as_float_array(
         raise ValueError(f"{name} must be {want}, got an array of shape {arr.shape}")
     target = float_dtype_of(arr) if dtype is None else np.dtype(dtype)
     return kernel_view(np.ascontiguousarray(arr, dtype=target))
+
+
+def _contiguous_writable(flags) -> bool:
+    """C-contiguous and writable, from one ``ndarray.flags`` (each access makes a new object)."""
+    return flags.c_contiguous and flags.writeable
 
 
 # Below this many entries NumPy's test (a boolean array of ``a``'s size)

@@ -258,3 +258,27 @@ def test_the_mkl_wheel_runs_single_threaded_beside_the_kernels():
     mkl = [lib for lib in threadpool_info() if lib["internal_api"] == "mkl"]
     assert [lib["threading_layer"] for lib in mkl] == ["sequential"]
     assert bc.candidates()["mkl"].ilp64
+
+
+def test_use_chosen_follows_the_override_and_a_new_wisdom(monkeypatch):
+    """use_chosen keeps its answer per dtype only while the overrides and the
+    wisdom object stand: a new FASTSOFTMAX_BLAS, or a new wisdom, repoints
+    the kernels' products."""
+    names = list(bc.candidates())
+    if len(names) < 2:
+        pytest.skip("one BLAS library in this process")
+    f32 = np.dtype(np.float32)
+    before = bc.in_use(f32)
+    try:
+        for name in (names[1], names[0], names[1]):
+            monkeypatch.setenv("FASTSOFTMAX_BLAS", name)
+            bc.use_chosen(f32)
+            assert bc.in_use(f32) == name
+        monkeypatch.delenv("FASTSOFTMAX_BLAS")
+        monkeypatch.delenv("FASTSOFTMAX_STRATEGY", raising=False)  # "fixed" reads no wisdom
+        for name in (names[0], names[1]):
+            monkeypatch.setattr(cal, "_wisdom", {"float32": {"cells": {}, "blas": name}})
+            bc.use_chosen(f32)
+            assert bc.in_use(f32) == name
+    finally:
+        bc.use(f32, before)
