@@ -3,6 +3,7 @@ rot: each must finish and print a complete Markdown table. No timing is
 asserted (the numbers from tiny inputs mean nothing); the full runs are the
 commands listed in BENCHMARKS.md."""
 
+import json
 import os
 import subprocess
 import sys
@@ -222,6 +223,19 @@ def test_cold_calls_script():
                       "--rounds", "1", "--pause", "0.01")
     libraries = sum(row.startswith("| one library held") for row in rows)
     assert len(rows) == (2 + 8 + libraries) + (2 + 4) + (2 + 6) + (2 + 12) + (2 + 4), rows
+
+
+@pytest.mark.parametrize("contender", ["fastsoftmax", "numpy"])
+def test_cold_calls_overhead_child(contender):
+    # One contender's process of the overhead part (the part itself runs
+    # three per contender, every peer importing its framework): its times.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/cold_calls.py",
+                          "--overhead-child", contender, "--rounds", "2", "--pause", "0.01"],
+                         cwd=HERE.parent, env=env, check=True, capture_output=True, text=True,
+                         timeout=600)
+    times = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(times) == {"warm", "cold"} and all(0 < t < 1 for t in times.values()), times
 
 
 def test_serial_parallel_units_script():

@@ -1,7 +1,7 @@
 """A call after an idle pause: where its time goes (target 1 below m n k = 1e8).
 
     python benchmarks/cold_calls.py [--part calls,mid,predict,sparse,pieces,hold,warm,wake,
-                                            regions,openmp]
+                                            regions,openmp,overhead]
                                     [--rounds 15]
                                     [--pause 0.5]
 
@@ -70,6 +70,13 @@ calls take.
 region of two threads doing the same work, built with ``gcc -O2 -fopenmp`` in a temporary
 folder; skipped, with a line saying so, where no gcc is found), under the
 same environments: whether the cost is GNU OpenMP's own or Numba's.
+
+``overhead``: every contender of ``benchmarks/_contenders.py`` (fastsoftmax
+and its peers) on a float32 problem of 16 x 4 x 3, where the kernel takes
+microseconds and a call is its overhead: validation, dispatch, the thread
+and BLAS settings, the outputs. Each in its own processes, back to back
+and after ``--pause`` asleep: what a small call pays after an idle spell
+before any work, beside what each peer pays.
 
 Prints Markdown tables of medians over ``--rounds``; asserts nothing.
 """
@@ -595,27 +602,96 @@ def warm(rounds: int, pause: float) -> None:
         print(f"| model.{name} | (100, 64, 10) | float64 | {t:.1f} |")
 
 
+OVERHEAD_SHAPE = (16, 4, 3)  # m, n, k: a kernel of a few microseconds, the call is all overhead
+OVERHEAD_PROCESSES = 3
+
+
+def _overhead_child(name: str, rounds: int, pause: float) -> None:
+    """Print {"warm": s, "cold": s} of contender ``name`` on OVERHEAD_SHAPE ({"skipped": why})."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _contenders import make, problem
+
+    X, y, W, b = problem(*OVERHEAD_SHAPE, "float32")
+    fn = make(name, X, y, W, b, 1e-4, len(os.sched_getaffinity(0)))
+    if fn is None:
+        print(json.dumps({"skipped": f"{name} is not installed"}))
+        return
+    for _ in range(50):
+        fn()
+    warm, cold = [], []
+    for _ in range(rounds):
+        for _ in range(20):
+            fn()
+        t0 = time.perf_counter()
+        fn()
+        warm.append(time.perf_counter() - t0)
+        time.sleep(pause)
+        t0 = time.perf_counter()
+        fn()
+        cold.append(time.perf_counter() - t0)
+    print(json.dumps({"warm": float(np.median(warm)), "cold": float(np.median(cold))}))
+
+
+def overhead(rounds: int, pause: float) -> None:
+    """What one call costs besides its work, warm and cold, fastsoftmax beside every peer.
+
+    Each contender of ``_contenders.CONTENDERS`` on a float32 problem of
+    OVERHEAD_SHAPE (a kernel of microseconds), in its own processes
+    (OVERHEAD_PROCESSES each, contenders interleaved), at every CPU, in the
+    default environment: the median over ``rounds`` calls back to back and
+    after ``pause`` seconds asleep, then the median over the processes.
+    """
+    from _contenders import CONTENDERS
+
+    m, n, k = OVERHEAD_SHAPE
+    print(f"\nµs per call on a float32 ({m}, {n}, {k}) problem: medians over "
+          f"{OVERHEAD_PROCESSES} processes of the medians of {rounds} calls (cold: after "
+          f"{pause:g} s asleep)")
+    print("| contender | warm | cold |")
+    print("|---|---:|---:|")
+    found: dict[str, list[dict]] = {name: [] for name in CONTENDERS}
+    for _ in range(OVERHEAD_PROCESSES):
+        for name in CONTENDERS:
+            out = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--overhead-child", name,
+                 "--rounds", str(rounds), "--pause", str(pause)],
+                capture_output=True, text=True, check=True).stdout
+            found[name].append(json.loads(out.strip().splitlines()[-1]))
+    for name, runs in found.items():
+        if "skipped" in runs[0]:
+            print(f"| {name} | {runs[0]['skipped']} | |")
+            continue
+        warm = np.median([r["warm"] for r in runs])
+        cold = np.median([r["cold"] for r in runs])
+        print(f"| {name} | {1e6 * warm:.0f} | {1e6 * cold:.0f} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part",
-                    default="calls,mid,predict,sparse,pieces,hold,warm,wake,regions,openmp",
+                    default="calls,mid,predict,sparse,pieces,hold,warm,wake,regions,openmp,"
+                            "overhead",
                     help="comma-separated: calls, mid, predict, sparse, pieces, hold, warm, "
-                         "wake, regions, openmp")
+                         "wake, regions, openmp, overhead")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--overhead-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         _region_child(args.rounds, args.pause)
         return
+    if args.overhead_child:
+        _overhead_child(args.overhead_child, args.rounds, args.pause)
+        return
     parts = args.part.split(",")
     unknown = set(parts) - {"calls", "mid", "predict", "sparse", "pieces", "hold", "warm",
-                            "wake", "regions", "openmp"}
+                            "wake", "regions", "openmp", "overhead"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     for name, run in (("calls", calls), ("mid", mid), ("predict", predict), ("sparse", sparse),
                       ("pieces", pieces), ("hold", hold), ("warm", warm), ("wake", wake),
-                      ("regions", regions), ("openmp", openmp)):
+                      ("regions", regions), ("openmp", openmp), ("overhead", overhead)):
         if name in parts:
             run(args.rounds, args.pause)
 
