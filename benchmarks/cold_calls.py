@@ -106,11 +106,12 @@ ENVS = ({}, {"GOMP_SPINCOUNT": "0"}, {"GOMP_SPINCOUNT": "10000"},
         {"GOMP_SPINCOUNT": "100000"}, {"OMP_WAIT_POLICY": "passive"})
 
 
-def _warm_and_cold(fn, rounds: int, pause: float) -> tuple[float, float]:
-    """Median seconds of fn() back to back and after ``pause`` s asleep."""
+def _warm_and_cold(fn, rounds: int, pause: float, lead: int = 1) -> tuple[float, float]:
+    """Median seconds of fn() back to back (after ``lead`` calls) and after ``pause`` s asleep."""
     warm, cold = [], []
     for _ in range(rounds):
-        fn()
+        for _ in range(lead):
+            fn()
         t0 = time.perf_counter()
         fn()
         warm.append(time.perf_counter() - t0)
@@ -618,18 +619,9 @@ def _overhead_child(name: str, rounds: int, pause: float) -> None:
         return
     for _ in range(50):
         fn()
-    warm, cold = [], []
-    for _ in range(rounds):
-        for _ in range(20):
-            fn()
-        t0 = time.perf_counter()
-        fn()
-        warm.append(time.perf_counter() - t0)
-        time.sleep(pause)
-        t0 = time.perf_counter()
-        fn()
-        cold.append(time.perf_counter() - t0)
-    print(json.dumps({"warm": float(np.median(warm)), "cold": float(np.median(cold))}))
+    # 20 calls before each warm one: the last cold call's effects gone.
+    warm, cold = _warm_and_cold(fn, rounds, pause, lead=20)
+    print(json.dumps({"warm": warm, "cold": cold}))
 
 
 def overhead(rounds: int, pause: float) -> None:
