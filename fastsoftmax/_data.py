@@ -13,6 +13,7 @@ functions on the worker that holds it (:mod:`fastsoftmax._dask`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -30,22 +31,16 @@ from ._validation import (
 )
 
 _EMPTY_CODES = np.empty(0, dtype=np.int64)
+
+
 # The empty placeholders of unweighted data and of labels (no targets), by
 # (dtype, classes): made once, as _EMPTY_CODES is, not per call (after an
 # idle pause two allocations took 15-20 microseconds of a small call;
 # BENCHMARKS.md, "Forty-ninth session"). They have no entry to write.
-_empties: dict[tuple[np.dtype, int], tuple[np.ndarray, np.ndarray]] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def _empty(dtype: np.dtype, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Return (sample weights (0,), targets (0, n_classes)) of ``dtype``, shared."""
-    key = (dtype, n_classes)
-    pair = _empties.get(key)
-    if pair is None:
-        if len(_empties) >= 64:  # a program of ever new class counts
-            _empties.clear()
-        pair = _empties[key] = (np.empty(0, dtype=dtype), np.empty((0, n_classes), dtype=dtype))
-    return pair
+    return np.empty(0, dtype=dtype), np.empty((0, n_classes), dtype=dtype)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

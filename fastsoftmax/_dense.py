@@ -228,18 +228,10 @@ def _chunks_total(parts: np.ndarray, k: int) -> np.ndarray:
 # a NumPy scalar made once per value, as an unweighted call's total is its
 # row count (after an idle pause making one took 10-15 microseconds of a
 # small call; BENCHMARKS.md, "Forty-ninth session").
-_scales: dict[tuple[np.dtype, float], np.floating] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def _scale_of(dtype: np.dtype, total: float) -> np.floating:
     """Return ``dtype.type(1 / total)``, shared (NumPy scalars are immutable)."""
-    key = (dtype, total)
-    scale = _scales.get(key)
-    if scale is None:
-        if len(_scales) >= 64:  # a program of ever new totals
-            _scales.clear()
-        scale = _scales[key] = dtype.type(1.0 / total)
-    return scale
+    return dtype.type(1.0 / total)
 
 
 def _kept_buffers(key: tuple, make) -> tuple[np.ndarray, ...]:

@@ -273,7 +273,7 @@ def _hold(lib) -> str:
     if entry is not None:
         entry[0] += 1
         return lib.filepath
-    get, put = _count_calls.get(lib.filepath) or (lib.get_num_threads, lib.set_num_threads)
+    get, put = _count_calls.get(lib.filepath) or _library_counts(lib)
     original = get()
     if original is None or original == 1:
         original = None

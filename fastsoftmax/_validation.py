@@ -273,7 +273,7 @@ _INT64 = np.dtype(np.int64)
 def check_labels(y: Any, m: int, k: int, name: str = "y") -> np.ndarray:
     """Integer class indices in 0..k-1, one per row; returned as int64."""
     if (type(y) is np.ndarray and y.dtype is _INT64 and y.ndim == 1 and y.shape[0] == m
-            and y.flags.c_contiguous and y.flags.writeable):
+            and _contiguous_writable(y.flags)):
         # What the steps below return for it, without NumPy's conversions
         # (after an idle pause each call into NumPy costs a small call
         # microseconds; BENCHMARKS.md, "Forty-ninth session").
