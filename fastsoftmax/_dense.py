@@ -324,10 +324,15 @@ class DenseEngine:
     Nothing a method returns is a view of them. ``block_bytes``: the GEMM
     blocks' budget for narrow rows (:func:`gemm_block_rows`); None reads
     this host's (:func:`fastsoftmax._calibration.narrow_block_bytes`).
+    ``serial``: whether the calls run on the calling thread, as the caller
+    decided (:func:`fastsoftmax._launch.serial_call`, which counts the
+    call); None decides here. An engine serves any data of the shape and
+    dtype it was made for (:meth:`bind`).
     """
 
     def __init__(self, data, strategy: str, mode: str | None = None, warm: bool = False,
-                 keep_scratch: bool = False, block_bytes: int | None = None):
+                 keep_scratch: bool = False, block_bytes: int | None = None,
+                 serial: bool | None = None):
         if strategy not in ("rows", "gemm"):
             raise ValueError(f"strategy must be 'rows' or 'gemm', got {strategy!r}")
         self.data = data
@@ -338,10 +343,7 @@ class DenseEngine:
         self.dtype = X.dtype
         if strategy == "gemm":
             load_kernel_blas()  # before any kernel multiplies (_threads.load_kernel_blas)
-            # This host's BLAS for the dtype. A large problem without it times
-            # it first where its products weigh (rows of LANES_FROM classes or
-            # more, on the kernel the fit uses: nothing else compiled for it).
-            use_chosen(self.dtype, work=m * n * self.k if self.k >= LANES_FROM else 0)
+            self.use_blas()
         self.mode = choose_mode(X, self.k) if mode is None else mode
         if self.mode not in ("cached", "recompute"):
             raise ValueError(f"mode must be 'cached' or 'recompute', got {self.mode!r}")
@@ -349,7 +351,7 @@ class DenseEngine:
         self._work = launch_work(m, n, self.k)
         # A call of the function API in the caller's loop counts as warm
         # (_launch.calls_in_a_loop).
-        self._serial = serial_call(self._work, warm)
+        self._serial = serial_call(self._work, warm) if serial is None else serial
         chunks = 1 if self._serial else n_chunks(m)
         if block_bytes is None:
             # Only narrow GEMM blocks are sized by it (gemm_block_rows); a
@@ -362,6 +364,26 @@ class DenseEngine:
                                   block_bytes)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self._keep_scratch = keep_scratch
+
+    def use_blas(self) -> None:
+        """Point the GEMM kernels' products at this host's BLAS for the dtype.
+
+        A large problem without the choice times it first where its products
+        weigh (rows of LANES_FROM classes or more, on the kernel the fit
+        uses: nothing else compiled for it).
+        """
+        m, n = self.data.X.shape
+        use_chosen(self.dtype, work=m * n * self.k if self.k >= LANES_FROM else 0)
+
+    def bind(self, data) -> None:
+        """Run the next calls on ``data``: of the shape, classes and dtype the engine was made for.
+
+        None lets go of the last data (the engine keeps no caller's array
+        between calls of the function API; :func:`fastsoftmax._objective.call_objective`).
+        """
+        self.data = data
+        if data is not None:
+            self._scale = _scale_of(self.dtype, data.total_weight)
 
     def describe(self) -> dict:
         """Return what this engine runs, in plain values (``fastsoftmax.show_config``).

@@ -10,7 +10,7 @@ from ._data import loss_data
 from ._kernels import _common as C
 from ._kernels import _rowwise as K
 from ._launch import launch_work, n_chunks, rowwise_kernel, status_arrays
-from ._objective import Objective
+from ._objective import call_objective
 from ._sparse import as_csr
 from ._threads import check_n_threads, kernel_call, thread_policy
 from ._validation import (
@@ -243,10 +243,13 @@ def loss_and_grad(
         # BLAS is held at one thread only where the kernels call it (the
         # GEMM strategy): the rows and sparse kernels skip that cost.
         with thread_policy(n_threads, blas=False):
-            objective = Objective(data, keep_scratch=True)
-            with objective.blas_hold():
-                # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
-                loss, g_coef, g_b = objective.loss_grad(W_arr.T, b_arr, alpha)
+            objective = call_objective(data)
+            try:
+                with objective.blas_hold():
+                    # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
+                    loss, g_coef, g_b = objective.loss_grad(W_arr.T, b_arr, alpha)
+            finally:
+                objective.bind(None)
     except ValueError as exc:
         overflow = exc
     else:
@@ -320,9 +323,12 @@ def hessp(
     data = loss_data(X_arr, y, W_arr.shape[1], sample_weight)
     try:
         with thread_policy(n_threads, blas=False):  # as in loss_and_grad
-            objective = Objective(data, keep_scratch=True)
-            with objective.blas_hold():
-                HV, Hc = objective.hessp(W_arr.T, b_arr, V_arr.T, c_arr, alpha)
+            objective = call_objective(data)
+            try:
+                with objective.blas_hold():
+                    HV, Hc = objective.hessp(W_arr.T, b_arr, V_arr.T, c_arr, alpha)
+            finally:
+                objective.bind(None)
     except ValueError as exc:  # as in loss_and_grad: name a NaN or inf of X first
         overflow = exc
     else:

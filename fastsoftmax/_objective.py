@@ -17,6 +17,7 @@ here: the caller runs inside :func:`fastsoftmax._threads.thread_policy`.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from . import _calibration
 from ._blas_choice import kernel_library
 from ._data import Dataset
 from ._dense import DenseEngine
+from ._launch import launch_work, n_chunks, serial_call
+from ._settings import env_value
 from ._sparse_engine import SparseEngine
 from ._threads import single_threaded_blas
 
@@ -50,6 +53,53 @@ def both_hessp_kernels(data: Dataset, mode: str | None, warm: bool,
     first = _calibration.fixed_rule(data.n_features, data.n_classes, work)
     return [found for s in (first, "gemm" if first == "rows" else "rows")
             for found in DenseEngine(data, s, mode, warm, keep_scratch).hessp_kernels()]
+
+
+# call_objective's objectives, per thread: {key: (wisdom, objective)}, at
+# most _KEPT_OBJECTIVES of them (a new key beyond empties the set).
+_kept = threading.local()
+_KEPT_OBJECTIVES = 8
+
+
+def call_objective(data: Dataset) -> Objective:
+    """Return the objective of one call of the function API on ``data``, bound to it.
+
+    ``loss_and_grad`` and ``hessp`` make one per call, inside the call's
+    thread policy. On dense data the objective made for the last call of the
+    same shape, classes, dtype and launch (on the calling thread or not, and
+    the chunk count) on this thread is bound to ``data`` instead, while the
+    wisdom and the strategy and BLAS overrides that chose its engine stand:
+    the strategy, the GEMM blocks and the engine's layout depend on nothing
+    else. Making them again (the lookups of the wisdom, the engine's
+    choices, a dozen Python calls) was 2-6 microseconds, 5-10 %, of a call
+    on a small problem in the caller's loop (BENCHMARKS.md, "Fiftieth
+    session"). The caller unbinds it (``bind(None)``) when the call is done:
+    no caller's array outlives the call. Sparse data gets a new objective:
+    its engine holds the data's transposed copy.
+    """
+    if data.sparse:
+        return Objective(data, keep_scratch=True)
+    m, n, k = data.n_rows, data.n_features, data.n_classes
+    serial = serial_call(launch_work(m, n, k))  # counts the call, as the engine would
+    key = (m, n, k, data.dtype, serial, 1 if serial else n_chunks(m),
+           env_value("FASTSOFTMAX_STRATEGY"), env_value("FASTSOFTMAX_BLAS"))
+    store = getattr(_kept, "objectives", None)
+    if store is None:
+        store = _kept.objectives = {}
+    held = store.get(key)
+    if held is not None and held[0] is _calibration.wisdom_object():
+        objective = held[1]
+        objective.bind(data)
+        engine = objective.engine
+        if engine.uses_blas and isinstance(engine, DenseEngine):
+            engine.use_blas()  # as the engine's making does
+        return objective
+    objective = Objective(data, keep_scratch=True, serial=serial)
+    if len(store) >= _KEPT_OBJECTIVES:
+        store.clear()
+    # The wisdom as it stands after the making, which may have timed the shape.
+    store[key] = (_calibration.wisdom_object(), objective)
+    return objective
 
 
 class Objective:
@@ -80,11 +130,16 @@ class Objective:
         The objective serves Newton's method: where choosing the strategy
         calibrates first, both strategies' Hessian products compile in a
         second process meanwhile (:func:`both_hessp_kernels`).
+    serial : bool or None
+        Dense data: whether the kernels run on the calling thread, as the
+        caller decided (:func:`fastsoftmax._launch.serial_call`); None
+        decides in the engine.
     """
 
     def __init__(self, data: Dataset, strategy: str | None = None, mode: str | None = None,
-                 warm: bool = False, keep_scratch: bool = False, newton: bool = False):
-        self.data = data
+                 warm: bool = False, keep_scratch: bool = False, newton: bool = False,
+                 serial: bool | None = None):
+        self.data: Dataset | None = data  # None between calls (:meth:`bind`)
         self.dtype = data.dtype
         self.n_features = data.n_features
         self.n_classes = data.n_classes
@@ -99,8 +154,22 @@ class Objective:
                 strategy = _calibration.strategy(
                     self.n_features, self.n_classes, self.dtype,
                     work=data.n_rows * self.n_features * self.n_classes, aside=aside)
-            self.engine = DenseEngine(data, strategy, mode, warm, keep_scratch)
+            self.engine = DenseEngine(data, strategy, mode, warm, keep_scratch, serial=serial)
         self.strategy = self.engine.strategy
+
+    def bind(self, data: Dataset | None) -> None:
+        """Evaluate on ``data`` (the shape, classes and dtype of the objective's own), or let go.
+
+        For :func:`call_objective`'s objectives, kept between calls of the
+        function API: None drops the caller's arrays once a call is done.
+        """
+        self.data = data
+        if data is not None:
+            self.total_weight = data.total_weight
+        if isinstance(self.engine, DenseEngine):
+            self.engine.bind(data)
+        elif data is not None:
+            raise ValueError("a sparse objective serves the data it was made for")
 
     def blas_hold(self) -> single_threaded_blas:
         """Return the BLAS hold for a call of the engine's kernels, for the caller to enter.

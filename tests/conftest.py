@@ -110,13 +110,15 @@ _launch.COLD_SERIAL_MAX = 0
 
 @pytest.fixture(autouse=True)
 def _layouts_derived_anew():
-    """The dense engines' kept layouts (_dense._layout) and the kept BLAS choice
-    (_blas_choice.use_chosen's) dropped before each test: tests patch the
-    module constants and functions those follow."""
-    from fastsoftmax import _blas_choice, _dense
+    """The dense engines' kept layouts (_dense._layout), the kept BLAS choice
+    (_blas_choice.use_chosen's) and the function API's kept objectives
+    (_objective.call_objective's, this thread's) dropped before each test:
+    tests patch the module constants and functions those follow."""
+    from fastsoftmax import _blas_choice, _dense, _objective
 
     _dense._layout.cache_clear()
     _blas_choice._chosen_memo.clear()
+    getattr(_objective._kept, "objectives", {}).clear()
 
 
 @pytest.fixture

@@ -637,6 +637,62 @@ def test_kept_scratch_is_per_thread_and_bounded(rng, monkeypatch):
     assert _dense._kept.buffers == {}
 
 
+@pytest.mark.parametrize("strategy", ["rows", "gemm"])
+def test_function_api_objective_kept_per_shape_and_made_anew_when_its_choices_change(
+        strategy, rng, monkeypatch):
+    """loss_and_grad and hessp bind the objective this thread made for the
+    shape to each call's data (_objective.call_objective): results as a new
+    objective's on other data and weights of the shape, no caller's array
+    held once the call is done, and a new objective where the strategy
+    override, the wisdom or the shape changes."""
+    import gc
+    import weakref
+
+    from fastsoftmax import _calibration, _objective
+
+    made = []
+    real = _objective.Objective.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_objective.Objective, "__init__", counted)
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", strategy)
+    X, y, W, b, sw = make_problem(rng, 300, 40, 6, np.float64, weights=True)
+    X2, y2, _, _, _ = make_problem(rng, 300, 40, 6, np.float64)
+    V = rng.standard_normal(W.shape)
+    for Xi, yi, swi in ((X, y, sw), (X2, y2, None), (X, y, sw)):
+        got = fs.loss_and_grad(Xi, yi, W, b, alpha=0.2, sample_weight=swi)
+        want = ref.loss_and_grad(Xi, yi, W, b, alpha=0.2, sample_weight=swi)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-10, atol=1e-13)
+        hv = fs.hessp(Xi, yi, W, b, V, alpha=0.2, sample_weight=swi)[0]
+        np.testing.assert_allclose(
+            hv, ref.hessp(Xi, yi, W, b, V, alpha=0.2, sample_weight=swi)[0],
+            rtol=1e-10, atol=1e-13)
+    assert len(made) == 1
+    (_, kept), = _objective._kept.objectives.values()
+    assert kept.strategy == strategy and kept.data is None and kept.engine.data is None
+    gone = weakref.ref(X2)
+    del X2
+    gc.collect()
+    assert gone() is None, "a kept objective holds the caller's X"
+    other = "gemm" if strategy == "rows" else "rows"
+    monkeypatch.setenv("FASTSOFTMAX_STRATEGY", other)
+    fs.loss_and_grad(X, y, W, b)
+    assert len(made) == 2
+    monkeypatch.setattr(_calibration, "_wisdom", {})  # a calibration wrote new wisdom
+    fs.loss_and_grad(X, y, W, b)
+    fs.loss_and_grad(X, y, W, b)
+    assert len(made) == 3
+    got = fs.loss_and_grad(X[:200], y[:200], W, b)  # another shape
+    assert len(made) == 4
+    np.testing.assert_allclose(got[1], ref.loss_and_grad(X[:200], y[:200], W, b)[1],
+                               rtol=1e-10, atol=1e-13)
+
+
 
 @pytest.mark.parametrize("shape", [(3,), (7, 5), (2, 3, 17), (0, 4)])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
