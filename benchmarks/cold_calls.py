@@ -210,7 +210,7 @@ def calls(rounds: int, pause: float) -> None:
         call = _call(rng, m, n, k)
         time.sleep(pause)
         launch = _launch_of(call)
-        chunk = functools.partial(run_one_chunk, *launch)
+        chunk = functools.partial(run_one_chunk, launch[0], launch[2])
         X = launch[2][0]
 
         for _ in range(10):

@@ -1,16 +1,16 @@
-"""A problem too small for a parallel region: the chunk function called directly
-against the parallel kernel run at one thread (``_launch.run_one_chunk``).
+"""A problem run as one chunk: the chunk function called directly (what
+``_launch.run_one_chunk`` does) against the parallel kernel run at one thread.
 
     python benchmarks/one_chunk.py [--rounds 9]
 
-Both compute the same chunk of rows with the same compiled body; Numba
-compiles a ``prange`` body with its arrays marked as not aliasing, which
-lets LLVM vectorise the accumulation loops, and the direct call has no such
-mark. Times the dense gradient (rows strategy and the GEMM strategy) on a
-few shapes, float32 and float64, interleaved after a warm-up, each call
-after a 10 ms pause; prints the threading layer in force, since under
-"workqueue" a one-thread region still goes through its queue. Prints one
-Markdown table; asserts nothing.
+Both compute the same chunk of rows: the parallel kernel is a ``prange``
+over chunks calling the same compiled chunk function (once its body was
+compiled into the region, with its arrays marked as not aliasing, and the
+kernel at one thread was the faster). Times the dense gradient (rows
+strategy and the GEMM strategy) on a few shapes, float32 and float64,
+interleaved after a warm-up, each call after a 10 ms pause; prints the
+threading layer in force, since under "workqueue" a one-thread region
+still goes through its queue. Prints one Markdown table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numba
 import numpy as np
 
 import fastsoftmax as fs
-from fastsoftmax import _launch
 from fastsoftmax._data import make_dataset
 from fastsoftmax._dense import DenseEngine
 from fastsoftmax._threads import thread_policy
@@ -63,9 +62,7 @@ def main(argv: list[str] | None = None) -> None:
                 kernel = DenseEngine(data, strategy)
                 direct._serial = kernel._serial = True
                 direct._run = lambda chunk_fn, _kernel, a: chunk_fn(0, *a)
-                # the kernel path even below _launch.DIRECT_WORK, where the
-                # engine itself would call the chunk function directly
-                kernel._work = max(kernel._work, _launch.DIRECT_WORK)
+                kernel._run = lambda _chunk_fn, kern, a: kern(*a)  # at the one thread in force
                 with thread_policy(1):
                     for e in (direct, kernel):
                         e.gradient(coef, b)

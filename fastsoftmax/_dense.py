@@ -59,7 +59,6 @@ from ._launch import (
     first_bad,
     launch_work,
     n_chunks,
-    one_chunk_runs_kernel,
     run_one_chunk,
     serial_call,
 )
@@ -692,12 +691,8 @@ class DenseEngine:
         the same code with zero weights and directions (their shapes and
         layouts are the fit's; X, the targets and the weights are the
         data's own, P's type is that of :meth:`proba_buffer`'s). The launch
-        is the one it would take now: the split pass, the parallel kernel,
-        or for one chunk the function :func:`~._launch.run_one_chunk` calls.
-        That last choice can change before the product where the gradient
-        pass launches the process's first parallel region (the L2 term's
-        pass over many weights, after few rows): then the kernel named
-        here is not the one the fit calls, and the fit compiles its own.
+        is the engine's: the split pass, the parallel kernel, or for one
+        chunk its chunk function (:func:`~._launch.run_one_chunk`).
         """
         k, n, dt = self.k, self.data.n_features, self.dtype
         coef, V = np.zeros((k, n), dt), np.zeros((k, n), dt)
@@ -708,7 +703,7 @@ class DenseEngine:
             args = self._hessp_split_args(coef, bias, self.no_proba, V, cv)[0]
         else:
             chunk_fn, kernel, args, _, _ = self._hessp_call(coef, bias, self.no_proba, V, cv)
-            if self._serial and not one_chunk_runs_kernel(self._work):
+            if self._serial:
                 kernel, args = chunk_fn, (0, *args)
         return [(kernel, tuple(kernel.typeof_pyval(a) for a in args))]
 
@@ -728,14 +723,14 @@ class DenseEngine:
         else:
             chunk_fn, kernel = _GRADIENT_KERNELS[variant]
             args = self._gradient_args(variant, weights, bias, self.no_proba)[0]
-            if self._serial and not one_chunk_runs_kernel(self._work):
+            if self._serial:
                 kernel, args = chunk_fn, (0, *args)
         return [(kernel, tuple(kernel.typeof_pyval(a) for a in args))]
 
     def _run(self, chunk_fn, kernel, args) -> None:
         """One chunk on this thread (serial), or the parallel kernel."""
         if self._serial:
-            run_one_chunk(chunk_fn, kernel, args, self._work)
+            run_one_chunk(chunk_fn, args)
         else:
             kernel(*args)
 

@@ -237,14 +237,6 @@ def sparse_launch_work(m: int, nnz: int, k: int) -> int:
     return nnz * (4 * k + 128) + m * (8 * k + 256)
 
 
-# Below this much work (launch_work) one chunk is the chunk function called
-# directly even where a one-thread parallel region is cheap: the region's
-# ~10 microseconds outweigh what the better-optimised body saves on a call
-# of a few tens of microseconds (64 x 20 x 2: 49 us direct, 59 us as the
-# kernel; 1000 x 20 x 10: 280 us direct, 161 us; BENCHMARKS.md, "One chunk").
-DIRECT_WORK = 1 << 17
-
-
 # numba.np.ufunc.parallel once its threading layer is launched (None before).
 _layer: Any = None
 
@@ -307,49 +299,18 @@ def _note_launch() -> None:
         _layer = parallel
 
 
-def run_one_chunk(chunk_fn, kernel, args, work: int = DIRECT_WORK) -> None:
+def run_one_chunk(chunk_fn, args) -> None:
     """Run a kernel's work as one chunk on the calling thread (``args`` sized for one chunk).
 
-    Where the threading layer runs a one-thread parallel region on the
-    calling thread without waking a worker (OpenMP, TBB), this is the
-    parallel kernel at one thread: Numba compiles a ``prange`` body with
-    its arrays marked as not aliasing one another, and only then does LLVM
-    vectorise the accumulation loops (G[j] += e * x, three rows of G next to
-    four rows of X: more pointer pairs than its run-time overlap checks
-    cover). The chunk function called directly computes the same thing,
-    1.3-3x slower on a row chunk (BENCHMARKS.md, "One chunk"). Under the
-    "workqueue" layer a one-thread region still goes through its queue
-    (about 150 microseconds), so there the chunk function is called
-    directly; so too before the first parallel launch of the process, when
-    the layer is not yet known, and for calls below :data:`DIRECT_WORK`.
+    Every parallel kernel is a ``prange`` over chunks calling one compiled
+    chunk function, so the chunk function called from Python runs the same
+    machine code with no parallel region around it. The parallel kernel run
+    at one thread instead (as once, when its body was compiled into the
+    region) took the same time back to back (0.92-1.07x) and 60-115
+    microseconds more after an idle pause: the region's entry, and Numba's
+    thread count set and restored (BENCHMARKS.md, "Fiftieth session").
     """
-    if not one_chunk_runs_kernel(work):
-        chunk_fn(0, *args)
-        return
-    previous = numba_thread_count()
-    if previous == 1:
-        kernel(*args)
-        return
-    set_numba_thread_count(1)
-    try:
-        kernel(*args)
-    finally:
-        set_numba_thread_count(previous)
-
-
-def one_chunk_runs_kernel(work: int = DIRECT_WORK) -> bool:
-    """Return whether :func:`run_one_chunk` runs the parallel kernel (at one thread) for ``work``.
-
-    False: it calls the chunk function directly (the threading layer is not
-    known yet or is "workqueue", or the work is below :data:`DIRECT_WORK`).
-    """
-    import numba
-
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel kernel has run yet
-        return False
-    return layer in ("omp", "tbb") and work >= DIRECT_WORK
+    chunk_fn(0, *args)
 
 
 def n_chunks(m: int) -> int:

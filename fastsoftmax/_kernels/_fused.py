@@ -28,10 +28,9 @@ reduces them (:func:`_sum_chunks` once they are large) and adds the L2
 penalty. For few rows over a large n k, :func:`_loss_grad_gemm_split` splits
 the backward product by features instead and writes the one gradient. Each
 parallel kernel is a ``prange`` over chunks calling one compiled chunk
-function (:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller can
-also call directly for problems too small for a parallel region (under the
-"workqueue" layer; elsewhere one chunk runs as the parallel kernel at one
-thread, whose body LLVM optimises better: ``_launch.run_one_chunk``): the
+function (:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller
+also calls directly for a problem run as one chunk, with no parallel region
+(``_launch.run_one_chunk``): the
 body is compiled once, not once per variant, and the parallel region stays
 small (Numba's parallel lowering is the slow part of a cold compile). The
 chunk index is passed as int64, the type a direct call gives it, so that the
@@ -528,8 +527,8 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                 gWt, gb, loss, bad_row, scratch, P, width, blocks, micro):
     """Chunk c of the small-k strategy: the parallel kernel's body.
 
-    Under the "workqueue" layer also called directly (c = 0 of one chunk)
-    for problems too small for a parallel region (``_launch.run_one_chunk``).
+    Also called directly (c = 0 of one chunk) for a problem run on the
+    calling thread (``_launch.run_one_chunk``).
 
     Float32 rows of up to ERROR_T_MAX_K classes over at most
     ERROR_T_MAX_FEATURES features (longer ones from PANEL_MIN_K classes)

@@ -35,8 +35,7 @@ and writes the one product.
 Layout of the functions: ``_*_chunk`` is the whole work of one chunk of
 rows, a plain (not inlined) compiled function; the parallel kernel is a
 ``prange`` over chunks that calls it. A small problem runs as one chunk:
-the parallel kernel at one thread, or under the "workqueue" layer the chunk
-function called from Python (``_launch.run_one_chunk``); either way no
+the chunk function called from Python (``_launch.run_one_chunk``): no
 second compiled kernel. Not inlining also keeps
 Numba's parfor passes off the unrolled tile code (see :mod:`._sgd`: an
 inlined tile body made one compile take minutes).
