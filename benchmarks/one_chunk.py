@@ -1,14 +1,15 @@
 """A problem run as one chunk: the chunk function called directly (what
 ``_launch.run_one_chunk`` does) against the parallel kernel run at one thread.
 
-    python benchmarks/one_chunk.py [--rounds 9]
+    python benchmarks/one_chunk.py [--rounds 9] [--pause 0.01] [--shapes M,N,K ...]
 
 Both compute the same chunk of rows: the parallel kernel is a ``prange``
 over chunks calling the same compiled chunk function (once its body was
 compiled into the region, with its arrays marked as not aliasing, and the
 kernel at one thread was the faster). Times the dense gradient (rows
 strategy and the GEMM strategy) on a few shapes, float32 and float64,
-interleaved after a warm-up, each call after a 10 ms pause; prints the
+interleaved after a warm-up, each call after a pause (``--pause``, 10 ms;
+0.5 s times what a call finds after an idle spell); prints the
 threading layer in force, since under "workqueue" a one-thread region
 still goes through its queue. Prints one Markdown table; asserts nothing.
 """
@@ -30,10 +31,10 @@ SHAPES = [(64, 20, 2), (1000, 20, 10), (100000, 20, 2), (100000, 20, 10),
           (20000, 100, 10), (4000, 784, 10)]
 
 
-def _median_us(fn, rounds):
+def _median_us(fn, rounds, pause):
     ts = []
     for _ in range(rounds):
-        time.sleep(0.01)
+        time.sleep(pause)
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
@@ -43,15 +44,19 @@ def _median_us(fn, rounds):
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--pause", type=float, default=0.01, help="seconds idle before each call")
+    ap.add_argument("--shapes", nargs="*", help="M,N,K triples (default: the module's SHAPES)")
     args = ap.parse_args(argv)
+    shapes = ([tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes
+              else SHAPES)
     fs.softmax(np.ones((1000, 8)))  # a parallel launch: the layer is known from here on
     print(f"threading layer: {numba.threading_layer()}; one thread; medians of "
-          f"{args.rounds} calls, each after 10 ms idle")
+          f"{args.rounds} calls, each after {args.pause:g} s idle")
     print("| (m, n, k) | dtype | strategy | chunk function called directly, us | "
           "parallel kernel at one thread, us | direct / kernel |\n"
           "|---|---|---|---:|---:|---:|")
     rng = np.random.default_rng(0)
-    for m, n, k in SHAPES:
+    for m, n, k in shapes:
         for dtype in ("float32", "float64"):
             X = rng.standard_normal((m, n)).astype(dtype)
             data = make_dataset(X, rng.integers(0, k, m), None, None, k)
@@ -66,12 +71,12 @@ def main(argv: list[str] | None = None) -> None:
                 with thread_policy(1):
                     for e in (direct, kernel):
                         e.gradient(coef, b)
-                    td = _median_us(lambda: direct.gradient(coef, b), 1)  # noqa: B023
-                    tk = _median_us(lambda: kernel.gradient(coef, b), 1)  # noqa: B023
-                    d, q = [td], [tk]
-                    for _ in range(args.rounds - 1):
-                        d.append(_median_us(lambda: direct.gradient(coef, b), 1))  # noqa: B023
-                        q.append(_median_us(lambda: kernel.gradient(coef, b), 1))  # noqa: B023
+                    d, q = [], []
+                    for _ in range(args.rounds):
+                        d.append(_median_us(lambda: direct.gradient(coef, b), 1,  # noqa: B023
+                                            args.pause))
+                        q.append(_median_us(lambda: kernel.gradient(coef, b), 1,  # noqa: B023
+                                            args.pause))
                 td, tk = float(np.median(d)), float(np.median(q))
                 print(f"| ({m}, {n}, {k}) | {dtype} | {strategy} | {td:.0f} | {tk:.0f} | "
                       f"**{td / tk:.2f}** |", flush=True)
