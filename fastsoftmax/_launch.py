@@ -306,7 +306,7 @@ def run_one_chunk(chunk_fn, args) -> None:
     chunk function, so the chunk function called from Python runs the same
     machine code with no parallel region around it. The parallel kernel run
     at one thread instead (as once, when its body was compiled into the
-    region) took the same time back to back (0.92-1.07x), 10-50
+    region) took the same time back to back (0.92-1.07x), 40-65
     microseconds more on 64-1,000 rows after 10 ms idle, and the chunk
     alone 60-115 more after a 0.5 s pause: the region's entry, and Numba's
     thread count set and restored (BENCHMARKS.md, "Fiftieth session").
