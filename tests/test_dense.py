@@ -725,16 +725,21 @@ def test_rows_kernels_get_aligned_weights_and_sums(dt, rng, monkeypatch):
     from fastsoftmax._launch import ALIGN
 
     X, y, W, b, _ = make_problem(rng, 300, 37, 5, dt)
-    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)  # the parallel kernel, called from here
     engine = PublicObjective(X, y, 5, strategy="rows").objective.engine
     seen = []
     chunk_fn, kernel = _dense._GRADIENT_KERNELS["rows"]
 
+    # The launch is the parallel kernel, or on one thread its chunk function
+    # (whether the call runs there depends on the calls just before it).
     def spy(*args):
         seen.append(args)
         return kernel(*args)
 
-    monkeypatch.setitem(_dense._GRADIENT_KERNELS, "rows", (chunk_fn, spy))
+    def spy_chunk(c, *args):
+        seen.append(args)
+        return chunk_fn(c, *args)
+
+    monkeypatch.setitem(_dense._GRADIENT_KERNELS, "rows", (spy_chunk, spy))
     coef = np.asfortranarray(W.T[:, :])  # not C-contiguous: copied, and aligned
     engine.gradient(coef, b)
     (args,) = seen
