@@ -242,14 +242,10 @@ def loss_and_grad(
     try:
         # BLAS is held at one thread only where the kernels call it (the
         # GEMM strategy): the rows and sparse kernels skip that cost.
-        with thread_policy(n_threads, blas=False):
-            objective = call_objective(data)
-            try:
-                with objective.blas_hold():
-                    # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
-                    loss, g_coef, g_b = objective.loss_grad(W_arr.T, b_arr, alpha)
-            finally:
-                objective.bind(None)
+        with (thread_policy(n_threads, blas=False), call_objective(data) as objective,
+              objective.blas_hold()):
+            # W.T: coef layout (k, n) as a view; the GEMM strategy takes W as is.
+            loss, g_coef, g_b = objective.loss_grad(W_arr.T, b_arr, alpha)
     except ValueError as exc:
         overflow = exc
     else:
@@ -322,13 +318,9 @@ def hessp(
         raise ValueError("c (an intercept direction) was given but b is None (no intercept)")
     data = loss_data(X_arr, y, W_arr.shape[1], sample_weight)
     try:
-        with thread_policy(n_threads, blas=False):  # as in loss_and_grad
-            objective = call_objective(data)
-            try:
-                with objective.blas_hold():
-                    HV, Hc = objective.hessp(W_arr.T, b_arr, V_arr.T, c_arr, alpha)
-            finally:
-                objective.bind(None)
+        with (thread_policy(n_threads, blas=False),  # as in loss_and_grad
+              call_objective(data) as objective, objective.blas_hold()):
+            HV, Hc = objective.hessp(W_arr.T, b_arr, V_arr.T, c_arr, alpha)
     except ValueError as exc:  # as in loss_and_grad: name a NaN or inf of X first
         overflow = exc
     else:

@@ -73,8 +73,8 @@ def call_objective(data: Dataset) -> Objective:
     else. Making them again (the lookups of the wisdom, the engine's
     choices, a dozen Python calls) was 2-6 microseconds, 5-10 %, of a call
     on a small problem in the caller's loop (BENCHMARKS.md, "Fiftieth
-    session"). The caller unbinds it (``bind(None)``) when the call is done:
-    no caller's array outlives the call. Sparse data gets a new objective:
+    session"). The caller enters it in a ``with`` block, which unbinds it
+    when the call is done: no caller's array outlives the call. Sparse data gets a new objective:
     its engine holds the data's transposed copy.
     """
     if data.sparse:
@@ -170,6 +170,13 @@ class Objective:
             self.engine.bind(data)
         elif data is not None:
             raise ValueError("a sparse objective serves the data it was made for")
+
+    def __enter__(self) -> Objective:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Let go of the call's data (``bind(None)``): ``with call_objective(data) as o:``."""
+        self.bind(None)
 
     def blas_hold(self) -> single_threaded_blas:
         """Return the BLAS hold for a call of the engine's kernels, for the caller to enter.
