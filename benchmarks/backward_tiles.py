@@ -24,7 +24,8 @@ import numba
 import numpy as np
 from numba import njit
 
-from fastsoftmax._kernels._backward import BACKWARD_TILES, accumulate4
+from fastsoftmax._kernels._backward import accumulate4
+from fastsoftmax._kernels._config import VECTOR_BYTES
 from fastsoftmax._kernels._micro import _accumulate4
 from fastsoftmax._kernels._width import _wide_vectors
 
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     numba.set_num_threads(1)
     rng = np.random.default_rng(0)
     print(f"one thread, {ROWS} rows a block, ns a row (best of {args.rounds}); "
-          f"IR tiles {'on' if BACKWARD_TILES else 'off (no AVX-512): Numba tiles twice'}")
+          f"IR tiles of {VECTOR_BYTES}-byte vectors")
     print("| n | k | dtype | Numba tiles | IR tiles | IR / Numba |\n|---:|---:|---|---:|---:|---:|")
     for dt in [np.dtype(d) for d in args.dtypes.split(",")]:
         lanes = 64 // dt.itemsize

@@ -294,7 +294,7 @@ def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> st
 @functools.lru_cache(maxsize=256)
 def _layout(m: int, n: int, k: int, dtype: np.dtype, strategy: str, serial: bool,
             chunks: int, block_bytes: int) -> tuple:
-    """(GEMM block rows, rows width, rows blocks, micro tiles, split, empty P) of a shape.
+    """(GEMM block rows, rows width, rows blocks, the gradient's micro tiles, split, empty P).
 
     What an engine's launches take that follows from the shape, the dtype,
     the strategy, whether the call runs one chunk on the calling thread
@@ -655,7 +655,7 @@ class DenseEngine:
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch, self._width, self._blocks,
-                    self._micro)
+                    micro_tiles(dt, hessp=True))
             return _hessp_rows_chunk, _hessp_rows, args, G, gc
 
         def make_gemm(c):

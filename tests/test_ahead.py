@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastsoftmax._kernels._ahead import AHEAD_TILES, _logits_ahead, logits4_cols
+from fastsoftmax._kernels._ahead import _logits_ahead, logits4_cols
+from fastsoftmax._kernels._config import WIDE_REGISTERS
 
 DTYPES = [np.float32, np.float64]
 IDS = ["float32", "float64"]
@@ -106,7 +107,7 @@ def test_a_nonfinite_x_reaches_its_logits(dt, bad, col):
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 def test_compiled_code_prefetches_and_takes_512_bits(dt):
     """A function using the tiles: llvm.prefetch with locality 2 (into L2)
-    in its IR, prefetcht1 and 512-bit registers in its code, and not the
+    in its IR, prefetcht1 and the host's widest registers in its code, and not the
     vectoriser's 512-bit preference (the caller's own loops keep their
     width). The legality attribute the tiles add need not survive: LLVM
     drops it from a function into which it inlines one without it (Numba's
@@ -122,10 +123,9 @@ def test_compiled_code_prefetches_and_takes_512_bits(dt):
     ir = f.inspect_llvm(f.signatures[0])
     assert re.search(r"call void @llvm\.prefetch\.p0\([^)]*i32 0, i32 2, i32 1\)", ir)
     asm = f.inspect_asm(f.signatures[0])
-    if AHEAD_TILES:
-        assert "prefetcht1" in asm
-        assert '"prefer-vector-width"="512"' not in ir
-        assert re.search(r"vfmadd\w*\s+[^\n]*%zmm", asm)
+    assert "prefetcht1" in asm
+    assert '"prefer-vector-width"="512"' not in ir
+    assert re.search(r"vfmadd\w*\s+[^\n]*%" + ("zmm" if WIDE_REGISTERS else "ymm"), asm)
 
 
 def test_kernel_markers_follow_the_dtype():
@@ -140,8 +140,9 @@ def test_kernel_markers_follow_the_dtype():
 
     assert rows_blocks(np.float32) is True
     assert rows_blocks(np.float64) is None
-    assert micro_tiles(np.float32) is (None if AHEAD_TILES else True)
-    assert micro_tiles(np.float64) is (None if AHEAD_TILES else True)
+    for dt in (np.float32, np.float64):
+        assert micro_tiles(dt) is None
+        assert micro_tiles(dt, hessp=True) is (None if WIDE_REGISTERS else True)
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
@@ -172,8 +173,7 @@ def test_prefetch_row_reads_nothing_and_prefetches_each_line(dt):
     np.testing.assert_array_equal(X, before)
     ir = ask.inspect_llvm(ask.signatures[0])
     assert re.search(r"call void @llvm\.prefetch\.p0\([^)]*i32 0, i32 2, i32 1\)", ir)
-    if AHEAD_TILES:
-        assert "prefetcht1" in ask.inspect_asm(ask.signatures[0])
+    assert "prefetcht1" in ask.inspect_asm(ask.signatures[0])
 
     @njit(cache=False)
     def one(v, p):

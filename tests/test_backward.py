@@ -17,7 +17,6 @@ import pytest
 from numba import njit
 
 from fastsoftmax._kernels._backward import (
-    BACKWARD_TILES,
     accumulate4,
     accumulate4_ahead,
     accumulate4_cols,
@@ -84,11 +83,23 @@ def test_tiles_over_a_feature_range_touch_only_it(dt, n):
             np.testing.assert_allclose(G, want, rtol=tol, atol=tol)
 
 
-def test_tiles_run_where_the_forward_tiles_do():
-    from fastsoftmax._kernels._ahead import AHEAD_TILES
-    from fastsoftmax._kernels._config import WIDE_REGISTERS
+def test_tiles_fit_the_hosts_registers():
+    """Every class in exactly one tile, none wider than the host's
+    registers hold (4 x 5 with AVX-512's 32, 4 x 3 with AVX2's 16), and
+    the vectors those registers' width."""
+    from fastsoftmax._kernels._ahead import _next_tile
+    from fastsoftmax._kernels._backward import _tile_classes
+    from fastsoftmax._kernels._config import TILE_CLASSES, VECTOR_BYTES, WIDE_REGISTERS
 
-    assert BACKWARD_TILES == WIDE_REGISTERS == AHEAD_TILES
+    assert (TILE_CLASSES, VECTOR_BYTES) == ((5, 64) if WIDE_REGISTERS else (3, 32))
+    for k in range(1, 40):
+        for split in (lambda j, k=k: _tile_classes.py_func(k - j),
+                      lambda j, k=k: _next_tile.py_func(k, j, 4)):
+            j, sizes = 0, []
+            while j < k:
+                sizes.append(split(j))
+                j += sizes[-1]
+            assert j == k and 1 <= max(sizes) <= TILE_CLASSES, (k, sizes)
 
 
 @njit(error_model="numpy")
@@ -121,10 +132,7 @@ def test_tiles_that_prefetch_emit_prefetcht1():
     G = np.zeros((5, 48), np.float32)
     _accumulate_ahead(X, 0, 1, 2, 3, np.ones((4, 5), np.float32), 0, G, 0, 40, 8, 4)
     sig = _accumulate_ahead.signatures[0]
-    if BACKWARD_TILES:
-        assert "prefetcht1" in _accumulate_ahead.inspect_asm(sig)
-    else:  # Numba's tiles, no prefetch
-        assert "prefetch" not in _accumulate_ahead.inspect_llvm(sig)
+    assert "prefetcht1" in _accumulate_ahead.inspect_asm(sig)
 
 
 @njit(error_model="numpy")

@@ -23,9 +23,9 @@ docstrings. Inputs are checked and coerced once, at the edge
 * :mod:`._checks` -- parallel NaN/inf and probability-row validation scans.
 * :mod:`._rowwise` -- row-wise softmax, log-softmax and logsumexp.
 * :mod:`._micro` -- register-blocked logits and gradient-accumulation tiles.
-* :mod:`._ahead` -- forward tiles written in LLVM IR that prefetch the rows ahead
-  (AVX-512 hosts), and software prefetches for Numba code.
-* :mod:`._backward` -- gradient-accumulation tiles written in LLVM IR (AVX-512 hosts).
+* :mod:`._ahead` -- forward tiles written in LLVM IR that prefetch the rows ahead,
+  and software prefetches for Numba code.
+* :mod:`._backward` -- gradient-accumulation tiles written in LLVM IR.
 * :mod:`._fused` -- the fused loss-and-gradient pass over X (small-k and GEMM strategies).
 * :mod:`._hessp` -- Hessian-vector products, fused over X (dense and CSR).
 * :mod:`._sgd` -- one whole mini-batch SGD epoch per call, with momentum.

@@ -15,17 +15,19 @@ Why IR: Numba code cannot issue a prefetch inside a loop that LLVM is to
 vectorise (the vectoriser gives up on the call and leaves the loop scalar),
 and a prefetch between two tiles (a burst of a row's lines) gained nothing:
 the lines have to be spread over the loop. So each tile is one loop written
-here with explicit vectors: one 64-byte vector (16 float32 or 8 float64
-lanes) per row and class per step, FMAs into R x C vector accumulators, a
+here with explicit vectors: one vector of ``_config.VECTOR_BYTES`` (64
+bytes, 16 float32 or 8 float64 lanes, on AVX-512 hosts; 32 bytes
+elsewhere) per row and class per step, FMAs into R x C vector accumulators, a
 masked last step for the features beyond the last whole vector (no scalar
 remainder), and the accumulators summed across their lanes at the end
 (:meth:`_TileCode._store`). Blocks of 4 rows x 5 classes (the rest in 3-,
 2- and 1-class tiles), 8 x 2 in float32 where ``_micro.EIGHT_ROWS_N``
 says. The 4 x 5 blocks, once float64's only, took 0.85-0.96x the time of
 the 4 x 3 blocks in float32 too (the gradient at n = 20 ... 3000, k = 7 ...
-48; BENCHMARKS.md, "Twenty-seventh session"). On AVX-512 hosts the rows
-kernels take every logit from these tiles, X read ahead or not (where it
-is not, ``lines`` is zero: no prefetch). :func:`logits4_cols` is the same
+48; BENCHMARKS.md, "Twenty-seventh session"); without AVX-512's 32
+registers blocks of 4 x 3 at most (``_config.TILE_CLASSES``). The rows
+kernels' gradient takes every logit from these tiles, X read ahead or not
+(where it is not, ``lines`` is zero: no prefetch). :func:`logits4_cols` is the same
 tile for four rows given by index over a range of the features: the SGD
 epochs' batches. :func:`tail_mask` and :func:`tile_codegen` serve the
 backward tiles of :mod:`._backward` too.
@@ -35,11 +37,14 @@ The module also gives Numba code a prefetch of its own (:func:`prefetch`,
 prefetcher can guess and that are not vectorised themselves: the SGD
 epochs' shuffled rows, the rows of W that sparse rows gather.
 
-Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``): the tiles need
-its 32 vector registers (the prefetches run on every host). The caller's
-function is marked so that 512-bit vectors are legal in it
-(``_width._widen`` without the preference: the loops Numba vectorises
-itself keep their width).
+On every host since the fifty-first session: on a Zen 3 host (AVX2),
+where Numba's tiles of :mod:`._micro` ran until then, the gradient took
+0.68-0.96x their time and the SGD epochs of 64 rows 0.78-1.07x; the
+Hessian products kept Numba's tiles there, as these took 1.07-1.20x their
+time on data in the caches (BENCHMARKS.md, "Fifty-first session";
+:func:`micro_tiles`). The caller's function is marked so that 512-bit
+vectors are legal in it (``_width._widen`` without the preference: the
+loops Numba vectorises itself keep their width).
 """
 
 from llvmlite import ir
@@ -47,13 +52,9 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._config import JIT, WIDE_REGISTERS, itemsize
-from ._micro import _logits4_cols
+from ._config import JIT, TILE_CLASSES, VECTOR_BYTES, WIDE_REGISTERS, itemsize
 from ._width import _widen
 
-# The tiles run on hosts with AVX-512 only (a compile-time constant: other
-# hosts compile the rows kernels without them).
-AHEAD_TILES = WIDE_REGISTERS
 # prefetcht1 (locality 2): into L2. prefetcht0 (into L1) ran the forward
 # sweep over X from memory 1.25x slower than prefetcht1 (ad hoc, one
 # thread, MNIST shape).
@@ -91,10 +92,13 @@ def _enter_loop(b, count, name):
 
 
 def prefetch_lines(b, base, pos, lines):
-    """Prefetch ``lines`` 64-byte lines from byte ``pos`` of ``base``; return the next pos.
+    """Prefetch ``lines`` lines from byte ``pos`` of ``base``; return the next pos.
 
     ``base``: an i8 pointer; ``pos``, ``lines``: int64 IR values (``lines``
-    zero or less: none). Each line goes to L2 (``_LOCALITY``).
+    zero or less: none). Each goes to L2 (``_LOCALITY``). A "line" here is
+    a tile's vector (``VECTOR_BYTES``): a tile's steps then ask for as
+    many rows as they read, whatever the width; 32-byte vectors ask for
+    each 64-byte cache line twice.
     """
     # A loop of its own, built here rather than by cgutils.for_range:
     # with that helper's loop the gradient took 1.01-1.05x the time
@@ -103,14 +107,14 @@ def prefetch_lines(b, base, pos, lines):
     start, loop, done = _enter_loop(b, lines, "ahead.pf")
     t = b.phi(_I64)
     t.add_incoming(_const(0), start)
-    at = b.add(pos, b.mul(t, _const(_LINE)))
+    at = b.add(pos, b.mul(t, _const(VECTOR_BYTES)))
     b.call(fn, [b.gep(base, [at]), ir.Constant(_I32, 0), ir.Constant(_I32, _LOCALITY),
                 ir.Constant(_I32, 1)])
     t1 = b.add(t, _const(1))
     t.add_incoming(t1, loop)
     b.cbranch(b.icmp_signed("<", t1, lines), loop, done)
     b.position_at_end(done)
-    return b.add(pos, b.mul(lines, _const(_LINE)))
+    return b.add(pos, b.mul(lines, _const(VECTOR_BYTES)))
 
 
 def tail_mask(b, rest, L):
@@ -132,13 +136,13 @@ def feature_count(b, f0, f1):
 
 
 class VectorOps:
-    """A 64-byte vector of a dtype (16 float32 or 8 float64 lanes) and the tiles' work on it."""
+    """A vector of ``VECTOR_BYTES`` of a dtype (16 or 8 float32 lanes) and the tiles' work on it."""
 
     def __init__(self, context, builder, dtype):
         self.builder = builder
         self.fty = context.get_value_type(dtype)
         self.itemsize = context.get_abi_sizeof(self.fty)
-        self.L = _LINE // self.itemsize
+        self.L = VECTOR_BYTES // self.itemsize
         self.vec = ir.VectorType(self.fty, self.L)
         self.zero = ir.Constant(self.vec, [0.0] * self.L)
         mask_t = ir.VectorType(_I1, self.L)
@@ -324,15 +328,19 @@ class _TileCode:
         ordered = [sums[q * C + c] for c in range(C) for q in range(R)]
         groups = [self._lane_sums(ordered[g:g + L]) for g in range(0, R * C, L)]
         if zty.layout == "F":  # z[zr:zr + R, j + c] contiguous
-            rvec = ir.VectorType(self.fty, R)
+            # In pieces of up to L rows: 8 rows of float64 span two groups
+            # of 32-byte vectors.
+            w = min(R, L)
+            rvec = ir.VectorType(self.fty, w)
             for c in range(C):
-                g, o = divmod(c * R, L)
-                part = b.shuffle_vector(groups[g], groups[g], ir.Constant(
-                    ir.VectorType(_I32, R), list(range(o, o + R))))
                 one = b.insert_element(ir.Constant(rvec, None), bias(c), ir.Constant(_I32, 0))
-                splat = b.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, R), [0] * R))
-                b.store(b.fadd(part, splat), b.bitcast(at(0, c), rvec.as_pointer()),
-                        align=self.align)
+                splat = b.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, w), [0] * w))
+                for q0 in range(0, R, w):
+                    g, o = divmod(c * R + q0, L)
+                    part = b.shuffle_vector(groups[g], groups[g], ir.Constant(
+                        ir.VectorType(_I32, w), list(range(o, o + w))))
+                    b.store(b.fadd(part, splat), b.bitcast(at(q0, c), rvec.as_pointer()),
+                            align=self.align)
             return
         for c in range(C):
             bc = bias(c)
@@ -477,46 +485,44 @@ _rows_tile_1 = _make_rows_tile(1)
 def logits4_cols(X, i0, i1, i2, i3, Wt, b, z, zr, f0, f1):
     """z[zr + q, j] = X[i_q, f0:f1] . Wt[j, f0:f1] + b[j] for the four rows i0 ... i3, every class.
 
-    By the tiles here on AVX-512 hosts (:data:`AHEAD_TILES`, a compile-time
-    constant), blocked as :func:`_logits_ahead` blocks four rows; else by
-    :func:`._micro._logits4_cols`. IN: X (m, n), Wt (k, n' >= f1), b (k,).
-    OUT: z (any 2-D array; rows zr ... zr + 3).
+    By the tiles here, blocked as :func:`_logits_ahead` blocks four rows.
+    IN: X (m, n), Wt (k, n' >= f1), b (k,). OUT: z (any 2-D array; rows zr
+    ... zr + 3).
     """
-    if AHEAD_TILES:
-        k = Wt.shape[0]
-        j = 0
-        while j < k:
-            c = _next_tile(k, j, 4)
-            if c == 5:
-                _rows_tile_5(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
-            elif c == 3:
-                _rows_tile_3(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
-            elif c == 2:
-                _rows_tile_2(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
-            else:
-                _rows_tile_1(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
-            j += c
-    else:
-        _logits4_cols(X, i0, i1, i2, i3, Wt, b, z[zr:zr + 4], f0, f1)
+    k = Wt.shape[0]
+    j = 0
+    while j < k:
+        c = _next_tile(k, j, 4)
+        if c == 5:
+            _rows_tile_5(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+        elif c == 3:
+            _rows_tile_3(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+        elif c == 2:
+            _rows_tile_2(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+        else:
+            _rows_tile_1(X, i0, i1, i2, i3, Wt, j, b, z, zr, f0, f1)
+        j += c
 
 
-def micro_tiles(dtype) -> bool | None:
+def micro_tiles(dtype, hessp: bool = False) -> bool | None:
     """Return the rows kernels' ``micro`` argument for X of this dtype (None: these tiles alone).
 
-    On AVX-512 hosts (:data:`AHEAD_TILES`) the rows kernels take every
-    logit from the tiles here, so they are compiled without the tiles of
-    :mod:`._micro` where ``micro`` is None: Numba prunes a branch on
+    The gradient's rows kernel takes every logit from the tiles here, so
+    it is compiled without the tiles of :mod:`._micro` (``micro`` None),
+    and so are the Hessian products' (``hessp``) on AVX-512 hosts; on
+    other hosts those run Numba's tiles of :mod:`._micro` (True), which
+    took 0.83-0.94x the time of these on a Zen 3 host with X in the caches
+    (BENCHMARKS.md, "Fifty-first session"). Numba prunes a branch on
     ``micro is None`` before typing, where a constant such as the dtype is
     known only from typing on (BENCHMARKS.md, "Twenty-third session": the
     float32 rows kernel compiled in about 25 s instead of 33). Against the
     tiles of :mod:`._micro` the gradient took 0.65-0.95x the time with X
     read ahead, 0.89-0.97x in float32 on X in the caches ("Twenty-first
     session"), and 0.91-0.96x in float64 there ("Twenty-seventh session",
-    where float64 rows not read ahead moved to these tiles). True
-    elsewhere: the tiles of :mod:`._micro` alone run. The dtype no longer
-    decides; the argument stays for the engine's call.
+    where float64 rows not read ahead moved to these tiles). The dtype no
+    longer decides; the argument stays for the engine's call.
     """
-    return None if AHEAD_TILES else True
+    return True if hessp and not WIDE_REGISTERS else None
 
 
 @njit(inline="always", **JIT)
@@ -524,12 +530,13 @@ def _next_tile(k, j, nb):
     """Classes of the tile from class j in a block of nb rows.
 
     A rest of 6 classes goes as 3 + 3, not 5 + 1 (a 4 x 1 tile loads 5
-    vectors for 4 FMAs).
+    vectors for 4 FMAs); tiles of 5 classes only where ``TILE_CLASSES``
+    says (AVX-512's registers).
     """
     left = k - j
     if nb == 8:
         return 2 if left >= 2 else 1
-    if left >= 5 and left != 6:
+    if TILE_CLASSES >= 5 and left >= 5 and left != 6:
         return 5
     if left >= 3 and left != 4:
         return 3

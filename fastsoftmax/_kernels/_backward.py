@@ -1,12 +1,13 @@
 """Backward register tiles written in LLVM IR: the gradient's accumulation G += Eᵀ X.
 
 For four rows of X and C classes, G[j + c, :n] += Σ_q e[q, c] x_q: each
-step of the feature loop loads one 64-byte vector (16 float32 or 8 float64
-lanes) of each of the four rows, and for each class loads G's vector, adds
-the four products by FMAs against the row errors broadcast once per tile,
-and stores it back. The last step (fewer than a vector of features) is
-masked: loads give zeros beyond n and the store writes nothing there, so
-the rows need no scalar remainder loop and G's padding stays untouched.
+step of the feature loop loads one vector (``_config.VECTOR_BYTES``: 64
+bytes on AVX-512 hosts, 32 elsewhere) of each of the four rows, and for
+each class loads G's vector, adds the four products by FMAs against the
+row errors broadcast once per tile, and stores it back. The last step
+(fewer than a vector of features) is masked: loads give zeros beyond n
+and the store writes nothing there, so the rows need no scalar remainder
+loop and G's padding stays untouched.
 
 Why IR, where :func:`._micro._accumulate4` is Numba code doing the same sum:
 Numba's loop carries a vectorised remainder, and its blocks stop at 4 x 3
@@ -26,8 +27,11 @@ the next rows to ask for and the forward sweep the other half
 ask, while they accumulate one batch, for the rows of the next
 (:func:`accumulate4_gather_ahead`).
 
-Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``, as the forward
-tiles of :mod:`._ahead`): elsewhere the kernels keep :mod:`._micro`'s.
+On every host, as the forward tiles of :mod:`._ahead`: without AVX-512,
+32-byte vectors in tiles of up to 4 x 3 (``_config.TILE_CLASSES``: 12
+broadcast errors, 4 row vectors and G's, one more than AVX2's 16
+registers, which LLVM reloads). There the Hessian products keep
+:func:`._micro._accumulate4_cols` (``_ahead.micro_tiles``).
 """
 
 from llvmlite import ir
@@ -47,11 +51,7 @@ from ._ahead import (
     tail_mask,
     tile_codegen,
 )
-from ._config import JIT, WIDE_REGISTERS
-from ._micro import _accumulate4_cols
-
-# The tiles run on hosts with AVX-512 only (a compile-time constant).
-BACKWARD_TILES = WIDE_REGISTERS
+from ._config import JIT, TILE_CLASSES
 
 
 def _emit(context, b, sig, args, C, ahead):
@@ -181,19 +181,21 @@ def _tile_classes(left):
     """Classes of the next tile when ``left`` remain: 5, 4 or 3, 2, 1; 6 as 3 + 3.
 
     (A 4 x 1 tile loads 5 vectors for 4 FMAs: a rest of 6 is not 5 + 1.)
+    Up to ``TILE_CLASSES``: 3, 2, 1 without AVX-512, a rest of 4 as 2 + 2.
     """
-    if left >= 5 and left != 6:
-        return 5
-    if left == 4:
-        return 4
-    if left >= 3:
+    if TILE_CLASSES >= 5:
+        if left >= 5 and left != 6:
+            return 5
+        if left == 4:
+            return 4
+    if left >= 3 and left != 4:
         return 3
-    return left
+    return min(left, 2)
 
 
 @njit(inline="always", **JIT)
 def _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1):
-    """G[j, f0:f1] += Σ_q Z[zr + q, j] X[i_q, f0:f1] for every class j, by 4 x 5 tiles and a rest.
+    """G[j, f0:f1] += Σ_q Z[zr + q, j] X[i_q, f0:f1] for every class j, by 4 x 5 (4 x 3) tiles.
 
     IN: X (m, n), the row indices i0 ... i3, Z (any 2-D array: its rows zr
     ... zr + 3 are the four rows' errors), the features [f0, f1). IN/OUT:
@@ -273,12 +275,9 @@ def accumulate4_gather_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3
     shuffled batches): tile t of T asks for rows a_t and a_(t + T) (one
     line of each a step: a row's [f0, f1) over the tile's steps), so with
     two tiles or more (6 classes or more) all four; with one, a0 and a1. A
-    negative index: none. On hosts without AVX-512, no prefetch.
+    negative index: none.
     """
-    if BACKWARD_TILES:
-        _gather_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3)
-    else:
-        _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
+    _gather_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1, a0, a1, a2, a3)
 
 
 @njit(inline="always", **JIT)
@@ -315,31 +314,21 @@ def _pick(t, a0, a1, a2, a3):
 
 @njit(inline="always", **JIT)
 def accumulate4_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows):
-    """:func:`accumulate4_cols`, prefetching the rows [first, first + rows) of X on AVX-512 hosts.
-
-    (Elsewhere no prefetch: :func:`._micro._accumulate4_cols`.)
-    """
-    if BACKWARD_TILES:
-        if rows > 0:
-            _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows)
-        else:
-            _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1)
+    """:func:`accumulate4_cols`, prefetching the rows [first, first + rows) of X."""
+    if rows > 0:
+        _accumulate_tiles_ahead(X, i0, i1, i2, i3, Z, zr, G, f0, f1, first, rows)
     else:
-        _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
+        _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1)
 
 
 @njit(inline="always", **JIT)
 def accumulate4_cols(X, i0, i1, i2, i3, Z, zr, G, f0, f1):
     """G[j, f0:f1] += Σ_q Z[zr + q, j] X[i_q, f0:f1] for every class j.
 
-    By the tiles here on AVX-512 hosts (:data:`BACKWARD_TILES`, a
-    compile-time constant), else by :func:`._micro._accumulate4_cols`. The
-    SGD epochs' batches split by features take a range each.
+    By the tiles here. The SGD epochs' batches split by features take a
+    range each.
     """
-    if BACKWARD_TILES:
-        _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1)
-    else:
-        _accumulate4_cols(X, i0, i1, i2, i3, Z[zr:zr + 4], G, f0, f1)
+    _accumulate_tiles(X, i0, i1, i2, i3, Z, zr, G, f0, f1)
 
 
 @njit(inline="always", **JIT)

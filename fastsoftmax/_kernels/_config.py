@@ -46,6 +46,15 @@ def _wide_registers() -> bool:
 
 
 WIDE_REGISTERS = _wide_registers()
+# The register tiles written in LLVM IR (_ahead, _backward): their vectors
+# fill a zmm register (16 float32 or 8 float64 lanes) on AVX-512 hosts, a
+# ymm register elsewhere (8 or 4 lanes), and a four-row tile takes up to
+# TILE_CLASSES classes: 4 x 5 accumulators (20 of 32 registers) beside the
+# rows' four vectors, or 4 x 3 of AVX2's 16 registers (BENCHMARKS.md,
+# "Fifty-first session": on a Zen 3 host the gradient took 0.68-0.96x the
+# time of Numba's tiles, which were that host's until then).
+VECTOR_BYTES = 64 if WIDE_REGISTERS else 32
+TILE_CLASSES = 5 if WIDE_REGISTERS else 3
 
 
 @intrinsic

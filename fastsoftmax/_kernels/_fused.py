@@ -10,11 +10,11 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
 * :func:`_loss_grad_rows` -- small k. Weights are stored transposed, (k, n),
   so the inner loops run along contiguous features and vectorise. Blocks of
   4 rows x 3 classes are processed per pass over the features (register
-  blocking): each loaded weight serves four rows, each loaded row three
-  classes. On AVX-512 hosts the forward tiles are those of :mod:`._ahead`
-  (LLVM IR, prefetching the rows ahead where X is read ahead) and the
-  backward tiles those of :mod:`._backward` (LLVM IR), in both dtypes:
-  both block 4 rows x 5 classes there.
+  blocking): each loaded weight serves four rows, each loaded row several
+  classes. The forward tiles are those of :mod:`._ahead` (LLVM IR,
+  prefetching the rows ahead where X is read ahead) and the backward
+  tiles those of :mod:`._backward` (LLVM IR), in both dtypes: both block
+  4 rows x 5 classes on AVX-512 hosts, 4 x 3 elsewhere.
 * :func:`_loss_grad_gemm` -- large k. Row blocks of ``R`` rows go through
   BLAS GEMM (``np.dot`` with an output buffer for the logits; the
   backward product adds into the chunk's sum, ``_blas._gemm_into``), sized
@@ -55,7 +55,7 @@ branch per block of rows, not a second compiled specialisation.
 import numpy as np
 from numba import njit, prange
 
-from ._ahead import AHEAD_TILES, logits_prefetching
+from ._ahead import logits_prefetching
 from ._backward import accumulate4_ahead
 from ._blas import _gemm_into
 from ._common import (
@@ -541,10 +541,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     chunk (and every row in float64, of more classes, or of more features
     and fewer classes) goes four rows at a time through
     logits, softmax error and gradient, so each block of X (4 x n) is read
-    from memory once and is still in L1 for the backward sweep. On AVX-512
-    hosts (``_ahead.AHEAD_TILES``) the logits come from the tiles of
-    :mod:`._ahead` and the gradient from those of :mod:`._backward` (4 x 5
-    blocks), the logits eight rows at
+    from memory once and is still in L1 for the backward sweep. The
+    logits come from the tiles of :mod:`._ahead` where ``micro`` is None
+    and the gradient from those of :mod:`._backward` (4 x 5 blocks on
+    AVX-512 hosts, 4 x 3 elsewhere), the logits eight rows at
     a time in float32 where ``_micro.EIGHT_ROWS_N`` and
     ``_micro.EIGHT_ROWS_MAX_K`` say; they write a block's transposed logits
     straight into Zᵀ and, where X is read ahead, prefetch the rows
@@ -574,10 +574,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # loads stay), not in a register through the whole chunk.
     touched = flat[(8 + R) * k + 2 * R:(8 + R) * k + 2 * R + 1]
     touched[0] = 0
-    # The tiles of _ahead and _backward on AVX-512 hosts (AHEAD_TILES); when
+    # The tiles of _ahead and _backward (micro None: every host); when
     # X is read ahead, the reads are theirs (prefetches ahead_rows rows
     # ahead): only the chunk's first rows are read ahead as before.
-    tiles = AHEAD_TILES
+    tiles = micro is None
     # Eight-row blocks come from those tiles only (both are float32 on
     # AVX-512 hosts); Numba's tiles take four rows.
     eight = tiles and _eight_rows(X, k)

@@ -52,7 +52,7 @@ the error against the float64 reference).
 import numpy as np
 from numba import njit, prange
 
-from ._ahead import AHEAD_TILES, _logits_ahead, logits_prefetching
+from ._ahead import _logits_ahead, logits_prefetching
 from ._backward import accumulate4_ahead, accumulate4_cols
 from ._blas import _gemm_into
 from ._common import (
@@ -67,7 +67,7 @@ from ._common import (
 )
 from ._config import JIT, PJIT, itemsize
 from ._fused import ERROR_T_MAX_FEATURES, ERROR_T_ROWS, PANEL_MIN_K, _panel_features
-from ._micro import _accumulate1, _eight_rows, _logits1, _logits4
+from ._micro import _accumulate1, _accumulate4_cols, _eight_rows, _logits1, _logits4
 from ._rowvec import bias_dot_row, bias_max_finite_row, exp_row, hvp_update_row, scale_row
 from ._sparse import (
     ROW_AHEAD,
@@ -125,20 +125,22 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     Four rows at a time: u = X Vᵀ + c by the logit tiles, s in place, and
     the accumulation tiles while the rows are still in L1; with P not
     cached the forward sweep runs the logit tile twice (W, then V) on the
-    same four rows, so X is still read from memory once. On AVX-512 hosts
-    the logits come from the tiles of :mod:`._ahead`, as
+    same four rows, so X is still read from memory once. Where ``micro``
+    is None (AVX-512 hosts: ``_ahead.micro_tiles``) the logits come from
+    the tiles of :mod:`._ahead`, as
     ``_fused._rows_chunk``'s do (eight rows at a time in float32 where the
     gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,
     ``_micro.EIGHT_ROWS_MAX_K``, then two accumulations of four), and the
     direction's product prefetches the rows ahead; the accumulation is
     ``_backward.accumulate4_ahead`` (its IR tiles there, prefetching the
-    rest of the rows ahead where X is read ahead). Float32 rows of more
+    rest of the rows ahead where X is read ahead); elsewhere from Numba's
+    tiles of :mod:`._micro`, X read ahead by ``_common._touch``. Float32 rows of more
     than ``_fused.ERROR_T_MAX_FEATURES`` features and ``_fused.PANEL_MIN_K``
     classes or more go ``_fused.ERROR_T_ROWS`` at a time there, the
     accumulation in panels of features, as the gradient's do. ``width``,
     ``blocks``, ``micro``: the vector width's marker, the blocks' (None
     compiles the kernel without them: ``_fused.rows_blocks``) and the
-    tiles', as for ``_fused._rows_chunk``.
+    tiles' (None: the IR tiles alone).
     """
     _wide_vectors_marked(width, X)
     m = X.shape[0]
@@ -153,9 +155,9 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     touch = _touches(X)
     touched = X.dtype.type(0)
     ahead_rows = _touch_rows(X)
-    # The forward tiles of _ahead where they run, as in _fused._rows_chunk;
-    # the direction's product (which always runs) prefetches.
-    tiles = AHEAD_TILES
+    # The IR tiles of _ahead and _backward where micro is None; the
+    # direction's product (which always runs) prefetches.
+    tiles = micro is None
     eight = tiles and _eight_rows(X, Wt.shape[0])  # as in _fused._rows_chunk
     if tiles and touch:
         touched += _touch(X, start, min(stop, start + ahead_rows))
@@ -228,7 +230,10 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         for h in range(0, nb, 4):
             r0 = i + h
             first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop, pf_rows)
-            accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc, 0, n, first, rows)
+            if tiles:
+                accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc, 0, n, first, rows)
+            else:
+                _accumulate4_cols(X, r0, r0 + 1, r0 + 2, r0 + 3, u8[h:h + 4], Gc, 0, n)
         i += nb
     # The last (stop - start) mod 4 rows, one by one.
     while i < stop:

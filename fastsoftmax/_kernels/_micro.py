@@ -90,9 +90,10 @@ def _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, f0, f1):
     lost up to 4 % at k = 12 and 48, so float32 keeps the 4 x 3 blocks.
     The backward sweep (:func:`_accumulate4`) has no 4 x 5 block: with five
     rows of G loaded and stored per step it ran 1.7x slower at k = 10 (Zen
-    4). On AVX-512 hosts the rows kernels take both sweeps from the tiles
-    written in LLVM IR instead (:mod:`._ahead`, :mod:`._backward`), 4 x 5
-    in both dtypes there.
+    4). The rows kernels' gradient takes both sweeps from the tiles written
+    in LLVM IR instead (:mod:`._ahead`, :mod:`._backward`; 4 x 5 on
+    AVX-512 hosts, 4 x 3 elsewhere), and so do the Hessian products on
+    AVX-512 hosts (``_ahead.micro_tiles``).
     """
     k = Wt.shape[0]
     nf = f1 - f0
