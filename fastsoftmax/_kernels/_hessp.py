@@ -230,7 +230,10 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
         for h in range(0, nb, 4):
             r0 = i + h
             first, rows = _ahead_share(nxt, half + h // 2, half + (h + 4) // 2, stop, pf_rows)
-            if tiles:
+            # On micro itself, not on ``tiles``: Numba prunes a branch on an
+            # argument's None-ness before typing, so a kernel compiled for
+            # one kind of tiles holds no code of the other.
+            if micro is None:
                 accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, u8, h, Gc, 0, n, first, rows)
             else:
                 _accumulate4_cols(X, r0, r0 + 1, r0 + 2, r0 + 3, u8[h:h + 4], Gc, 0, n)
