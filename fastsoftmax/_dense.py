@@ -23,7 +23,7 @@ import numpy as np
 
 from ._blas_choice import in_use, use_chosen
 from ._calibration import NARROW_BLOCK_BYTES, narrow_block_bytes
-from ._kernels._ahead import micro_tiles
+from ._kernels._ahead import HESSP_MICRO
 from ._kernels._common import LANES_FROM, reads_ahead
 from ._kernels._config import WIDE_REGISTERS
 from ._kernels._fused import (
@@ -294,7 +294,7 @@ def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> st
 @functools.lru_cache(maxsize=256)
 def _layout(m: int, n: int, k: int, dtype: np.dtype, strategy: str, serial: bool,
             chunks: int, block_bytes: int) -> tuple:
-    """(GEMM block rows, rows width, rows blocks, the gradient's micro tiles, split, empty P).
+    """(GEMM block rows, rows width, rows blocks, split, empty P).
 
     What an engine's launches take that follows from the shape, the dtype,
     the strategy, whether the call runs one chunk on the calling thread
@@ -307,8 +307,7 @@ def _layout(m: int, n: int, k: int, dtype: np.dtype, strategy: str, serial: bool
     itemsize = dtype.itemsize
     rows = min(gemm_block_rows(n, itemsize, k, -(-m // chunks), block_bytes), m)
     split = strategy == "gemm" and not serial and split_features(m, n, k, itemsize, chunks)
-    return (rows, rows_width(dtype, n), rows_blocks(dtype), micro_tiles(dtype), split,
-            np.empty((0, k), dtype=dtype))
+    return (rows, rows_width(dtype, n), rows_blocks(dtype), split, np.empty((0, k), dtype=dtype))
 
 
 class DenseEngine:
@@ -358,9 +357,8 @@ class DenseEngine:
             block_bytes = (narrow_block_bytes(self.dtype, work=m * n * self.k)
                            if strategy == "gemm" and narrow_blocks(n, self.k, self.dtype.itemsize)
                            else NARROW_BLOCK_BYTES)
-        (self._rows, self._width, self._blocks, self._micro, self._split,
-         self.no_proba) = _layout(m, n, self.k, self.dtype, strategy, self._serial, chunks,
-                                  block_bytes)
+        (self._rows, self._width, self._blocks, self._split, self.no_proba) = _layout(
+            m, n, self.k, self.dtype, strategy, self._serial, chunks, block_bytes)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self._keep_scratch = keep_scratch
 
@@ -590,7 +588,7 @@ class DenseEngine:
         args = (data.X, *data.kernel_targets(), self._scale, weights, bias,
                 g, gb, loss, bad_row, *scratch, P)
         if variant == "rows":
-            args = (*args, self._width, self._blocks, self._micro)
+            args = (*args, self._width, self._blocks)
         return args, (g, gb, loss, bad_row)
 
     def _gradient_split_args(self, weights, bias, P) -> tuple[tuple, tuple]:
@@ -655,7 +653,7 @@ class DenseEngine:
             G, gc, scratch = self._buffer("hessp", chunks, make)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                     aligned_rows(V), cv, G, gc, scratch, self._width, self._blocks,
-                    micro_tiles(dt, hessp=True))
+                    HESSP_MICRO)
             return _hessp_rows_chunk, _hessp_rows, args, G, gc
 
         def make_gemm(c):

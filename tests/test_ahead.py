@@ -131,18 +131,17 @@ def test_compiled_code_prefetches_and_takes_512_bits(dt):
 def test_kernel_markers_follow_the_dtype():
     """The markers that keep paths out of a dtype's compiled rows kernels.
 
-    Each only ever drops code that dtype does not run: blocks of float32
-    rows (``rows_blocks``), and Numba's own tiles where these always run
-    (``micro_tiles``); either value computes the same logits.
+    Each only ever drops code that dtype or host does not run: blocks of
+    float32 rows (``rows_blocks``), and in the Hessian products Numba's
+    own tiles where the IR tiles run, or the other way round
+    (``HESSP_MICRO``); either value computes the same products.
     """
-    from fastsoftmax._kernels._ahead import micro_tiles
+    from fastsoftmax._kernels._ahead import HESSP_MICRO
     from fastsoftmax._kernels._fused import rows_blocks
 
     assert rows_blocks(np.float32) is True
     assert rows_blocks(np.float64) is None
-    for dt in (np.float32, np.float64):
-        assert micro_tiles(dt) is None
-        assert micro_tiles(dt, hessp=True) is (None if WIDE_REGISTERS else True)
+    assert HESSP_MICRO is (None if WIDE_REGISTERS else True)
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)

@@ -42,7 +42,7 @@ where Numba's tiles of :mod:`._micro` ran until then, the gradient took
 0.68-0.96x their time and the SGD epochs of 64 rows 0.78-1.07x; the
 Hessian products kept Numba's tiles there, as these took 1.07-1.20x their
 time on data in the caches (BENCHMARKS.md, "Fifty-first session";
-:func:`micro_tiles`). The caller's function is marked so that 512-bit
+:data:`HESSP_MICRO`). The caller's function is marked so that 512-bit
 vectors are legal in it (``_width._widen`` without the preference: the
 loops Numba vectorises itself keep their width).
 """
@@ -504,25 +504,20 @@ def logits4_cols(X, i0, i1, i2, i3, Wt, b, z, zr, f0, f1):
         j += c
 
 
-def micro_tiles(dtype, hessp: bool = False) -> bool | None:
-    """Return the rows kernels' ``micro`` argument for X of this dtype (None: these tiles alone).
-
-    The gradient's rows kernel takes every logit from the tiles here, so
-    it is compiled without the tiles of :mod:`._micro` (``micro`` None),
-    and so are the Hessian products' (``hessp``) on AVX-512 hosts; on
-    other hosts those run Numba's tiles of :mod:`._micro` (True), which
-    took 0.83-0.94x the time of these on a Zen 3 host with X in the caches
-    (BENCHMARKS.md, "Fifty-first session"). Numba prunes a branch on
-    ``micro is None`` before typing, where a constant such as the dtype is
-    known only from typing on (BENCHMARKS.md, "Twenty-third session": the
-    float32 rows kernel compiled in about 25 s instead of 33). Against the
-    tiles of :mod:`._micro` the gradient took 0.65-0.95x the time with X
-    read ahead, 0.89-0.97x in float32 on X in the caches ("Twenty-first
-    session"), and 0.91-0.96x in float64 there ("Twenty-seventh session",
-    where float64 rows not read ahead moved to these tiles). The dtype no
-    longer decides; the argument stays for the engine's call.
-    """
-    return True if hessp and not WIDE_REGISTERS else None
+# The Hessian products' ``micro`` argument (``_hessp._hessp_rows_chunk``):
+# None (these tiles and those of _backward) on AVX-512 hosts, True (Numba's
+# tiles of _micro) elsewhere. On a Zen 3 host (AVX2) these tiles took
+# 1.07-1.21x the time of Numba's at five of eight shapes with X in the
+# caches, 0.77-0.86x at (200000, 100, 10) float32 (BENCHMARKS.md,
+# "Fifty-first session"); the forward or the backward tiles alone on
+# either side moved the Hessian product by no more than the host's spread
+# ("Fifty-second session"). Numba prunes a branch on ``micro is None``
+# before typing, where a constant such as the dtype is known only from
+# typing on, so a kernel compiled for one kind of tiles holds no code of
+# the other (BENCHMARKS.md, "Twenty-third session": the float32 rows
+# kernel compiled in about 25 s instead of 33). The gradient's rows kernel
+# runs these tiles on every host and takes no such argument.
+HESSP_MICRO = None if WIDE_REGISTERS else True
 
 
 @njit(inline="always", **JIT)

@@ -31,7 +31,7 @@ On every host, as the forward tiles of :mod:`._ahead`: without AVX-512,
 32-byte vectors in tiles of up to 4 x 3 (``_config.TILE_CLASSES``: 12
 broadcast errors, 4 row vectors and G's, one more than AVX2's 16
 registers, which LLVM reloads). There the Hessian products keep
-:func:`._micro._accumulate4_cols` (``_ahead.micro_tiles``).
+:func:`._micro._accumulate4_cols` (``_ahead.HESSP_MICRO``).
 """
 
 from llvmlite import ir

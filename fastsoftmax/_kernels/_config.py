@@ -69,7 +69,7 @@ def itemsize(typingctx, x):
     rows kernel compiled 7-8 s faster per dtype, BENCHMARKS.md,
     "Twenty-third session"). Numba's own passes still type both branches:
     a branch to leave out before typing goes on an argument's None-ness
-    (``_fused.rows_blocks``, ``_ahead.micro_tiles``).
+    (``_fused.rows_blocks``, ``_ahead.HESSP_MICRO``).
     """
     if not isinstance(x, types.Array):
         return None

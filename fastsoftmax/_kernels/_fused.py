@@ -71,7 +71,7 @@ from ._common import (
     _touches,
 )
 from ._config import JIT, PJIT, itemsize
-from ._micro import _accumulate1, _eight_rows, _logits1, _logits4
+from ._micro import _accumulate1, _eight_rows, _logits1
 from ._rowvec import bias_max_finite_row, exp_row, scale_add_row
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
@@ -524,7 +524,7 @@ def rows_scratch_length(k: int) -> int:
 
 @njit(**JIT)
 def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
-                gWt, gb, loss, bad_row, scratch, P, width, blocks, micro):
+                gWt, gb, loss, bad_row, scratch, P, width, blocks):
     """Chunk c of the small-k strategy: the parallel kernel's body.
 
     Also called directly (c = 0 of one chunk) for a problem run on the
@@ -542,8 +542,8 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     and fewer classes) goes four rows at a time through
     logits, softmax error and gradient, so each block of X (4 x n) is read
     from memory once and is still in L1 for the backward sweep. The
-    logits come from the tiles of :mod:`._ahead` where ``micro`` is None
-    and the gradient from those of :mod:`._backward` (4 x 5 blocks on
+    logits come from the tiles of :mod:`._ahead` and the gradient from
+    those of :mod:`._backward` on every host (4 x 5 blocks on
     AVX-512 hosts, 4 x 3 elsewhere), the logits eight rows at
     a time in float32 where ``_micro.EIGHT_ROWS_N`` and
     ``_micro.EIGHT_ROWS_MAX_K`` say; they write a block's transposed logits
@@ -552,9 +552,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     ``_width.FLOAT64_512`` (512-bit vectors in float64 too, for long rows)
     or ``_width.DEFAULT_WIDTH``;
     each is its own compiled specialisation. ``blocks``: :func:`rows_blocks`
-    (None compiles the kernel without the float32 blocks); ``micro``:
-    ``_ahead.micro_tiles`` (None compiles it without the tiles of
-    :mod:`._micro`, where those of :mod:`._ahead` always run). scratch[c]: see
+    (None compiles the kernel without the float32 blocks). scratch[c]: see
     :func:`_loss_grad_rows`.
     """
     _wide_vectors_marked(width, X)
@@ -574,14 +572,10 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
     # loads stay), not in a register through the whole chunk.
     touched = flat[(8 + R) * k + 2 * R:(8 + R) * k + 2 * R + 1]
     touched[0] = 0
-    # The tiles of _ahead and _backward (micro None: every host); when
-    # X is read ahead, the reads are theirs (prefetches ahead_rows rows
-    # ahead): only the chunk's first rows are read ahead as before.
-    tiles = micro is None
-    # Eight-row blocks come from those tiles only (both are float32 on
-    # AVX-512 hosts); Numba's tiles take four rows.
-    eight = tiles and _eight_rows(X, k)
-    if tiles and touch:
+    # When X is read ahead, the tiles prefetch the rows ahead_rows ahead:
+    # only the chunk's first rows are read by _touch.
+    eight = _eight_rows(X, k)
+    if touch:
         touched[0] += _touch(X, start, min(stop, start + ahead_rows))
     pf_rows = ahead_rows if touch else 0
     i = start
@@ -593,8 +587,6 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
         panel = n if n <= ERROR_T_MAX_FEATURES else _panel_features(k)
         while (itemsize(X) == 4 and k <= ERROR_T_MAX_K
                and (n <= ERROR_T_MAX_FEATURES or k >= PANEL_MIN_K) and i + R <= stop):
-            if touch and not tiles:
-                touched[0] += _touch(X, i, i + R)
             h = 0
             nb = 8 if eight else 4
             # The block R rows ahead is prefetched while this one is worked
@@ -605,16 +597,8 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
             nxt = i + pf_rows
             fw = R if panel < n else R // 2
             while h < R:
-                if micro is None or tiles:
-                    first, rows = _ahead_share(nxt, fw * h // R, fw * (h + nb) // R, stop,
-                                               pf_rows)
-                    logits_prefetching(X, i + h, nb, Wt, b, ZT.T, h, first, rows)
-                else:
-                    r0 = i + h
-                    _logits4(X, r0, r0 + 1, r0 + 2, r0 + 3, Wt, b, z8)
-                    for q in range(nb):
-                        for j in range(k):
-                            ZT[j, h + q] = z8[q, j]
+                first, rows = _ahead_share(nxt, fw * h // R, fw * (h + nb) // R, stop, pf_rows)
+                logits_prefetching(X, i + h, nb, Wt, b, ZT.T, h, first, rows)
                 h += nb
             part, bad = _block_error_t(ZT, i, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
             if bad >= 0:
@@ -634,21 +618,14 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
                     accumulate4_ahead(X, r0, r0 + 1, r0 + 2, r0 + 3, ZT.T, h, G, f0, f1,
                                       first, rows)
             i += R
-    ahead = i
     while i + 4 <= stop:
-        if touch and not tiles and i >= ahead:
-            ahead = min(stop, i + ahead_rows)
-            touched[0] += _touch(X, i, ahead)
         nb = 8 if eight and i + 8 <= stop else 4
         # The rows pf_rows ahead prefetched as in the blocks above: half by
         # the forward tiles, half by the backward tiles.
         nxt = i + pf_rows
         half = nb // 2
-        if micro is None or tiles:
-            first, rows = _ahead_share(nxt, 0, half, stop, pf_rows)
-            logits_prefetching(X, i, nb, Wt, b, z8, 0, first, rows)
-        else:
-            _logits4(X, i, i + 1, i + 2, i + 3, Wt, b, z8)
+        first, rows = _ahead_share(nxt, 0, half, stop, pf_rows)
+        logits_prefetching(X, i, nb, Wt, b, z8, 0, first, rows)
         if store:
             _store_proba(z8, nb, i, P)
         for h in range(0, nb, 4):
@@ -687,7 +664,7 @@ def _rows_chunk(c, X, y, Y, sw, soft, weighted, scale, Wt, b,
 
 @njit(**PJIT)
 def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch, P, width, blocks, micro):
+                    gWt, gb, loss, bad_row, scratch, P, width, blocks):
     """Small-k strategy: rows four at a time, weights stored transposed.
 
     Wt is (k, n') and gWt (n_chunks, k, n') partial sums of Eᵀ X, n' >= n:
@@ -696,12 +673,12 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
     (n_chunks, k); loss (n_chunks,) float64; scratch (n_chunks, L >=
     :func:`rows_scratch_length`): eight rows of logits, a transposed block of
     ERROR_T_ROWS rows and two rows of ERROR_T_ROWS. OUT P: (m, k) receives softmax(X W + b), or an
-    empty (0, k) array: not stored. ``width``, ``blocks``, ``micro``: see
+    empty (0, k) array: not stored. ``width``, ``blocks``: see
     :func:`_rows_chunk`.
     """
     for c in prange(gWt.shape[0]):
         _rows_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wt, b,
-                    gWt, gb, loss, bad_row, scratch, P, width, blocks, micro)
+                    gWt, gb, loss, bad_row, scratch, P, width, blocks)
 
 
 @njit(inline="always", **JIT)

@@ -126,7 +126,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     the accumulation tiles while the rows are still in L1; with P not
     cached the forward sweep runs the logit tile twice (W, then V) on the
     same four rows, so X is still read from memory once. Where ``micro``
-    is None (AVX-512 hosts: ``_ahead.micro_tiles``) the logits come from
+    is None (AVX-512 hosts: ``_ahead.HESSP_MICRO``) the logits come from
     the tiles of :mod:`._ahead`, as
     ``_fused._rows_chunk``'s do (eight rows at a time in float32 where the
     gradient's kernel takes eight: ``_micro.EIGHT_ROWS_N``,

@@ -93,7 +93,7 @@ def _logits4_cols(X, i0, i1, i2, i3, Wt, b, z4, f0, f1):
     4). The rows kernels' gradient takes both sweeps from the tiles written
     in LLVM IR instead (:mod:`._ahead`, :mod:`._backward`; 4 x 5 on
     AVX-512 hosts, 4 x 3 elsewhere), and so do the Hessian products on
-    AVX-512 hosts (``_ahead.micro_tiles``).
+    AVX-512 hosts (``_ahead.HESSP_MICRO``).
     """
     k = Wt.shape[0]
     nf = f1 - f0
