@@ -69,17 +69,26 @@ def _pow2(typingctx, nf):
     The integer goes straight into the exponent field and the bits are read
     back as a float: a bit cast, which Numba has no operator for on scalars
     (an array view would need the bits stored to memory and loaded again).
+    The integer itself comes from the low bits of nf + 1.5 2^52 (2^23 in
+    float32), exact for such an nf, not from a conversion: AVX2 has no
+    vector conversion of float64 to int64, so LLVM took each lane apart
+    and the float64 exp loop ran 1.3-1.5x slower on a Zen 3 host
+    (BENCHMARKS.md, "Fifty-second session"); the value is the same.
     """
     if not isinstance(nf, types.Float):
         return None
     width = nf.bitwidth
     bias, shift = (127, 23) if width == 32 else (1023, 52)
+    magic = 1.5 * 2.0 ** shift
+    magic_bits = 0x4B400000 if width == 32 else 0x4338000000000000
 
     def codegen(context, builder, sig, args):
         it = ir.IntType(width)
-        bits = builder.shl(builder.add(builder.fptosi(args[0], it), ir.Constant(it, bias)),
+        ft = context.get_value_type(nf)
+        n = builder.bitcast(builder.fadd(args[0], ir.Constant(ft, magic)), it)
+        bits = builder.shl(builder.add(n, ir.Constant(it, bias - magic_bits)),
                            ir.Constant(it, shift))
-        return builder.bitcast(bits, context.get_value_type(nf))
+        return builder.bitcast(bits, ft)
 
     return nf(nf), codegen
 

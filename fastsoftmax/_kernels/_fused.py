@@ -360,11 +360,16 @@ def _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gb, mx, s, P):
     for q in range(r):
         mx[q] = ZT[0, q]
     finite = 0
+    # np.maximum, not max: Numba's max became a scalar max and a masked
+    # store, np.maximum a compare and blend of whole vectors (3-5x faster
+    # on a Zen 3 host at k = 3 and 10, BENCHMARKS.md, "Fifty-second
+    # session"). Their NaN rules differ; a row with one is reported below
+    # before its maximum is used.
     for j in range(k):
         zj = ZT[j]
         for q in range(r):
             v = zj[q]
-            mx[q] = max(mx[q], v)
+            mx[q] = np.maximum(mx[q], v)
             finite += abs(v) <= big
     if finite != k * r:
         for q in range(r):
