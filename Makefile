@@ -22,7 +22,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/fastsoftmax demo
 
-test: pytest docs wheel-test
+# The docs and the wheel test after the tests, side by side: each is mostly
+# one process on one core (Sphinx; pip and a fresh venv), and neither writes
+# what the other reads (the sdist leaves the docs' outputs out, MANIFEST.in).
+# Each one's output is printed whole when it is done.
+test: pytest
+	$(MAKE) --no-print-directory -j2 --output-sync=target docs wheel-test
 
 # Two or more worker processes (pytest-xdist, at most 4): on a fresh clone
 # most of the run is Numba compiling each kernel signature once for the disk

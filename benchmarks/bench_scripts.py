@@ -115,17 +115,16 @@ def test_idle_pools_script():
 
 
 def test_strategy_margin_script():
-    # Tiny cells, one calibration of one dtype: a truth table and a row per margin.
-    # Two truth passes add the oracle row. Short timed calls and a few MiB of
-    # cold copies (not the 256 MiB a real calibration reads through).
+    # Four tiny cells, one calibration of one dtype: a truth table and a row
+    # per margin. Two truth passes add the oracle row. Short timed calls and
+    # a few MiB of cold copies (not the 256 MiB a real calibration reads through).
     rows = run_script("benchmarks/strategy_margin.py", "--calibrations", "1", "--rounds", "1",
                       "--work", "1e5", "--margins", "0.9,1.0", "--dtypes", "float32",
-                      "--truths", "2", "--cell-work", "1000000", "--cold-bytes", "4194304")
-    from fastsoftmax import _calibration as cal
-
-    cells = len(cal.GRID_N) * sum(k <= cal.SMALL_K for k in cal.GRID_K)
-    assert len(rows) == 2 + len(cal.GRID_N) + 2 + 2 + 1, rows
-    assert rows[-1].startswith("| oracle |") and f" of {2 * cells}" in rows[-1], rows
+                      "--truths", "2", "--cell-work", "1000000", "--cold-bytes", "4194304",
+                      "--ns", "16,48", "--ks", "2,10")
+    assert len(rows) == 2 + 2 + 2 + 2 + 1, rows
+    assert rows[2].startswith("| 16 |") and rows[3].startswith("| 48 |"), rows
+    assert rows[-1].startswith("| oracle |") and " of 8" in rows[-1], rows
 
 
 def test_versions_script():

@@ -5,6 +5,7 @@
                                          [--dtypes float32,float64]
                                          [--cell-work 8388608,67108864]
                                          [--truths 1] [--cold-bytes 268435456]
+                                         [--ns 16,48,...] [--ks 2,3,...]
 
 The truth: on every cell of the calibration grid (k <= SMALL_K; above it
 the choice is always GEMM, and so it is on the cells of more than MANY_K
@@ -33,7 +34,10 @@ target's tolerance: the resolution a "within 10 %" verdict has on the host.
 ``--cold-bytes`` sets ``_calibration.COLD_X_BYTES``, the memory through
 which a calibration's cold timings cycle copies of each cell's X (its
 default makes the copies come from memory on any host; a small value
-only checks that the script runs).
+only checks that the script runs). ``--ns`` and ``--ks`` take a part of
+the grid (features and classes of its cells; the default, all of it, also
+times the cells on an X read ahead, as a calibration does, though only
+the other timings are charged here).
 """
 
 from __future__ import annotations
@@ -61,11 +65,12 @@ def truth_rows(work: float, n: int, k: int) -> int:
     return int(min(300_000, max(cal.MIN_ROWS, round(work / (n * k), -3))))
 
 
-def truth(dtype: str, ks: list[int], work: float, rounds: int, seed: int = 0) -> np.ndarray:
-    """(len(GRID_N), len(ks), 2) medians of (rows, gemm) seconds at the users' size."""
-    out = np.empty((len(cal.GRID_N), len(ks), 2))
+def truth(dtype: str, ns: list[int], ks: list[int], work: float, rounds: int,
+          seed: int = 0) -> np.ndarray:
+    """(len(ns), len(ks), 2) medians of (rows, gemm) seconds at the users' size."""
+    out = np.empty((len(ns), len(ks), 2))
     rng = np.random.default_rng(seed)
-    for i, n in enumerate(cal.GRID_N):
+    for i, n in enumerate(ns):
         for j, k in enumerate(ks):
             m = truth_rows(work, n, k)
             X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype)
@@ -96,23 +101,29 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cold-bytes", type=int, default=cal.COLD_X_BYTES,
                     help="bytes of X copies the calibrations' cold timings read in turn "
                          "(default: _calibration.COLD_X_BYTES)")
+    ap.add_argument("--ns", help="the grid's feature counts to take (default: every one)")
+    ap.add_argument("--ks", help="the grid's class counts to take, at most SMALL_K "
+                                 "(default: every one)")
     args = ap.parse_args(argv)
+    ns = _grid_part(ap, "--ns", args.ns, list(cal.GRID_N))
+    ks = _grid_part(ap, "--ks", args.ks, [k for k in cal.GRID_K if k <= cal.SMALL_K])
     if args.truths < 1:
         ap.error("--truths: at least 1")
     if args.cold_bytes < 0:
         ap.error("--cold-bytes: at least 0")
     os.environ.pop("FASTSOFTMAX_STRATEGY", None)
-    ks = [k for k in cal.GRID_K if k <= cal.SMALL_K]
+    whole = ns == list(cal.GRID_N) and ks == [k for k in cal.GRID_K if k <= cal.SMALL_K]
+    cells = None if whole else [(n, k) for n in ns for k in ks if cal.timed_shape(n, k)]
     dtypes = tuple(args.dtypes.split(","))
     passes: dict[str, list[np.ndarray]] = {dt: [] for dt in dtypes}
     for p in range(args.truths):  # passes alternate over the dtypes
         for dt in dtypes:
-            passes[dt].append(truth(dt, ks, args.work, args.rounds, seed=p))
+            passes[dt].append(truth(dt, ns, ks, args.work, args.rounds, seed=p))
     t = {dt: np.median(passes[dt], axis=0) for dt in dtypes}
     for dt in dtypes:
         print(f"\n{dt}: gemm / rows time at m n k = {args.work:g} (above 1: rows faster)")
         print("| n \\ k | " + " | ".join(map(str, ks)) + " |\n|---:|" + "---:|" * len(ks))
-        for i, n in enumerate(cal.GRID_N):
+        for i, n in enumerate(ns):
             print(f"| {n} | " + " | ".join(f"{g / r:.2f}" for r, g in t[dt][i]) + " |")
     works = [int(float(w)) for w in args.cell_work.split(",")]
     saved = cal.CELL_WORK, cal.MARGIN, cal.COLD_X_BYTES
@@ -121,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         calibrations = {}
         for work in works:
             cal.CELL_WORK = work
-            calibrations[work] = [cal.calibrate(dtypes, blocks=False, write=False)
+            calibrations[work] = [cal.calibrate(dtypes, cells=cells, blocks=False, write=False)
                                   for _ in range(args.calibrations)]
         print(f"\nchosen / faster strategy over the cells, {args.calibrations} calibrations "
               "per cell work (mean, worst and its cell (n, k), cells above 1.10x) per dtype")
@@ -130,18 +141,32 @@ def main(argv: list[str] | None = None) -> None:
         for work in works:
             for margin in map(float, args.margins.split(",")):
                 cal.MARGIN = margin
-                row = [_charge(t[dt], ks, [c[dt]["cells"] for c in calibrations[work]],
+                row = [_charge(t[dt], ns, ks, [c[dt]["cells"] for c in calibrations[work]],
                                args.work, np.dtype(dt).itemsize)
                        for dt in dtypes]
                 print(f"| {work:.3g} | {margin:g} | " + " | ".join(row) + " |", flush=True)
         if args.truths > 1:
-            row = [_oracle(passes[dt], ks) for dt in dtypes]
+            row = [_oracle(passes[dt], ns, ks) for dt in dtypes]
             print("| oracle | | " + " | ".join(row) + " |", flush=True)
     finally:
         cal.CELL_WORK, cal.MARGIN, cal.COLD_X_BYTES = saved
 
 
-def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict],
+def _grid_part(ap: argparse.ArgumentParser, option: str, value: str | None,
+               grid: list[int]) -> list[int]:
+    """The grid values ``value`` names (comma-separated; None: all of ``grid``), in grid order."""
+    if value is None:
+        return grid
+    try:
+        picked = {int(v) for v in value.split(",")}
+    except ValueError:
+        ap.error(f"{option}: comma-separated integers, not {value!r}")
+    if not picked or not picked <= set(grid):
+        ap.error(f"{option}: values of {grid}, not {value!r}")
+    return [v for v in grid if v in picked]
+
+
+def _charge(truth_times: np.ndarray, ns: list[int], ks: list[int], calibrations: list[dict],
             work: float, itemsize: int) -> str:
     """Each calibration's choice on each cell, charged at the truth: chosen / faster time.
 
@@ -150,7 +175,7 @@ def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict],
     """
     costs = []
     for timed in calibrations:
-        for i, n in enumerate(cal.GRID_N):
+        for i, n in enumerate(ns):
             for j, k in enumerate(ks):
                 x_bytes = truth_rows(work, n, k) * n * itemsize
                 ratio = cal._ratio(timed, (n, k, False), x_bytes)
@@ -161,14 +186,14 @@ def _charge(truth_times: np.ndarray, ks: list[int], calibrations: list[dict],
     return _summary(costs)
 
 
-def _oracle(passes: list[np.ndarray], ks: list[int]) -> str:
+def _oracle(passes: list[np.ndarray], ns: list[int], ks: list[int]) -> str:
     """Each truth pass's faster strategy per cell, charged at every other pass."""
     costs = []
     for a, chooser in enumerate(passes):
         for b, judge in enumerate(passes):
             if a == b:
                 continue
-            for i, n in enumerate(cal.GRID_N):
+            for i, n in enumerate(ns):
                 for j, k in enumerate(ks):
                     pick = int(np.argmin(chooser[i, j]))
                     costs.append((judge[i, j, pick] / judge[i, j].min(), n, k))
