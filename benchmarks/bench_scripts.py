@@ -242,3 +242,12 @@ def test_serial_parallel_units_script():
     rows = run_script("benchmarks/serial_parallel.py", "--part", "units", "--rounds", "1",
                       "--quick")
     assert len(rows) == (2 + 1) + (2 + 3), rows
+
+
+def test_dask_rounds_script():
+    # One tiny shape, one solver: a row for the evaluation and one for the fit.
+    pytest.importorskip("distributed")
+    rows = run_script("benchmarks/dask_rounds.py", "--shapes", "400x5x3", "--solvers", "bgd",
+                      "--rounds", "1")
+    assert_table(rows, 2)
+    assert rows[2].startswith("| (400, 5, 3) | 0 | evaluation |"), rows

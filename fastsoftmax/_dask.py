@@ -6,12 +6,14 @@ on the worker that holds it, by the same edge functions as in memory
 (errors name the row of the whole data set), and stays there. Then:
 
 * :class:`DaskObjective` evaluates :class:`~fastsoftmax._objective.Objective`
-  on every block (weights broadcast once per evaluation, one (k, n) partial
-  gradient back per block, already normalised by the global weight total)
+  on every block (the weights sent inside the blocks' tasks where all
+  their copies are small, else broadcast once per evaluation; one (k, n)
+  partial gradient back per block, already normalised by the global weight total)
   and adds the one L2 penalty on the driver, so full-batch solvers give the
   in-memory result to rounding; for Newton, each block's Hessian at a point
   stays on its worker (with the probabilities its products need) and a
-  product broadcasts the direction and gathers one (k, n) part per block;
+  product sends the direction as the weights and gathers one (k, n) part
+  per block;
 * :class:`DaskEpochRunner` runs :func:`~fastsoftmax._solvers.sgd.run_epoch`
   over the blocks in turn, the SGD state moving from worker to worker and
   the data never moving; divergence comes back as data.
@@ -39,6 +41,24 @@ from ._validation import (
     encode_labels,
     float_dtype_of,
 )
+
+# Weights (or a direction) whose copies for all the blocks come to at most
+# this many bytes go inside the blocks' tasks: one round trip to the
+# cluster per evaluation instead of two (the broadcast, then the tasks).
+# On a local cluster of 2 worker processes and 4 blocks, an evaluation
+# took 0.78-0.94x the time so, for weights of 0-2.3 MB (copies of up to
+# 9.4 MB; BENCHMARKS.md, "Fifty-third session"); the limit stays below
+# what was measured and below distributed's warning about task graphs of
+# more than 10 MB. Above it the weights are broadcast once, one copy per
+# worker, however many blocks each holds.
+INLINE_BYTES = 4 << 20
+
+
+def _shared(client, payload: tuple, n_blocks: int):
+    """``payload`` (arrays or None) itself where small enough for every task, else broadcast."""
+    if sum(getattr(a, "nbytes", 0) for a in payload) * n_blocks <= INLINE_BYTES:
+        return payload
+    return client.scatter(payload, broadcast=True, hash=False)
 
 
 def _client():
@@ -229,8 +249,9 @@ def training_data(X, y, sample_weight, *, class_weight) -> tuple[DaskData, np.nd
 class DaskObjective:
     """The solvers' objective over :class:`DaskData`.
 
-    One evaluation costs one broadcast of (coef, intercept), one task per
-    block and a gather of one (k, n) gradient per block.
+    One evaluation costs one task per block, which carries (coef,
+    intercept) unless they are broadcast first (:data:`INLINE_BYTES`), and
+    a gather of one (k, n) gradient per block.
     """
 
     def __init__(self, data: DaskData, n_threads: int | None = None):
@@ -240,10 +261,10 @@ class DaskObjective:
         self.n_threads = n_threads
         self.total_weight = data.total_weight
 
-    def _broadcast_each(self, task, blocks, payload, *args):
-        """Broadcast ``payload`` once and run ``task(block, payload, *args)`` on every block."""
+    def _on_each_block(self, task, blocks, payload, *args):
+        """Run ``task(block, payload, *args)`` on every block (``payload`` by :func:`_shared`)."""
         client = self.data.client
-        shared = client.scatter(payload, broadcast=True, hash=False)
+        shared = _shared(client, payload, len(blocks))
         return client.gather([client.submit(task, bl, shared, *args, pure=False)
                               for bl in blocks])
 
@@ -259,13 +280,13 @@ class DaskObjective:
         """Nothing to start: each worker compiles the kernels its blocks run."""
 
     def loss_grad(self, coef, intercept, alpha=0.0):
-        parts = self._broadcast_each(_block_loss_grad, self.data.blocks, (coef, intercept),
+        parts = self._on_each_block(_block_loss_grad, self.data.blocks, (coef, intercept),
                                      self.n_threads)
         return self._sum(parts, coef, intercept, alpha)
 
     def hessian(self, coef, intercept, alpha=0.0) -> DaskHessian:
         client = self.data.client
-        weights = client.scatter((coef, intercept), broadcast=True, hash=False)
+        weights = _shared(client, (coef, intercept), len(self.data.blocks))
         held = [client.submit(_block_hessian, bl, weights, self.n_threads, pure=False)
                 for bl in self.data.blocks]
         parts = client.gather([client.submit(_hessian_gradient, h, pure=False) for h in held])
@@ -300,7 +321,7 @@ class DaskHessian:
         if scale != 1.0:
             V = V * V.dtype.type(scale)
             c = None if c is None else c * c.dtype.type(scale)
-        HV, Hc = self._total(obj._broadcast_each(_hessian_matvec, self._held, (V, c),
+        HV, Hc = self._total(obj._on_each_block(_hessian_matvec, self._held, (V, c),
                                                  obj.n_threads))
         if self._alpha:
             HV += HV.dtype.type(self._alpha) * V

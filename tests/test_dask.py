@@ -165,9 +165,14 @@ def test_dask_dataframe_and_errors(client):
         SoftmaxRegression(early_stopping=True).fit(*as_dask(X, y))
 
 
-def test_weights_broadcast_once_per_evaluation(client, monkeypatch):
+@pytest.mark.parametrize("inline", [True, False], ids=["inside-tasks", "broadcast"])
+def test_weights_sent_once_per_evaluation(client, monkeypatch, inline):
+    """Small weights go inside the blocks' tasks (no broadcast); larger ones
+    (here: a limit of 0 bytes) are broadcast once per evaluation."""
     from fastsoftmax import _dask
 
+    if not inline:
+        monkeypatch.setattr(_dask, "INLINE_BYTES", 0)
     X, y = make_data(m=2000, n=10, k=3)
     dX, dy = as_dask(X, y, chunk=400)  # 5 blocks
     assert dX.numblocks[0] == 5
@@ -199,10 +204,16 @@ def test_weights_broadcast_once_per_evaluation(client, monkeypatch):
     monkeypatch.undo()
     assert model.n_iter_ == 7
     assert len(evaluations) >= model.n_iter_
+    assert len(block_tasks) == 5 * len(evaluations)
+    if inline:
+        # No broadcast: every block task carries the weights themselves.
+        assert scatters == []
+        for weights in block_tasks:
+            assert isinstance(weights, tuple) and weights[0].shape == (3, 10)
+        return
     # One scatter per evaluation of the objective, not one per block and evaluation,
     assert len(scatters) == len(evaluations)
     # and every block task of an evaluation receives that evaluation's one broadcast.
-    assert len(block_tasks) == 5 * len(evaluations)
     for i, weights in enumerate(scatters):
         assert all(w is weights for w in block_tasks[5 * i: 5 * i + 5])
 
