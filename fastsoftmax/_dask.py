@@ -45,11 +45,11 @@ from ._validation import (
 # Weights (or a direction) whose copies for all the blocks come to at most
 # this many bytes go inside the blocks' tasks: one round trip to the
 # cluster per evaluation instead of two (the broadcast, then the tasks).
-# On a local cluster of 2 worker processes and 4 blocks, an evaluation
-# took 0.78-0.94x the time so, for weights of 0-2.3 MB (copies of up to
-# 9.4 MB; BENCHMARKS.md, "Fifty-third session"); the limit stays below
-# what was measured and below distributed's warning about task graphs of
-# more than 10 MB. Above it the weights are broadcast once, one copy per
+# On a local cluster of 2 worker processes and 4 blocks, evaluations and
+# fits took 0.72-0.97x the time so, for weights of up to 612 KB
+# (`benchmarks/dask_rounds.py`; BENCHMARKS.md, "Fifty-third session");
+# the limit stays below distributed's warning about task graphs of more
+# than 10 MB. Above it the weights are broadcast once, one copy per
 # worker, however many blocks each holds.
 INLINE_BYTES = 4 << 20
 
@@ -281,7 +281,7 @@ class DaskObjective:
 
     def loss_grad(self, coef, intercept, alpha=0.0):
         parts = self._on_each_block(_block_loss_grad, self.data.blocks, (coef, intercept),
-                                     self.n_threads)
+                                    self.n_threads)
         return self._sum(parts, coef, intercept, alpha)
 
     def hessian(self, coef, intercept, alpha=0.0) -> DaskHessian:
@@ -322,7 +322,7 @@ class DaskHessian:
             V = V * V.dtype.type(scale)
             c = None if c is None else c * c.dtype.type(scale)
         HV, Hc = self._total(obj._on_each_block(_hessian_matvec, self._held, (V, c),
-                                                 obj.n_threads))
+                                                obj.n_threads))
         if self._alpha:
             HV += HV.dtype.type(self._alpha) * V
         if out is not None:
