@@ -10,8 +10,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
+# The wheel test's environment, made early by `make test` (.ci/wheel-env).
+WHEEL_ENV := $(VENV)-wheel
 
-.PHONY: demo test pytest docs wheel-test bench lint clean
+.PHONY: demo test pytest docs wheel-test wheel-env bench lint clean
 
 # pip compiles the installed modules' byte-code one file at a time (more
 # than half of the install's time on 2 cores); compileall does it on every
@@ -28,12 +30,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/fastsoftmax demo
 
-# The docs and the wheel test after the tests, side by side: each is mostly
-# one process on one core (Sphinx; pip and a fresh venv), and neither writes
-# what the other reads (the sdist leaves the docs' outputs out, MANIFEST.in).
-# Each one's output is printed whole when it is done.
-test: pytest
-	$(MAKE) --no-print-directory -j2 --output-sync=target docs wheel-test
+# The test venv and the wheel test's environment of dependencies are
+# installed side by side (pip works mostly on one core); then the tests; then
+# the docs and the wheel test side by side: each is mostly one process on one
+# core (Sphinx; pip and the wheel's first fit), and neither writes what the
+# other reads (the sdist leaves the docs' outputs out, MANIFEST.in). Each
+# step's output is printed whole when it is done.
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) wheel-env
+	$(MAKE) --no-print-directory pytest
+	$(MAKE) --no-print-directory -j2 --output-sync=target docs wheel-test \
+		WHEEL_TEST_ENV=$(WHEEL_ENV)
 
 # Two or more worker processes (pytest-xdist, at most 4): on a fresh clone
 # most of the run is Numba compiling each kernel signature once for the disk
@@ -48,8 +55,13 @@ docs: $(STAMP)
 		docs/sg_execution_times.rst
 	$(BIN)/sphinx-build -W --keep-going -n -b html docs docs/_build/html
 
+# WHEEL_TEST_ENV: an environment of the dependencies only, from wheel-env
+# (used up: the wheel test removes it); unset, the wheel test makes its own.
 wheel-test: $(STAMP)
-	PYTHON=$(BIN)/python .ci/wheel-test
+	PYTHON=$(BIN)/python WHEEL_ENV=$(WHEEL_TEST_ENV) .ci/wheel-test
+
+wheel-env:
+	PYTHON=$(PYTHON) .ci/wheel-env $(WHEEL_ENV)
 
 bench: $(STAMP)
 	FASTSOFTMAX_BENCH_FULL=1 $(BIN)/python -m pytest benchmarks --benchmark-enable \
@@ -62,7 +74,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .benchmarks \
+	rm -rf $(VENV) $(WHEEL_ENV) build dist *.egg-info .pytest_cache .hypothesis .benchmarks \
 		docs/_build docs/_generated docs/auto_examples docs/api/generated \
 		docs/sg_execution_times.rst
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
