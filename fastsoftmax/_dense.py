@@ -194,15 +194,22 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # classes at 32 features, 25-31 at 40, 20-31 at 50 and 16-31 at 64 reaching
 # 1.15-1.51x in one run or more; float64 rows (at most 32 features)
 # 0.54-1.02x (2-core Zen 4 host, `benchmarks/gradient_variants.py
-# transposed`; BENCHMARKS.md, "Fortieth session"). So it also takes at
-# most _TRANSPOSED_WEIGHTS weights.
+# transposed`; BENCHMARKS.md, "Fortieth session"). So on hosts with
+# AVX-512 it also takes at most _TRANSPOSED_WEIGHTS weights. Not on hosts
+# without: there (2-core AMD Zen 3, AVX2) the transposed kernel took
+# 0.58-0.76x the row-wise one's time in float32 at every cell of n = 32,
+# 40, 50 and 64 and k = 10 ... 31 (0.63-0.76x at 1,000-1,984 weights), in
+# float64 0.60-0.96x at n = 16 and 32 (the same script; BENCHMARKS.md,
+# "Fifty-fourth session"). None: no limit.
 _TRANSPOSED_ROW_BYTES = 256
-_TRANSPOSED_WEIGHTS = 960
+_TRANSPOSED_WEIGHTS: int | None = 960 if WIDE_REGISTERS else None
 
 
 def transposed_logits(n: int, k: int, itemsize: int) -> bool:
     """Whether the GEMM gradient on rows of n features, k < LANES_FROM classes, transposes."""
-    return n * itemsize <= _TRANSPOSED_ROW_BYTES and n * k <= _TRANSPOSED_WEIGHTS
+    if n * itemsize > _TRANSPOSED_ROW_BYTES:
+        return False
+    return _TRANSPOSED_WEIGHTS is None or n * k <= _TRANSPOSED_WEIGHTS
 
 
 # Scratch of engines made for one call (the function API's loss_and_grad

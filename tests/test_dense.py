@@ -69,14 +69,22 @@ def _force(kernel, monkeypatch):
 
 # ---------------------------------------------------------- loss and gradient
 
-def test_transposed_logits_rule():
-    """_dense.transposed_logits: at most 256 bytes of features and at most 960
-    weights (BENCHMARKS.md, "Fortieth session")."""
+def test_transposed_logits_rule(monkeypatch):
+    """_dense.transposed_logits: at most 256 bytes of features; on hosts with
+    AVX-512 at most 960 weights (BENCHMARKS.md, "Fortieth session"), on the
+    others any number (below 32 classes; "Fifty-fourth session")."""
+    from fastsoftmax._kernels._config import WIDE_REGISTERS
+
+    assert _dense._TRANSPOSED_WEIGHTS == (960 if WIDE_REGISTERS else None)
     t = _dense.transposed_logits
+    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", 960)  # as on AVX-512 hosts
     assert t(64, 10, 4) and t(64, 15, 4) and not t(64, 16, 4) and not t(65, 2, 4)
     assert t(50, 19, 4) and not t(50, 20, 4) and t(40, 24, 4) and not t(40, 25, 4)
     assert t(20, 31, 4) and t(32, 30, 4) and not t(32, 31, 4)
     assert t(32, 30, 8) and not t(32, 31, 8) and t(20, 31, 8) and not t(33, 2, 8)
+    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", None)  # as on the others
+    assert t(64, 16, 4) and t(64, 31, 4) and t(50, 30, 4) and t(32, 31, 8)
+    assert not t(65, 2, 4) and not t(33, 2, 8)
 
 
 def _objective_for(X, y, sw, k, strategy, soft):
