@@ -198,7 +198,7 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # AVX-512 it also takes at most _TRANSPOSED_WEIGHTS weights. Not on hosts
 # without: there (2-core AMD Zen 3, AVX2) the transposed kernel took
 # 0.58-0.76x the row-wise one's time in float32 at every cell of n = 32,
-# 40, 50 and 64 and k = 10 ... 31 (0.63-0.76x at 1,000-1,984 weights), in
+# 40, 50 and 64 and k = 10 ... 31 (0.64-0.76x at 992-1,984 weights), in
 # float64 0.60-0.96x at n = 16 and 32 (the same script; BENCHMARKS.md,
 # "Fifty-fourth session"). None: no limit.
 _TRANSPOSED_ROW_BYTES = 256
