@@ -6,7 +6,9 @@ FASTSOFTMAX_BENCH_FULL=1, which adds the large shapes the tables in
 BENCHMARKS.md come from.
 """
 
+import contextlib
 import os
+import warnings
 
 FULL = os.environ.get("FASTSOFTMAX_BENCH_FULL", "") not in ("", "0")
 
@@ -89,3 +91,27 @@ def sgd_epoch(X, y, W, b, order, batch_size, **params):
             return run_epoch(data, SGDState.start(W.T, b), order, p, steps_per_epoch=steps)
 
     return call
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers: int):
+    """A Dask client on a local cluster of ``n_workers`` single-threaded worker processes.
+
+    Its start-up and shutdown chatter is silenced (not ours); ":0" takes a free
+    dashboard port, so clusters of other test workers never clash.
+    """
+    import distributed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                           processes=True, dashboard_address=":0",
+                                           silence_logs=50)
+        client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            client.close()
+            cluster.close()

@@ -14,7 +14,7 @@ import pytest
 
 from fastsoftmax._dask import distribute
 
-from ._common import objective, pedantic_or_call, shapes
+from ._common import local_cluster, objective, pedantic_or_call, shapes
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -24,17 +24,8 @@ SHAPES = shapes(small=[(20_000, 50, 10)], full=[(400_000, 100, 10)])
 
 @pytest.fixture(scope="module", params=[1, 2], ids=lambda w: f"{w}worker")
 def client(request):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(n_workers=request.param, threads_per_worker=1,
-                                           processes=True, dashboard_address=":0",
-                                           silence_logs=50)
-        c = distributed.Client(cluster)
-    yield c
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        c.close()
-        cluster.close()
+    with local_cluster(request.param) as c:
+        yield c
 
 
 def _on_cluster(shape, blocks, binary=False):

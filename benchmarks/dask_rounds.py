@@ -21,7 +21,7 @@ import argparse
 import warnings
 
 import numpy as np
-from _common import best_of  # benchmarks/ is on the path of a script run from it
+from _common import best_of, local_cluster  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax import SoftmaxRegression, _dask
 
@@ -70,47 +70,37 @@ def main(argv=None):
         ap.error("--rounds and --workers: at least 1")
 
     import dask.array as da
-    import distributed
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                                           processes=True, dashboard_address=":0",
-                                           silence_logs=50)
-        client = distributed.Client(cluster)
     default = _dask.INLINE_BYTES
     print(f"\n{args.workers} worker processes, 4 row blocks, float64; medians of "
           f"{args.rounds} rounds (ms)")
     print("| (m, n, k) | weights KB | what | broadcast | as chosen | chosen / broadcast |")
     print("|---|---:|---|---:|---:|---:|")
-    try:
-        for m, n, k in shapes:
-            X, y = _data(m, n, k)
-            rows = -(-m // 4)
-            dX = da.from_array(X, chunks=(rows, n)).persist()
-            dy = da.from_array(y, chunks=rows).persist()
-            data, _ = _dask.training_data(dX, dy, None, class_weight=None)
-            objective = data.objective()
-            coef, intercept = np.zeros((k, n)), np.zeros(k)
-            jobs = _jobs(objective, coef, intercept, dX, dy, solvers)
-            for what, job in jobs.items():
-                times = {"broadcast": [], "chosen": []}
-                for r in range(args.rounds + 1):
-                    order = ("broadcast", "chosen") if r % 2 else ("chosen", "broadcast")
-                    for way in order:
-                        _dask.INLINE_BYTES = 0 if way == "broadcast" else default
-                        t = job()
-                        if r:
-                            times[way].append(t)
-                b, c = (1e3 * float(np.median(times[w])) for w in ("broadcast", "chosen"))
-                print(f"| ({m}, {n}, {k}) | {coef.nbytes // 1024} | {what} | {b:.1f} | {c:.1f} "
-                      f"| {c / b:.2f} |", flush=True)
-    finally:
-        _dask.INLINE_BYTES = default
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            client.close()
-            cluster.close()
+    with local_cluster(args.workers):  # the default client of the persists and fits
+        try:
+            for m, n, k in shapes:
+                X, y = _data(m, n, k)
+                rows = -(-m // 4)
+                dX = da.from_array(X, chunks=(rows, n)).persist()
+                dy = da.from_array(y, chunks=rows).persist()
+                data, _ = _dask.training_data(dX, dy, None, class_weight=None)
+                objective = data.objective()
+                coef, intercept = np.zeros((k, n)), np.zeros(k)
+                jobs = _jobs(objective, coef, intercept, dX, dy, solvers)
+                for what, job in jobs.items():
+                    times = {"broadcast": [], "chosen": []}
+                    for r in range(args.rounds + 1):
+                        order = ("broadcast", "chosen") if r % 2 else ("chosen", "broadcast")
+                        for way in order:
+                            _dask.INLINE_BYTES = 0 if way == "broadcast" else default
+                            t = job()
+                            if r:
+                                times[way].append(t)
+                    b, c = (1e3 * float(np.median(times[w])) for w in ("broadcast", "chosen"))
+                    print(f"| ({m}, {n}, {k}) | {coef.nbytes // 1024} | {what} | {b:.1f} | {c:.1f} "
+                          f"| {c / b:.2f} |", flush=True)
+        finally:
+            _dask.INLINE_BYTES = default
 
 
 if __name__ == "__main__":
