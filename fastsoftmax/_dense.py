@@ -180,10 +180,11 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 
 
 # Rows of fewer than LANES_FROM classes over at most this many bytes of
-# features (64 float32, 32 float64) take the GEMM kernel with transposed
-# logits (_kernels._fused._loss_grad_gemm_t): its error pass runs along the
-# rows, which pays where the products are cheap. Measured against the
-# row-wise kernel at m n k = 2e8 (2-core Intel host): 0.40-0.81x the time
+# features (64 float32, 32 float64; on hosts without AVX-512 more, below)
+# take the GEMM kernel with transposed logits
+# (_kernels._fused._loss_grad_gemm_t): its error pass runs along the rows,
+# which pays where the products are cheap. Measured against the row-wise
+# kernel at m n k = 2e8 (2-core Intel host): 0.40-0.81x the time
 # at n = 16 ... 64 in float32, 0.51-0.91x at n = 16 and 32 in float64; at
 # n = 100 it was 1.04-1.28x, the transposed products costing more than the
 # error pass saved (BENCHMARKS.md, "Seventh session"). Those rows were of
@@ -200,8 +201,13 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # 0.58-0.76x the row-wise one's time in float32 at every cell of n = 32,
 # 40, 50 and 64 and k = 10 ... 31 (0.64-0.76x at 992-1,984 weights), in
 # float64 0.60-0.96x at n = 16 and 32 (the same script; BENCHMARKS.md,
-# "Fifty-fourth session"). None: no limit.
-_TRANSPOSED_ROW_BYTES = 256
+# "Fifty-fourth session"). None: no limit. Wider rows there too, up to
+# 2,048 bytes: at 80-500 float32 features and 48-200 float64 ones and 10-30
+# classes the transposed kernel took 0.75-0.99x the row-wise GEMM kernel's
+# time (at 3 classes 0.98-1.03x, where that host's calibration takes the
+# rows strategy), from 300 float64 and 784 float32 features 0.91-1.09x
+# (the same host and script; BENCHMARKS.md, "Fifty-fifth session").
+_TRANSPOSED_ROW_BYTES = 256 if WIDE_REGISTERS else 2048
 _TRANSPOSED_WEIGHTS: int | None = 960 if WIDE_REGISTERS else None
 
 

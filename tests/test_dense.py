@@ -70,21 +70,26 @@ def _force(kernel, monkeypatch):
 # ---------------------------------------------------------- loss and gradient
 
 def test_transposed_logits_rule(monkeypatch):
-    """_dense.transposed_logits: at most 256 bytes of features; on hosts with
-    AVX-512 at most 960 weights (BENCHMARKS.md, "Fortieth session"), on the
-    others any number (below 32 classes; "Fifty-fourth session")."""
+    """_dense.transposed_logits: on hosts with AVX-512 at most 256 bytes of
+    features and 960 weights (BENCHMARKS.md, "Fortieth session"), on the
+    others at most 2,048 bytes and any number of weights (below 32 classes;
+    "Fifty-fourth" and "Fifty-fifth session")."""
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
+    assert _dense._TRANSPOSED_ROW_BYTES == (256 if WIDE_REGISTERS else 2048)
     assert _dense._TRANSPOSED_WEIGHTS == (960 if WIDE_REGISTERS else None)
     t = _dense.transposed_logits
-    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", 960)  # as on AVX-512 hosts
+    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 256)  # as on AVX-512 hosts
+    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", 960)
     assert t(64, 10, 4) and t(64, 15, 4) and not t(64, 16, 4) and not t(65, 2, 4)
     assert t(50, 19, 4) and not t(50, 20, 4) and t(40, 24, 4) and not t(40, 25, 4)
     assert t(20, 31, 4) and t(32, 30, 4) and not t(32, 31, 4)
     assert t(32, 30, 8) and not t(32, 31, 8) and t(20, 31, 8) and not t(33, 2, 8)
-    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", None)  # as on the others
+    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 2048)  # as on the others
+    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", None)
     assert t(64, 16, 4) and t(64, 31, 4) and t(50, 30, 4) and t(32, 31, 8)
-    assert not t(65, 2, 4) and not t(33, 2, 8)
+    assert t(512, 31, 4) and t(256, 31, 8) and t(100, 2, 4)
+    assert not t(513, 2, 4) and not t(257, 2, 8)
 
 
 def _objective_for(X, y, sw, k, strategy, soft):
