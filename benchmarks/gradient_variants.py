@@ -7,9 +7,10 @@
                                            [--ks 48,100,200] [--work 1.2e8] [--shapes ...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
-(``gemm_t``) against the row-wise GEMM kernel (``gemm``), for every n and
-k given (fewer than 32 classes), m such that m n k is about ``--work``:
-the rule ``fastsoftmax._dense.transposed_logits``. ``width``: float64 rows
+(``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
+the one with each row's maximum in lanes, unless the shape's feature split
+takes over), for every n and k given, m such that m n k is about
+``--work``: the rule ``fastsoftmax._dense.transposed_logits``. ``width``: float64 rows
 kernels (gradient, then a Hessian product) compiled with the 512-bit
 vector marker against the default width, the rule
 ``fastsoftmax._dense.rows_width`` (on a host without AVX-512 the request
@@ -62,16 +63,15 @@ def problem(m, n, k, dt, rng):
 
 def transposed(args, rng) -> None:
     dt = np.dtype(args.dtype)
-    saved = _dense._TRANSPOSED_ROW_BYTES, _dense._TRANSPOSED_WEIGHTS
+    rule = _dense.transposed_logits
 
     def forced(engine, transpose, coef, b):
         def call():
-            _dense._TRANSPOSED_ROW_BYTES = _dense._TRANSPOSED_WEIGHTS = (
-                1 << 30 if transpose else 0)
+            _dense.transposed_logits = lambda n, k, itemsize: transpose
             try:
                 engine.gradient(coef, b)
             finally:
-                _dense._TRANSPOSED_ROW_BYTES, _dense._TRANSPOSED_WEIGHTS = saved
+                _dense.transposed_logits = rule
         return call
 
     print(f"{dt.name}, GEMM strategy, m n k about {args.work:.0e}, medians of {args.rounds} "
@@ -85,9 +85,9 @@ def transposed(args, rng) -> None:
             runs = {"gemm_t": forced(Objective(data, "gemm", warm=True).engine, True, coef, b),
                     "gemm": forced(Objective(data, "gemm", warm=True).engine, False, coef, b)}
             t = alternate(runs, args.rounds)
-            rule = "gemm_t" if _dense.transposed_logits(n, k, dt.itemsize) else "gemm"
+            takes = "gemm_t" if rule(n, k, dt.itemsize) else "gemm"
             print(f"| ({m}, {n}, {k}) | {t['gemm_t']:.2f} | {t['gemm']:.2f} | "
-                  f"{t['gemm_t'] / t['gemm']:.2f} | {rule} |", flush=True)
+                  f"{t['gemm_t'] / t['gemm']:.2f} | {takes} |", flush=True)
 
 
 def width(args, rng) -> None:

@@ -179,41 +179,53 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
     return FLOAT64_512 if wide else DEFAULT_WIDTH
 
 
-# Rows of fewer than LANES_FROM classes over at most this many bytes of
-# features (64 float32, 32 float64; on hosts without AVX-512 more, below)
-# take the GEMM kernel with transposed logits
+# The GEMM strategy's gradient with transposed logits
 # (_kernels._fused._loss_grad_gemm_t): its error pass runs along the rows,
-# which pays where the products are cheap. Measured against the row-wise
-# kernel at m n k = 2e8 (2-core Intel host): 0.40-0.81x the time
-# at n = 16 ... 64 in float32, 0.51-0.91x at n = 16 and 32 in float64; at
-# n = 100 it was 1.04-1.28x, the transposed products costing more than the
-# error pass saved (BENCHMARKS.md, "Seventh session"). Those rows were of
-# 2 and 10 classes. With more classes the row-wise error pass fills its
-# vectors too: on float32 rows of 32-64 features the transposed kernel
-# took 0.64-0.97x the row-wise one's time up to 960 weights (n k), and
-# from 992 weights 0.87-1.51x from run to run, each of the cells at 31
-# classes at 32 features, 25-31 at 40, 20-31 at 50 and 16-31 at 64 reaching
-# 1.15-1.51x in one run or more; float64 rows (at most 32 features)
-# 0.54-1.02x (2-core Zen 4 host, `benchmarks/gradient_variants.py
-# transposed`; BENCHMARKS.md, "Fortieth session"). So on hosts with
-# AVX-512 it also takes at most _TRANSPOSED_WEIGHTS weights. Not on hosts
-# without: there (2-core AMD Zen 3, AVX2) the transposed kernel took
-# 0.58-0.76x the row-wise one's time in float32 at every cell of n = 32,
-# 40, 50 and 64 and k = 10 ... 31 (0.64-0.76x at 992-1,984 weights), in
-# float64 0.60-0.96x at n = 16 and 32 (the same script; BENCHMARKS.md,
-# "Fifty-fourth session"). None: no limit. Wider rows there too, up to
-# 2,048 bytes: at 80-500 float32 features and 48-200 float64 ones and 10-30
-# classes the transposed kernel took 0.75-0.99x the row-wise GEMM kernel's
-# time (at 3 classes 0.98-1.03x, where that host's calibration takes the
-# rows strategy), from 300 float64 and 784 float32 features 0.91-1.09x
-# (the same host and script; BENCHMARKS.md, "Fifty-fifth session").
-_TRANSPOSED_ROW_BYTES = 256 if WIDE_REGISTERS else 2048
+# which pays where the products are cheap, on rows of few features.
+# Measured against the row-wise kernel at m n k = 2e8 (2-core Intel host):
+# 0.40-0.81x the time at n = 16 ... 64 in float32, 0.51-0.91x at n = 16
+# and 32 in float64; at n = 100 it was 1.04-1.28x, the transposed products
+# costing more than the error pass saved (BENCHMARKS.md, "Seventh
+# session"). Those rows were of 2 and 10 classes. With more classes the
+# row-wise error pass fills its vectors too: on float32 rows of 32-64
+# features the transposed kernel took 0.64-0.97x the row-wise one's time
+# up to 960 weights (n k), and from 992 weights 0.87-1.51x from run to run,
+# each of the cells at 31 classes at 32 features, 25-31 at 40, 20-31 at 50
+# and 16-31 at 64 reaching 1.15-1.51x in one run or more; float64 rows (at
+# most 32 features) 0.54-1.02x (2-core Zen 4 host,
+# `benchmarks/gradient_variants.py transposed`; BENCHMARKS.md, "Fortieth
+# session"). So on hosts with AVX-512: rows of fewer than LANES_FROM
+# classes, at most _TRANSPOSED_ROW_BYTES bytes of features (64 float32, 32
+# float64) and at most _TRANSPOSED_WEIGHTS weights.
+#
+# On hosts without (2-core AMD Zen 3, AVX2; the same script) the transposed
+# kernel took 0.58-0.76x the row-wise one's time in float32 at every cell
+# of n = 32, 40, 50 and 64 and k = 10 ... 31 (0.64-0.76x at 992-1,984
+# weights), in float64 0.60-0.96x at n = 16 and 32 ("Fifty-fourth
+# session") and 0.82-0.97x at 48 and 64 ("Fifty-fifth session"): rows of at
+# most _TRANSPOSED_FEATURES features, either dtype, any number of weights.
+# Wider rows were 0.75-0.99x in one hour and 0.98-1.24x in the next (float32
+# rows of 80-512 features), 0.86-1.09x at 96 and 200 float64 features.
+# Rows of LANES_FROM classes or more (whose row-wise kernel takes each
+# row's maximum in lanes, _kernels._fused._loss_grad_gemm_lanes) transpose
+# there too, float32 ones up to _TRANSPOSED_MANY_CLASSES classes: 0.79-0.93x
+# the lanes kernel's time at 16, 48 and 64 features and 32-80 classes,
+# 0.92-0.99x at 100 classes and at 100 and 128 features; float64 rows of
+# 16-64 features 0.86-1.19x from cell to cell, so they keep the lanes
+# kernel ("Fifty-fifth session"). None: no limit; 0 classes: never.
+_TRANSPOSED_FEATURES = 64
+_TRANSPOSED_ROW_BYTES: int | None = 256 if WIDE_REGISTERS else None
 _TRANSPOSED_WEIGHTS: int | None = 960 if WIDE_REGISTERS else None
+_TRANSPOSED_MANY_CLASSES = 0 if WIDE_REGISTERS else 80
 
 
 def transposed_logits(n: int, k: int, itemsize: int) -> bool:
-    """Whether the GEMM gradient on rows of n features, k < LANES_FROM classes, transposes."""
-    if n * itemsize > _TRANSPOSED_ROW_BYTES:
+    """Whether the GEMM gradient on rows of n features and k classes transposes the logits."""
+    if n > _TRANSPOSED_FEATURES:
+        return False
+    if k >= LANES_FROM:
+        return itemsize == 4 and k <= _TRANSPOSED_MANY_CLASSES
+    if _TRANSPOSED_ROW_BYTES is not None and n * itemsize > _TRANSPOSED_ROW_BYTES:
         return False
     return _TRANSPOSED_WEIGHTS is None or n * k <= _TRANSPOSED_WEIGHTS
 
@@ -526,13 +538,12 @@ class DenseEngine:
         """Return the gradient kernel: a key of :data:`_GRADIENT_KERNELS`, or "gemm_split"."""
         if self.strategy == "rows":
             return "rows"
-        if self.k >= LANES_FROM:  # the row maximum in eight chains
-            if self._split:
-                return "gemm_split"
-            return "gemm_lanes"
+        if self._split:  # (only rows of LANES_FROM classes or more split)
+            return "gemm_split"
         if transposed_logits(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_t"
-        return "gemm"
+        # the row-wise kernel; from LANES_FROM classes each row's maximum in eight chains
+        return "gemm_lanes" if self.k >= LANES_FROM else "gemm"
 
     # ------------------------------------------------------------ launches
     def gradient(self, coef, bias, P=None, alpha=0.0):

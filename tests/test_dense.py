@@ -40,10 +40,11 @@ from fastsoftmax._dense import PROBA_BUDGET, choose_mode
 
 STRATEGIES = ("rows", "gemm")
 MODES = ("cached", "recompute")
-# The gradient kernels behind the strategies: the GEMM strategy on rows of
-# fewer than 32 classes takes the kernel with transposed logits over few
-# features (_dense._TRANSPOSED_ROW_BYTES), the row-wise one otherwise; the
-# tests force each, whatever the shape.
+# The gradient kernels behind the strategies: the GEMM strategy takes the
+# kernel with transposed logits over few features and classes
+# (_dense.transposed_logits), the row-wise one otherwise (from 32 classes
+# the one with each row's maximum in lanes); the tests force each, whatever
+# the shape.
 KERNELS = ("rows", "gemm", "gemm_t")
 
 
@@ -60,36 +61,44 @@ def _launch_mode(monkeypatch, mode):
 
 def _force(kernel, monkeypatch):
     """Make the GEMM strategy take ``kernel``'s gradient kernel; return its strategy."""
-    if kernel == "gemm":
-        monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 0)
-    elif kernel == "gemm_t":
-        monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 1 << 30)
-        monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", 1 << 30)
+    if kernel != "rows":
+        transpose = kernel == "gemm_t"
+        monkeypatch.setattr(_dense, "transposed_logits", lambda n, k, itemsize: transpose)
     return "rows" if kernel == "rows" else "gemm"
 
 # ---------------------------------------------------------- loss and gradient
 
 def test_transposed_logits_rule(monkeypatch):
-    """_dense.transposed_logits: on hosts with AVX-512 at most 256 bytes of
-    features and 960 weights (BENCHMARKS.md, "Fortieth session"), on the
-    others at most 2,048 bytes and any number of weights (below 32 classes;
-    "Fifty-fourth" and "Fifty-fifth session")."""
+    """_dense.transposed_logits: rows of at most 64 features; on hosts with
+    AVX-512 also at most 256 bytes and 960 weights, below 32 classes
+    (BENCHMARKS.md, "Fortieth session"); on the others any number of
+    weights below 32 classes, and float32 rows up to 80 classes
+    ("Fifty-fourth" and "Fifty-fifth session")."""
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
-    assert _dense._TRANSPOSED_ROW_BYTES == (256 if WIDE_REGISTERS else 2048)
+    assert _dense._TRANSPOSED_FEATURES == 64
+    assert _dense._TRANSPOSED_ROW_BYTES == (256 if WIDE_REGISTERS else None)
     assert _dense._TRANSPOSED_WEIGHTS == (960 if WIDE_REGISTERS else None)
+    assert _dense._TRANSPOSED_MANY_CLASSES == (0 if WIDE_REGISTERS else 80)
     t = _dense.transposed_logits
-    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 256)  # as on AVX-512 hosts
+    # as on AVX-512 hosts
+    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 256)
     monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", 960)
+    monkeypatch.setattr(_dense, "_TRANSPOSED_MANY_CLASSES", 0)
     assert t(64, 10, 4) and t(64, 15, 4) and not t(64, 16, 4) and not t(65, 2, 4)
     assert t(50, 19, 4) and not t(50, 20, 4) and t(40, 24, 4) and not t(40, 25, 4)
     assert t(20, 31, 4) and t(32, 30, 4) and not t(32, 31, 4)
     assert t(32, 30, 8) and not t(32, 31, 8) and t(20, 31, 8) and not t(33, 2, 8)
-    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 2048)  # as on the others
+    assert not t(16, 32, 4) and not t(64, 80, 4)  # 32+ classes: never
+    # as on the others
+    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", None)
     monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", None)
+    monkeypatch.setattr(_dense, "_TRANSPOSED_MANY_CLASSES", 80)
     assert t(64, 16, 4) and t(64, 31, 4) and t(50, 30, 4) and t(32, 31, 8)
-    assert t(512, 31, 4) and t(256, 31, 8) and t(100, 2, 4)
-    assert not t(513, 2, 4) and not t(257, 2, 8)
+    assert t(64, 31, 8) and t(64, 2, 8) and not t(65, 2, 4) and not t(65, 2, 8)
+    # 32+ classes: float32 rows, at most 80 classes
+    assert t(64, 32, 4) and t(16, 80, 4) and t(1, 32, 4)
+    assert not t(65, 32, 4) and not t(16, 81, 4) and not t(16, 32, 8)
 
 
 def _objective_for(X, y, sw, k, strategy, soft):
@@ -99,10 +108,8 @@ def _objective_for(X, y, sw, k, strategy, soft):
                            n_threads=2)
 
 
-# Rows of 32+ classes always take the GEMM kernel of long rows: "gemm_t" only below.
 @pytest.mark.parametrize("kernel,k", [(kernel, k) for kernel in KERNELS
-                                      for k in (2, 3, 10, 31, 33, 100)
-                                      if kernel != "gemm_t" or k < 32])
+                                      for k in (2, 3, 10, 31, 33, 100)])
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
