@@ -832,8 +832,9 @@ def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
                   gW, gb, loss, bad_row, scratch, P):
     """Chunk c of the GEMM strategy with each block's logits stored transposed.
 
-    For rows of fewer than ``_common.LANES_FROM`` classes over few features
-    (the caller's rule): Zᵀ = Wᵀ Xbᵀ (k, r) by BLAS, the error by
+    For rows over few features, of few classes or on some hosts of a few
+    dozen (the caller's rule, ``_dense.transposed_logits``: the error pass
+    takes any k): Zᵀ = Wᵀ Xbᵀ (k, r) by BLAS, the error by
     :func:`_block_error_t`, then Xbᵀ E by BLAS from Zᵀ's transposed view.
     scratch (n_chunks, (k + 2) R): per chunk, Zᵀ of R rows and two rows of
     R; otherwise as :func:`_gemm_chunk`.
