@@ -47,7 +47,13 @@ def test_calibration_cells_script():
 
 
 def test_narrow_blocks_script():
-    assert_table(run_script("benchmarks/narrow_blocks.py", "--quick", "--rounds", "1"), 2)
+    rows = run_script("benchmarks/narrow_blocks.py", "--quick", "--rounds", "1")
+    assert_table(rows, 2)
+    # Each candidate budget reaches the engine: the rows printed are an
+    # engine's under each, (1000, 100, 100) float32 blocks of 32, 64 and
+    # 128 rows (a budget the engine never read would print one size thrice).
+    assert [cell.split(" rows")[0].strip() for cell in rows[2].split("|")[2:-1]] == \
+        ["32", "64", "128"], rows
 
 
 def test_hot_cold_script():
