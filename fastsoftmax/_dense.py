@@ -204,9 +204,9 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # weights), in float64 0.60-0.96x at n = 16 and 32 ("Fifty-fourth
 # session") and 0.80-0.99x at 40, 48 and 64 ("Fifty-fifth session"): rows
 # of at most _TRANSPOSED_FEATURES features, either dtype, any number of
-# weights. Wider rows were 0.78-0.99x in one hour and 0.98-1.24x in the
-# next (float32 rows of 80-512 features), 0.86-1.09x at 96 and 200 float64
-# features.
+# weights. Wider rows were 0.78-0.99x in one hour (a scratch script timing
+# the kernels alike) and 0.98-1.24x in the next (float32 rows of 80-512
+# features), 0.86-1.09x at 96 and 200 float64 features.
 # Rows of LANES_FROM classes or more (whose row-wise kernel takes each
 # row's maximum in lanes, _kernels._fused._loss_grad_gemm_lanes) transpose
 # there too, float32 ones up to _TRANSPOSED_MANY_CLASSES classes: 0.79-0.93x
