@@ -210,6 +210,22 @@ def test_gradient_variants_script():
                             "--rounds", "1"), 1)
 
 
+def test_gradient_variants_products():
+    # The Hessian products' two GEMM kernels on one tiny cell, then two
+    # default fits each way: a row each.
+    from fastsoftmax._dense import transposed_products
+
+    rows = run_script("benchmarks/gradient_variants.py", "products", "--dtype", "float64",
+                      "--ns", "8", "--ks", "3", "--work", "2e5", "--rounds", "1")
+    assert_table(rows, 1)
+    rule = "transposed" if transposed_products(8, 3, 8) else "row-wise"
+    assert rows[2].endswith(f"| {rule} |"), rows
+    rows = run_script("benchmarks/gradient_variants.py", "fits", "--shapes", "3000x8x3",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (3000, 8, 3) | "), rows
+
+
 def test_gradient_variants_strategies():
     rows = run_script("benchmarks/gradient_variants.py", "strategies", "--shapes", "600x384x60",
                       "--rounds", "1")

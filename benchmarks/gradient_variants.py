@@ -2,6 +2,10 @@
 
     python benchmarks/gradient_variants.py transposed [--dtype float32] [--ns 50,64]
                                            [--ks 14,16,20,24,31] [--work 2e8] [--rounds 11]
+    python benchmarks/gradient_variants.py products [--dtype float32] [--ns 16,32,48]
+                                           [--ks 2,10,20,31] [--work 2e8] [--rounds 11]
+    python benchmarks/gradient_variants.py fits [--dtype float64] [--shapes 400000x8x5,...]
+                                           [--rounds 11]
     python benchmarks/gradient_variants.py width [--shapes 60000x784x10,...] [--rounds 11]
     python benchmarks/gradient_variants.py strategies [--dtype float64] [--ns 384,784]
                                            [--ks 48,100,200] [--work 1.2e8] [--shapes ...]
@@ -10,7 +14,13 @@
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
 the one with each row's maximum in lanes, unless the shape's feature split
 takes over), for every n and k given, m such that m n k is about
-``--work``: the rule ``fastsoftmax._dense.transposed_logits``. ``width``: float64 rows
+``--work``: the rule ``fastsoftmax._dense.transposed_logits``. ``products``:
+the GEMM strategy's Hessian product with each block stored transposed
+against the row-wise one, from the probabilities the gradient stored, on
+the same grid: the rule ``fastsoftmax._dense.transposed_products``;
+``fits``: default fits (Newton) at ``--shapes`` with those products on and
+off (both in the strategy the fit chooses, which for the rule to matter
+must be GEMM; the data of ``strategy_fits.py``). ``width``: float64 rows
 kernels (gradient, then a Hessian product) compiled with the 512-bit
 vector marker against the default width, the rule
 ``fastsoftmax._dense.rows_width`` (on a host without AVX-512 the request
@@ -90,6 +100,83 @@ def transposed(args, rng) -> None:
                   f"{t['gemm_t'] / t['gemm']:.2f} | {takes} |", flush=True)
 
 
+def products(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    rule = _dense.transposed_products
+
+    def forced(engine, transpose, call_args):
+        def call():
+            _dense.transposed_products = lambda n, k, itemsize: transpose
+            try:
+                engine.hessp(*call_args)
+            finally:
+                _dense.transposed_products = rule
+        return call
+
+    print(f"{dt.name}, GEMM strategy, Hessian products from the stored P, m n k about "
+          f"{args.work:.0e}, medians of {args.rounds} rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | transposed ms | row-wise ms | transposed / row-wise | the rule takes |")
+    print("|---|---:|---:|---:|---|")
+    for n in map(int, args.ns.split(",")):
+        for k in map(int, args.ks.split(",")):
+            m = max(100, int(round(args.work / (n * k), -2)))
+            data, coef, b = problem(m, n, k, dt, rng)
+            V = (0.01 * rng.standard_normal((k, n))).astype(dt)
+            cv = (0.01 * rng.standard_normal(k)).astype(dt)
+            runs = {}
+            for name, transpose in (("t", True), ("rows", False)):
+                engine = Objective(data, "gemm", mode="cached", warm=True).engine
+                P = engine.proba_buffer()
+                engine.gradient(coef, b, P)
+                runs[name] = forced(engine, transpose, (coef, b, P, V, cv))
+            t = alternate(runs, args.rounds)
+            takes = "transposed" if rule(n, k, dt.itemsize) else "row-wise"
+            print(f"| ({m}, {n}, {k}) | {t['t']:.2f} | {t['rows']:.2f} | "
+                  f"{t['t'] / t['rows']:.2f} | {takes} |", flush=True)
+
+
+def product_fits(args, rng) -> None:
+    """Default fits (Newton: mostly Hessian products) with the transposed products on and off."""
+    import strategy_fits  # benchmarks/ is on the path of a script run from it
+
+    from fastsoftmax import SoftmaxRegression, show_config
+
+    dt = np.dtype(args.dtype)
+    rule = _dense.transposed_products
+    print(f"{dt.name}, default fits (the strategy as chosen), the GEMM strategy's Hessian "
+          f"products transposed or row-wise, medians of {args.rounds} rounds of the best of 2 "
+          "fits")
+    print("| (m, n, k) | strategy | Newton iterations | transposed s | row-wise s | "
+          "transposed / row-wise |")
+    print("|---|---|---:|---:|---:|---:|")
+    for shape in args.shapes.split(","):
+        m, n, k = map(int, shape.split("x"))
+        X, y = strategy_fits.problem(m, n, k, dt.name)
+        model = SoftmaxRegression()
+
+        def fit(transpose, model=model, X=X, y=y):
+            def call():
+                _dense.transposed_products = lambda n, k, itemsize: transpose
+                try:
+                    model.fit(X, y)
+                finally:
+                    _dense.transposed_products = rule
+            return call
+
+        times: dict[bool, list[float]] = {True: [], False: []}
+        with thread_policy(None):
+            for r in range(args.rounds + 1):
+                for transpose in (True, False) if r % 2 else (False, True):
+                    t = best_of(fit(transpose), 2)
+                    if r:
+                        times[transpose].append(t)
+        on, off = (float(np.median(times[t])) for t in (True, False))
+        plan = show_config((m, n, k), dt.name, mode="dicts")["shape"][dt.name]
+        print(f"| ({m}, {n}, {k}) | {plan['strategy']} | "
+              f"{int(np.max(model.n_iter_))} | {on:.3f} | {off:.3f} | {on / off:.2f} |",
+              flush=True)
+
+
 def width(args, rng) -> None:
     print(f"float64, rows strategy, P stored, medians of {args.rounds} rounds of the best of "
           f"{CALLS} calls")
@@ -147,6 +234,8 @@ def strategies(args, rng) -> None:
 # Each mode's defaults for the options left out (None).
 DEFAULTS = {
     "transposed": {"dtype": "float32", "ns": "50,64", "ks": "14,16,20,24,31", "work": 2e8},
+    "products": {"dtype": "float32", "ns": "16,32,48", "ks": "2,10,20,31", "work": 2e8},
+    "fits": {"dtype": "float64", "shapes": "400000x8x5,300000x16x10,200000x24x3"},
     "width": {"shapes": "60000x784x10,200000x128x5,100000x300x3,20000x3000x4,300000x128x2"},
     "strategies": {"dtype": "float64", "ns": "384,784,1536,3072", "ks": "48,100,200",
                    "work": 1.2e8},
@@ -167,7 +256,8 @@ def main(argv=None) -> None:
         if getattr(args, name) is None:
             setattr(args, name, value)
     rng = np.random.default_rng(0)
-    {"transposed": transposed, "width": width, "strategies": strategies}[args.what](args, rng)
+    {"transposed": transposed, "products": products, "fits": product_fits,
+     "width": width, "strategies": strategies}[args.what](args, rng)
 
 
 if __name__ == "__main__":

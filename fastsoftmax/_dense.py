@@ -47,6 +47,8 @@ from ._kernels._hessp import (
     _hessp_gemm_chunk_lanes,
     _hessp_gemm_lanes,
     _hessp_gemm_split,
+    _hessp_gemm_t,
+    _hessp_gemm_t_chunk,
     _hessp_rows,
     _hessp_rows_chunk,
 )
@@ -229,6 +231,37 @@ def transposed_logits(n: int, k: int, itemsize: int) -> bool:
     if _TRANSPOSED_ROW_BYTES is not None and n * itemsize > _TRANSPOSED_ROW_BYTES:
         return False
     return _TRANSPOSED_WEIGHTS is None or n * k <= _TRANSPOSED_WEIGHTS
+
+
+# The GEMM strategy's Hessian products with each block stored transposed
+# (_kernels._hessp._hessp_gemm_t): as for the gradient's transposed logits,
+# the per-row work (<p, u> and s = d p (u - <p, u>)) runs along the rows
+# instead of over a few classes; each block's rows of P (stored row by row
+# by the gradient pass) are copied in transposed. Against the row-wise
+# product, P stored (2-core AMD Zen 3 host, AVX2; `benchmarks/gradient_variants.py
+# products`, BENCHMARKS.md, "Fifty-sixth session"): float64 rows of 8-48
+# features and 2-10 classes 0.64-0.93x the time, at 20 and 31 classes
+# 0.94-1.08x, at 64 and 96 features 0.99-1.03x; float32 rows of 8-20
+# features and 2-10 classes 0.61-0.96x, at 24 and 32 features 0.94-1.08x,
+# from 20 classes 1.04-1.14x. In blocks of the GEMM strategy's 1,024 rows
+# (Uᵀ and Pᵀ out of L1, k = 20: 160 KiB) it took 1.9-2.5x the row-wise
+# product's time from 20 classes: a block's Uᵀ and Pᵀ stay within
+# _TRANSPOSED_PRODUCT_BYTES. Hosts with AVX-512 keep the row-wise product
+# (not measured there).
+_TRANSPOSED_PRODUCT_FEATURES = {4: 32, 8: 48}  # by itemsize
+_TRANSPOSED_PRODUCT_CLASSES = 10
+_TRANSPOSED_PRODUCT_BYTES = 1 << 16  # Uᵀ and Pᵀ of a block at most
+
+
+def transposed_products(n: int, k: int, itemsize: int) -> bool:
+    """Whether the GEMM Hessian products on rows of n features, k classes transpose blocks."""
+    return (not WIDE_REGISTERS and k <= _TRANSPOSED_PRODUCT_CLASSES
+            and n <= _TRANSPOSED_PRODUCT_FEATURES[itemsize])
+
+
+def transposed_product_rows(k: int, itemsize: int, rows: int) -> int:
+    """Rows per block of the transposed products: at most ``rows``, Uᵀ and Pᵀ in the budget."""
+    return min(rows, max(16, _TRANSPOSED_PRODUCT_BYTES // (2 * k * itemsize)))
 
 
 # Scratch of engines made for one call (the function API's loss_and_grad
@@ -414,8 +447,10 @@ class DenseEngine:
         "strategy"; "kernel" (the gradient's variant: "rows", "gemm",
         "gemm_lanes" (the softmax error in vector sweeps), "gemm_t"
         (transposed logits) or "gemm_split" (the backward product split by
-        features)); "threads" (how many threads the pass runs on, at the
-        thread count in force: 1 is the calling thread alone); "mode"
+        features)); "products" (the Hessian products' kernel, of the same
+        names: "gemm_t" stores each block transposed); "threads" (how
+        many threads the pass runs on, at the thread count in force: 1 is
+        the calling thread alone); "mode"
         (whether Hessian products read the stored probabilities:
         "cached", or recompute them); for the rows strategy "reads_ahead"
         (X's rows prefetched ahead of the tiles); for GEMM "block_rows"
@@ -423,7 +458,8 @@ class DenseEngine:
         """
         m, n = self.data.X.shape
         out = {"strategy": self.strategy, "kernel": self._gradient_variant(),
-               "threads": self._chunks(), "mode": self.mode}
+               "products": self._product_variant(), "threads": self._chunks(),
+               "mode": self.mode}
         if self.strategy == "rows":
             out["reads_ahead"] = bool(reads_ahead.py_func(m, n, self.dtype.itemsize))
         else:
@@ -546,6 +582,20 @@ class DenseEngine:
         # the row-wise kernel; from LANES_FROM classes each row's maximum in eight chains
         return "gemm_lanes" if self.k >= LANES_FROM else "gemm"
 
+    def _product_variant(self) -> str:
+        """Return the Hessian products' kernel: as :meth:`_gradient_variant`'s names.
+
+        "rows", "gemm_split", "gemm_t" (:func:`transposed_products`),
+        "gemm_lanes" or "gemm".
+        """
+        if self.strategy == "rows":
+            return "rows"
+        if self._split:
+            return "gemm_split"
+        if transposed_products(self.data.n_features, self.k, self.dtype.itemsize):
+            return "gemm_t"
+        return "gemm_lanes" if self.k >= LANES_FROM else "gemm"
+
     # ------------------------------------------------------------ launches
     def gradient(self, coef, bias, P=None, alpha=0.0):
         """(J, its coef gradient in coef layout, intercept gradient), storing P.
@@ -648,7 +698,7 @@ class DenseEngine:
         if scale != 1.0:
             V = V * dt.type(scale)
             cv = cv * dt.type(scale)
-        if self._split:
+        if self._product_variant() == "gemm_split":
             args, G, gc = self._hessp_split_args(coef, bias, P, V, cv)
             _hessp_gemm_split(*args)
             HV = G.T
@@ -681,12 +731,19 @@ class DenseEngine:
                     HESSP_MICRO)
             return _hessp_rows_chunk, _hessp_rows, args, G, gc
 
+        transposed = self._product_variant() == "gemm_t"
+
         def make_gemm(c):
             G, gc = self._accumulators(c)
+            if transposed:  # Uᵀ and Pᵀ (k R each) and two rows of R
+                rows = transposed_product_rows(self.k, dt.itemsize, self._rows)
+                return G, gc, np.empty((c, (2 * self.k + 2) * rows), dtype=dt)
             return G, gc, np.empty((c, 2 * self._rows, self.k), dtype=dt)
-        G, gc, scratch = self._buffer("hessp", chunks, make_gemm)
+        G, gc, scratch = self._buffer("hessp_t" if transposed else "hessp", chunks, make_gemm)
         args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
                 np.ascontiguousarray(V.T), cv, G, gc, scratch)
+        if transposed:
+            return _hessp_gemm_t_chunk, _hessp_gemm_t, args, G, gc
         if self.k >= LANES_FROM:
             return _hessp_gemm_chunk_lanes, _hessp_gemm_lanes, args, G, gc
         return _hessp_gemm_chunk, _hessp_gemm, args, G, gc
@@ -721,7 +778,7 @@ class DenseEngine:
         coef, V = np.zeros((k, n), dt), np.zeros((k, n), dt)
         bias, cv = np.zeros(k, dt), np.zeros(k, dt)
         kernel: Any
-        if self._split:
+        if self._product_variant() == "gemm_split":
             kernel = _hessp_gemm_split
             args = self._hessp_split_args(coef, bias, self.no_proba, V, cv)[0]
         else:

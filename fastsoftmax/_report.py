@@ -194,7 +194,8 @@ def show_config(shape: Any = None, dtype: Any = None, mode: str = "stdout") -> d
     library chosen per dtype). With ``shape``, also what a fit's gradient
     on dense data of that shape runs, per dtype: the kernel strategy and
     why (an override, this host's calibration, or the fixed rule), the
-    kernel variant, how many row ranges run in parallel, whether the rows
+    kernel variant (and the Hessian products'), how many row ranges run
+    in parallel, whether the rows
     kernels read ahead, the GEMM blocks' rows and BLAS library.
 
     Nothing is timed or calibrated: for a shape whose cells this host has

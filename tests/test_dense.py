@@ -46,6 +46,11 @@ MODES = ("cached", "recompute")
 # the one with each row's maximum in lanes); the tests force each, whatever
 # the shape.
 KERNELS = ("rows", "gemm", "gemm_t")
+# The Hessian products' kernels: the rows strategy's, and the GEMM
+# strategy's row-wise one or, on rows of few features below 32 classes
+# (_dense.transposed_products), the one with each block stored transposed;
+# the tests force each, whatever the shape.
+PRODUCTS = ("rows", "gemm", "gemm_t")
 
 
 def _launch_mode(monkeypatch, mode):
@@ -64,6 +69,14 @@ def _force(kernel, monkeypatch):
     if kernel != "rows":
         transpose = kernel == "gemm_t"
         monkeypatch.setattr(_dense, "transposed_logits", lambda n, k, itemsize: transpose)
+    return "rows" if kernel == "rows" else "gemm"
+
+
+def _force_products(kernel, monkeypatch):
+    """Make the GEMM strategy's Hessian products take ``kernel``'s; return its strategy."""
+    if kernel != "rows":
+        transpose = kernel == "gemm_t"
+        monkeypatch.setattr(_dense, "transposed_products", lambda n, k, itemsize: transpose)
     return "rows" if kernel == "rows" else "gemm"
 
 # ---------------------------------------------------------- loss and gradient
@@ -99,6 +112,25 @@ def test_transposed_logits_rule(monkeypatch):
     # 32+ classes: float32 rows, at most 80 classes
     assert t(64, 32, 4) and t(16, 80, 4) and t(1, 32, 4)
     assert not t(65, 32, 4) and not t(16, 81, 4) and not t(16, 32, 8)
+
+
+def test_transposed_products_rule(monkeypatch):
+    """_dense.transposed_products: on hosts without AVX-512, rows of at most
+    10 classes over at most 32 float32 or 48 float64 features
+    (BENCHMARKS.md, "Fifty-sixth session"); never on hosts with it. Blocks
+    of at most the GEMM strategy's rows, Uᵀ and Pᵀ within 64 KiB."""
+    from fastsoftmax._kernels._config import WIDE_REGISTERS
+
+    t = _dense.transposed_products
+    assert not WIDE_REGISTERS or not t(8, 2, 8)
+    monkeypatch.setattr(_dense, "WIDE_REGISTERS", False)
+    assert t(32, 10, 4) and t(1, 2, 4) and t(48, 10, 8) and t(20, 2, 8)
+    assert not t(33, 2, 4) and not t(8, 11, 4) and not t(49, 2, 8) and not t(8, 11, 8)
+    monkeypatch.setattr(_dense, "WIDE_REGISTERS", True)
+    assert not t(8, 2, 4) and not t(8, 2, 8)
+    rows = _dense.transposed_product_rows
+    assert rows(2, 8, 1024) == 1024 and rows(10, 4, 1024) == 819 and rows(10, 8, 1024) == 409
+    assert rows(10, 4, 512) == 512 and rows(10 ** 4, 8, 1024) == 16
 
 
 def _objective_for(X, y, sw, k, strategy, soft):
@@ -802,12 +834,13 @@ def launch(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", PRODUCTS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("k", [2, 10])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("variant", HESSP_VARIANTS)
-def test_matvec_matches_reference(strategy, mode, k, dt, variant, launch, rng):
+def test_matvec_matches_reference(kernel, mode, k, dt, variant, launch, rng, monkeypatch):
+    strategy = _force_products(kernel, monkeypatch)
     weights = variant in ("weights", "all")
     soft = variant in ("soft", "all")
     alpha = 0.3 if variant == "all" else 0.0
@@ -856,10 +889,11 @@ def test_gradient_pass_stores_the_probabilities(kernel, dt, k, launch, rng, monk
     assert cached.loss == pytest.approx(r[0], rel=2e-5 if dt == np.float32 else 1e-12)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", PRODUCTS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-def test_thread_counts_agree(strategy, mode, dt, monkeypatch, rng):
+def test_thread_counts_agree(kernel, mode, dt, monkeypatch, rng):
+    strategy = _force_products(kernel, monkeypatch)
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     X, y, W, b, sw = make_problem(rng, 1001, 45, 10, dt, weights=True)
     V = rng.standard_normal(W.shape).astype(dt)
@@ -894,10 +928,11 @@ def full_hessian(hv, n, k, intercept):
     return Hm
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", PRODUCTS)
 @pytest.mark.parametrize("mode", MODES)
-def test_full_hessian_matches_reference(strategy, mode, rng):
+def test_full_hessian_matches_reference(kernel, mode, rng, monkeypatch):
     """Every column of the kernel's Hessian, intercept rows included."""
+    strategy = _force_products(kernel, monkeypatch)
     X, y, W, b, sw = make_problem(rng, 11, 5, 4, np.float64, weights=True, soft=True)
     n, k = W.shape
     want = full_hessian(lambda V, c: ref.hessp(X, y, W, b, V, c, alpha=0.1,
@@ -914,12 +949,14 @@ def test_full_hessian_matches_reference(strategy, mode, rng):
 
 # --------------------------------------------- finite differences, PyTorch
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", PRODUCTS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("variant", ["plain", "all", "no-b"])
-def test_matvec_matches_central_differences_of_the_gradient(strategy, mode, variant, rng):
+def test_matvec_matches_central_differences_of_the_gradient(kernel, mode, variant, rng,
+                                                             monkeypatch):
     """H v ≈ (g(w + h v) - g(w - h v)) / 2h in float64: truncation O(h²)
     (~1e-10 here) plus rounding eps/h (~1e-11), against |Hv| ~ 0.1-1."""
+    strategy = _force_products(kernel, monkeypatch)
     weights = variant == "all"
     soft = variant == "all"
     alpha = 0.2 if variant == "all" else 0.0
@@ -941,10 +978,11 @@ def test_matvec_matches_central_differences_of_the_gradient(strategy, mode, vari
             np.testing.assert_allclose(Hc, (gbp - gbm) / (2 * h), rtol=0, atol=1e-7 * scale)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", PRODUCTS)
 @pytest.mark.parametrize("mode", MODES)
-def test_matvec_matches_torch_double_backward(strategy, mode, rng):
+def test_matvec_matches_torch_double_backward(kernel, mode, rng, monkeypatch):
     torch = pytest.importorskip("torch")
+    strategy = _force_products(kernel, monkeypatch)
     X, y, W, b, sw = make_problem(rng, 57, 45, 6, np.float64, weights=True, soft=True)
     alpha = 0.15
     V = rng.standard_normal(W.shape)
@@ -993,11 +1031,13 @@ def test_symmetric_and_positive_semidefinite(problem):
     assume(sw is None or sw.sum() > 1e-3)
     m, n = X.shape
     y = np.zeros(m, dtype=np.int64)  # the Hessian does not depend on the targets
-    for strategy in STRATEGIES:
+    for kernel in PRODUCTS:
         for mode in MODES:
-            H = product(X, y, W, b, sw, alpha, n_threads=2, strategy=strategy, mode=mode)
-            HU = H.matvec(U[:n].T, U[n])
-            HV = H.matvec(V[:n].T, V[n])
+            with pytest.MonkeyPatch.context() as mp:
+                strategy = _force_products(kernel, mp)
+                H = product(X, y, W, b, sw, alpha, n_threads=2, strategy=strategy, mode=mode)
+                HU = H.matvec(U[:n].T, U[n])
+                HV = H.matvec(V[:n].T, V[n])
 
             def dot(A, hA):
                 return float(np.sum(A[:n].T * hA[0]) + A[n] @ hA[1])
@@ -1006,8 +1046,8 @@ def test_symmetric_and_positive_semidefinite(problem):
             # each product is a sum of terms of size <= |X|² |P| |U| |V|
             bound = 1e-12 * (1 + np.abs(X).max() ** 2) * (
                 np.abs(U).sum() * np.abs(V).sum() + np.abs(V).sum() ** 2)
-            assert abs(uhv - hu_v) <= bound, (strategy, mode)
-            assert vhv >= alpha * float(np.sum(V[:n] ** 2)) - bound, (strategy, mode)
+            assert abs(uhv - hu_v) <= bound, (kernel, mode)
+            assert vhv >= alpha * float(np.sum(V[:n] ** 2)) - bound, (kernel, mode)
 
 
 # ------------------------------------------------------------- P cached or not

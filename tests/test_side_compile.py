@@ -97,7 +97,10 @@ CASES = {
     "gemm": ("gemm", 3000, 100, 3, np.float64, True, False),
     # (more than 64 features: the lanes kernel, not the transposed one, on any host)
     "gemm-lanes": ("gemm", 2000, 100, 40, np.float32, False, False),
+    # (at most 32 features, below 32 classes: the product with transposed blocks)
+    "gemm-t": ("gemm", 3000, 20, 5, np.float32, False, False),
     "one-chunk": ("gemm", 200, 10, 3, np.float64, False, False),
+    "one-chunk-rowwise": ("gemm", 200, 40, 3, np.float32, False, False),
     "one-chunk-rows": ("rows", 200, 10, 3, np.float32, True, False),
     "split": ("gemm", 203, 45, 40, np.float64, False, False),
 }
@@ -130,6 +133,7 @@ def test_predicted_signature_is_the_one_newton_compiles(case, rng, monkeypatch):
             assert objective.engine._split == (case == "split")
             assert objective.engine._serial == case.startswith("one-chunk")
             [(kernel, types)] = objective.engine.hessp_kernels()
+            assert ("_gemm_t" in kernel.__name__) == (case in ("gemm-t", "one-chunk"))
             # The second process finds the kernel by its module and name.
             py_func = kernel.py_func
             assert getattr(importlib.import_module(py_func.__module__),
@@ -323,7 +327,7 @@ def test_second_process_of_a_calibration_compiles_what_comes_next(n, k, rng, mon
     assert _calibration._compile_aside(aside, todo) is _calibration._nothing
 
 
-GRADIENT_CASES = {**CASES, "gemm-t": ("gemm", 3000, 20, 5, np.float32, False, False)}
+GRADIENT_CASES = CASES
 
 
 def case_engine(case, rng, monkeypatch):

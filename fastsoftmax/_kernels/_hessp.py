@@ -25,7 +25,10 @@ Two strategies, as the gradient has:
 * rows (small k): weights and direction in coef layout (k, n), 4 rows x 3
   classes register tiles of :mod:`._micro`;
 * gemm (large k): W and V (n, k), row blocks through BLAS (which must run
-  single-threaded: the parallelism is over row chunks).
+  single-threaded: the parallelism is over row chunks); on rows of few
+  features and classes each block is stored transposed
+  (:func:`_hessp_gemm_t`), as the gradient's logits are
+  (``_fused._gemm_t_chunk``).
 
 Every accumulator has a leading chunk axis (n_chunks, ...); the caller sums
 the chunks and adds alpha V. For few rows over a large n k,
@@ -58,6 +61,7 @@ from ._blas import _gemm_into
 from ._common import (
     _ahead_share,
     _chunk,
+    _exp_flat,
     _softmax_inplace,
     _touch,
     _touch_rows,
@@ -416,6 +420,123 @@ def _hessp_gemm_lanes(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     for c in prange(G.shape[0]):
         _hessp_gemm_chunk_lanes(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
                                 G, gc, scratch)
+
+
+@njit(inline="always", **JIT)
+def _softmax_t(PT, b, mx, s):
+    """INOUT PT (k, r) C-contiguous: the logits X_b W of r rows stored transposed in, softmax out.
+
+    Column q is a row: the bias added, the row's maximum an elementwise
+    maximum of k vectors, one exp over the block
+    (:func:`._common._exp_flat`), the sums k vector adds, times 1 / sum.
+    SCRATCH mx, s (r,). The logits at this point have been checked finite
+    by the gradient pass (see the module).
+    """
+    k, r = PT.shape
+    one = PT.dtype.type(1)
+    for j in range(k):
+        pj = PT[j]
+        bj = b[j]
+        for q in range(r):
+            pj[q] += bj
+    for q in range(r):
+        mx[q] = PT[0, q]
+    for j in range(1, k):
+        pj = PT[j]
+        for q in range(r):
+            mx[q] = np.maximum(mx[q], pj[q])  # np.maximum: see _fused._block_error_t
+    for j in range(k):
+        pj = PT[j]
+        for q in range(r):
+            pj[q] -= mx[q]
+    _exp_flat(PT.reshape(k * r))
+    for q in range(r):
+        s[q] = PT[0, q]
+    for j in range(1, k):
+        pj = PT[j]
+        for q in range(r):
+            s[q] += pj[q]
+    for q in range(r):
+        s[q] = one / s[q]
+    for j in range(k):
+        pj = PT[j]
+        for q in range(r):
+            pj[q] *= s[q]
+
+
+@njit(**JIT)
+def _hessp_gemm_t_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
+    """Chunk c of the GEMM Hessian product with each block stored transposed.
+
+    As :func:`_hessp_gemm_chunk` (the same arguments, G[c] (n, k) and
+    gc[c] out), for rows of few features and classes (the caller's rule,
+    ``_dense.transposed_products``): per block of R rows Uᵀ = Vᵀ Xbᵀ (k,
+    r) by BLAS, the block's probabilities transposed beside it (P's rows
+    copied in, or softmax(Wᵀ Xbᵀ + b) by :func:`_softmax_t`), s_i of the
+    module's docstring with every step a loop along the rows, then Xbᵀ S
+    by BLAS from Sᵀ's transposed view. Row by row (:func:`_block_hvp`),
+    each step is a loop over k classes, a few entries, as in the
+    gradient's ``_fused._block_error_t``. SCRATCH scratch (n_chunks, (2 k
+    + 2) R): per chunk Uᵀ and Pᵀ of R rows, and two rows of R.
+    """
+    m = X.shape[0]
+    k = V.shape[1]
+    R = scratch.shape[1] // (2 * k + 2)
+    start, stop = _chunk(m, G.shape[0], c)
+    Gc = G[c]
+    gcc = gc[c]
+    _zero2(Gc)
+    _zero1(gcc)
+    cached = P.shape[0] != 0
+    flat = scratch[c]
+    dt = X.dtype.type
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        Xb = X[r0:r0 + rr]
+        UT = flat[:k * rr].reshape(k, rr)
+        PT = flat[k * R:k * R + k * rr].reshape(k, rr)
+        d = flat[2 * k * R:2 * k * R + rr]
+        pu = flat[2 * k * R + R:2 * k * R + R + rr]
+        if cached:
+            for q in range(rr):
+                pr = P[r0 + q]
+                for j in range(k):
+                    PT[j, q] = pr[j]
+        else:
+            _gemm_into(W.T, Xb.T, PT, 0.0)
+            _softmax_t(PT, b, d, pu)
+        _gemm_into(V.T, Xb.T, UT, 0.0)
+        # u = U + cv and <p, u>, then s = d p (u - <p, u>) (_row_hvp's).
+        for q in range(rr):
+            pu[q] = 0
+            d[q] = _row_weight(r0 + q, sw, weighted, scale)
+        for j in range(k):
+            uj = UT[j]
+            pj = PT[j]
+            cj = cv[j]
+            for q in range(rr):
+                u = uj[q] + cj
+                uj[q] = u
+                pu[q] += pj[q] * u
+        for j in range(k):
+            uj = UT[j]
+            pj = PT[j]
+            t = dt(0)
+            for q in range(rr):
+                v = d[q] * pj[q] * (uj[q] - pu[q])
+                uj[q] = v
+                t += v
+            gcc[j] += t
+        # The first block's product starts the sum (beta 0: Gc is not read).
+        _gemm_into(Xb.T, UT.T, Gc, 0.0 if r0 == start else 1.0)
+
+
+@njit(**PJIT)
+def _hessp_gemm_t(X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
+    """:func:`_hessp_gemm` with each block stored transposed (:func:`_hessp_gemm_t_chunk`)."""
+    for c in prange(G.shape[0]):
+        _hessp_gemm_t_chunk(np.int64(c), X, P, sw, weighted, scale, W, b, V, cv,
+                            G, gc, scratch)
 
 
 @njit(**JIT)
