@@ -238,14 +238,18 @@ def transposed_logits(n: int, k: int, itemsize: int) -> bool:
 # the per-row work (<p, u> and s = d p (u - <p, u>)) runs along the rows
 # instead of over a few classes; each block's rows of P (stored row by row
 # by the gradient pass) are copied in transposed. Against the row-wise
-# product, P stored (2-core AMD Zen 3 host, AVX2; `benchmarks/gradient_variants.py
-# products`, BENCHMARKS.md, "Fifty-sixth session"): float64 rows of 8-48
-# features and 2-10 classes 0.64-0.93x the time, at 20 and 31 classes
-# 0.94-1.08x, at 64 and 96 features 0.99-1.03x; float32 rows of 8-20
-# features and 2-10 classes 0.61-0.96x, at 24 and 32 features 0.94-1.08x,
-# from 20 classes 1.04-1.14x. In blocks of the GEMM strategy's 1,024 rows
-# (Uᵀ and Pᵀ out of L1, k = 20: 160 KiB) it took 1.9-2.5x the row-wise
-# product's time from 20 classes: a block's Uᵀ and Pᵀ stay within
+# product, P stored, m n k about 2e8 (2-core AMD Zen 3 host, AVX2;
+# `benchmarks/gradient_variants.py products`, BENCHMARKS.md, "Fifty-sixth
+# session"): float64 rows of 8-48 features and 2-10 classes 0.61-0.91x the
+# time (two cells 1.05x and 1.06x), at 20 classes 0.90-1.10x, at 64
+# features 0.82-0.94x; float32 rows of 8-32 features and 2-10 classes
+# 0.43-0.92x, at 20 classes 0.89-1.09x. On 100,000-400,000 rows (P and X
+# partly in the caches; a scratch script timing the two alike) float32
+# rows of 24 and 32 features took 0.94-1.08x.
+# Default fits (Newton) 0.82-0.92x the time in float64, 0.85-1.02x in
+# float32. In blocks of the GEMM strategy's 1,024 rows (Uᵀ and Pᵀ out of
+# L1: 160 KiB at k = 20) it took 1.9-2.5x the row-wise product's time
+# from 20 classes: a block's Uᵀ and Pᵀ stay within
 # _TRANSPOSED_PRODUCT_BYTES. Hosts with AVX-512 keep the row-wise product
 # (not measured there).
 _TRANSPOSED_PRODUCT_FEATURES = {4: 32, 8: 48}  # by itemsize
