@@ -337,28 +337,6 @@ def _block_error_lanes(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx
 
 
 @njit(inline="always", **JIT)
-def _exp_columns(ZT, mx, s):
-    """ZT[j, q] = exp(ZT[j, q] - mx[q]) in place, s[q] = sum_j ZT[j, q]: ZT (k, r), a column a row.
-
-    The shift is k vector subtractions, the exp one loop over the block
-    (:func:`._common._exp_flat`), the sums k vector adds. mx and s have
-    at least r entries.
-    """
-    k, r = ZT.shape
-    for j in range(k):
-        zj = ZT[j]
-        for q in range(r):
-            zj[q] -= mx[q]
-    _exp_flat(ZT.reshape(k * r))
-    for q in range(r):
-        s[q] = ZT[0, q]
-    for j in range(1, k):
-        zj = ZT[j]
-        for q in range(r):
-            s[q] += zj[q]
-
-
-@njit(inline="always", **JIT)
 def _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gb, mx, s, P):
     """:func:`_block_error` on a block stored transposed: ZT (k, r), one column a row.
 
@@ -412,7 +390,17 @@ def _block_error_t(ZT, r0, y, Y, sw, soft, weighted, scale, gb, mx, s, P):
         else:
             yz = ZT[y[i], q] - mx[q]
         loss -= (sw[i] * yz) if weighted else yz
-    _exp_columns(ZT, mx, s)
+    for j in range(k):
+        zj = ZT[j]
+        for q in range(r):
+            zj[q] -= mx[q]
+    _exp_flat(ZT.reshape(k * r))
+    for q in range(r):
+        s[q] = ZT[0, q]
+    for j in range(1, k):
+        zj = ZT[j]
+        for q in range(r):
+            s[q] += zj[q]
     if weighted:
         for q in range(r):
             loss += sw[r0 + q] * np.log(s[q])

@@ -61,6 +61,7 @@ from ._blas import _gemm_into
 from ._common import (
     _ahead_share,
     _chunk,
+    _exp_flat,
     _softmax_inplace,
     _touch,
     _touch_rows,
@@ -69,13 +70,7 @@ from ._common import (
     _zero2,
 )
 from ._config import JIT, PJIT, itemsize
-from ._fused import (
-    ERROR_T_MAX_FEATURES,
-    ERROR_T_ROWS,
-    PANEL_MIN_K,
-    _exp_columns,
-    _panel_features,
-)
+from ._fused import ERROR_T_MAX_FEATURES, ERROR_T_ROWS, PANEL_MIN_K, _panel_features
 from ._micro import _accumulate1, _accumulate4_cols, _eight_rows, _logits1, _logits4
 from ._rowvec import bias_dot_row, bias_max_finite_row, exp_row, hvp_update_row, scale_row
 from ._sparse import (
@@ -432,8 +427,8 @@ def _softmax_t(PT, b, mx, s):
     """INOUT PT (k, r) C-contiguous: the logits X_b W of r rows stored transposed in, softmax out.
 
     Column q is a row: the bias added, the row's maximum an elementwise
-    maximum of k vectors, the shifted exps and their sums
-    (``_fused._exp_columns``), times 1 / sum.
+    maximum of k vectors, one exp over the block
+    (:func:`._common._exp_flat`), the sums k vector adds, times 1 / sum.
     SCRATCH mx, s (r,). The logits at this point have been checked finite
     by the gradient pass (see the module).
     """
@@ -450,7 +445,17 @@ def _softmax_t(PT, b, mx, s):
         pj = PT[j]
         for q in range(r):
             mx[q] = np.maximum(mx[q], pj[q])  # np.maximum: see _fused._block_error_t
-    _exp_columns(PT, mx, s)
+    for j in range(k):
+        pj = PT[j]
+        for q in range(r):
+            pj[q] -= mx[q]
+    _exp_flat(PT.reshape(k * r))
+    for q in range(r):
+        s[q] = PT[0, q]
+    for j in range(1, k):
+        pj = PT[j]
+        for q in range(r):
+            s[q] += pj[q]
     for q in range(r):
         s[q] = one / s[q]
     for j in range(k):
