@@ -195,8 +195,8 @@ def show_config(shape: Any = None, dtype: Any = None, mode: str = "stdout") -> d
     on dense data of that shape runs, per dtype: the kernel strategy and
     why (an override, this host's calibration, or the fixed rule), the
     kernel variant (and the Hessian products'), how many row ranges run
-    in parallel, whether the rows
-    kernels read ahead, the GEMM blocks' rows and BLAS library.
+    in parallel, whether the rows kernels read ahead, the GEMM blocks' rows
+    and BLAS library.
 
     Nothing is timed or calibrated: for a shape whose cells this host has
     not timed, the report says that a call of that size would time them

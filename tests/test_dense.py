@@ -128,6 +128,14 @@ def test_transposed_products_rule(monkeypatch):
     assert not t(33, 2, 4) and not t(8, 11, 4) and not t(49, 2, 8) and not t(8, 11, 8)
     monkeypatch.setattr(_dense, "WIDE_REGISTERS", True)
     assert not t(8, 2, 4) and not t(8, 2, 8)
+    # The engine names the products' kernel (show_config prints it).
+    X, y, W, b, sw = make_problem(np.random.default_rng(0), 300, 8, 3, np.float64)
+    gemm, rows_engine = (PublicObjective(X, y, 3, None, strategy=s).objective.engine
+                         for s in ("gemm", "rows"))
+    assert rows_engine.describe()["products"] == "rows"
+    assert gemm.describe()["products"] == "gemm"  # (WIDE_REGISTERS True here)
+    monkeypatch.setattr(_dense, "WIDE_REGISTERS", False)
+    assert gemm.describe()["products"] == "gemm_t"
     rows = _dense.transposed_product_rows
     assert rows(2, 8, 1024) == 1024 and rows(10, 4, 1024) == 819 and rows(10, 8, 1024) == 409
     assert rows(10, 4, 512) == 512 and rows(10 ** 4, 8, 1024) == 16
