@@ -71,6 +71,15 @@ def problem(m, n, k, dt, rng):
     return data, (0.01 * rng.standard_normal((k, n))).astype(dt), np.zeros(k, dt)
 
 
+def grid(args, rng):
+    """Yield (m, n, k, data, coef, b) for every n and k given, m n k about ``--work``."""
+    dt = np.dtype(args.dtype)
+    for n in map(int, args.ns.split(",")):
+        for k in map(int, args.ks.split(",")):
+            m = max(100, int(round(args.work / (n * k), -2)))
+            yield (m, n, k, *problem(m, n, k, dt, rng))
+
+
 def transposed(args, rng) -> None:
     dt = np.dtype(args.dtype)
     rule = _dense.transposed_logits
@@ -88,16 +97,13 @@ def transposed(args, rng) -> None:
           f"rounds of the best of {CALLS} calls")
     print("| (m, n, k) | gemm_t ms | gemm ms | gemm_t / gemm | the rule takes |")
     print("|---|---:|---:|---:|---|")
-    for n in map(int, args.ns.split(",")):
-        for k in map(int, args.ks.split(",")):
-            m = max(100, int(round(args.work / (n * k), -2)))
-            data, coef, b = problem(m, n, k, dt, rng)
-            runs = {"gemm_t": forced(Objective(data, "gemm", warm=True).engine, True, coef, b),
-                    "gemm": forced(Objective(data, "gemm", warm=True).engine, False, coef, b)}
-            t = alternate(runs, args.rounds)
-            takes = "gemm_t" if rule(n, k, dt.itemsize) else "gemm"
-            print(f"| ({m}, {n}, {k}) | {t['gemm_t']:.2f} | {t['gemm']:.2f} | "
-                  f"{t['gemm_t'] / t['gemm']:.2f} | {takes} |", flush=True)
+    for m, n, k, data, coef, b in grid(args, rng):
+        runs = {"gemm_t": forced(Objective(data, "gemm", warm=True).engine, True, coef, b),
+                "gemm": forced(Objective(data, "gemm", warm=True).engine, False, coef, b)}
+        t = alternate(runs, args.rounds)
+        takes = "gemm_t" if rule(n, k, dt.itemsize) else "gemm"
+        print(f"| ({m}, {n}, {k}) | {t['gemm_t']:.2f} | {t['gemm']:.2f} | "
+              f"{t['gemm_t'] / t['gemm']:.2f} | {takes} |", flush=True)
 
 
 def products(args, rng) -> None:
@@ -117,22 +123,19 @@ def products(args, rng) -> None:
           f"{args.work:.0e}, medians of {args.rounds} rounds of the best of {CALLS} calls")
     print("| (m, n, k) | transposed ms | row-wise ms | transposed / row-wise | the rule takes |")
     print("|---|---:|---:|---:|---|")
-    for n in map(int, args.ns.split(",")):
-        for k in map(int, args.ks.split(",")):
-            m = max(100, int(round(args.work / (n * k), -2)))
-            data, coef, b = problem(m, n, k, dt, rng)
-            V = (0.01 * rng.standard_normal((k, n))).astype(dt)
-            cv = (0.01 * rng.standard_normal(k)).astype(dt)
-            runs = {}
-            for name, transpose in (("t", True), ("rows", False)):
-                engine = Objective(data, "gemm", mode="cached", warm=True).engine
-                P = engine.proba_buffer()
-                engine.gradient(coef, b, P)
-                runs[name] = forced(engine, transpose, (coef, b, P, V, cv))
-            t = alternate(runs, args.rounds)
-            takes = "transposed" if rule(n, k, dt.itemsize) else "row-wise"
-            print(f"| ({m}, {n}, {k}) | {t['t']:.2f} | {t['rows']:.2f} | "
-                  f"{t['t'] / t['rows']:.2f} | {takes} |", flush=True)
+    for m, n, k, data, coef, b in grid(args, rng):
+        V = (0.01 * rng.standard_normal((k, n))).astype(dt)
+        cv = (0.01 * rng.standard_normal(k)).astype(dt)
+        runs = {}
+        for name, transpose in (("t", True), ("rows", False)):
+            engine = Objective(data, "gemm", mode="cached", warm=True).engine
+            P = engine.proba_buffer()
+            engine.gradient(coef, b, P)
+            runs[name] = forced(engine, transpose, (coef, b, P, V, cv))
+        t = alternate(runs, args.rounds)
+        takes = "transposed" if rule(n, k, dt.itemsize) else "row-wise"
+        print(f"| ({m}, {n}, {k}) | {t['t']:.2f} | {t['rows']:.2f} | "
+              f"{t['t'] / t['rows']:.2f} | {takes} |", flush=True)
 
 
 def product_fits(args, rng) -> None:
