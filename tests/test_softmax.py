@@ -508,13 +508,13 @@ def test_vector_exp_over_a_block_matches_numpy(dt):
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_row_maximum_helpers_match_numpy(dt, rng):
-    """The kernels' row maxima (``_common``): one compare-and-select chain on
-    short rows, eight interleaved chains (``_max_lanes``) from LANES_FROM
+    """The kernels' row maxima: one compare-and-select chain on short rows
+    (``_common``), whole vectors (``_rowvec.max_finite_row``) from LANES_FROM
     entries on, and the row-wise kernels' status of long rows from the
     vector maximum (``_rowwise._row_max_vector``). Every length across that
     boundary, the maximum at every position, and the non-finite entries
     each helper must report wherever they sit (the first entry included:
-    it seeds all eight chains)."""
+    it seeds the maximum)."""
     from fastsoftmax._kernels._common import (
         ALL_NEGINF,
         LANES_FROM,
@@ -522,10 +522,9 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
         OK,
         POSINF,
         _max_finite,
-        _max_finite_lanes,
-        _max_lanes,
         _row_max,
     )
+    from fastsoftmax._kernels._rowvec import max_finite_row
     from fastsoftmax._kernels._rowwise import _row_max_vector
 
     for n in [1, 2, 7, 8, 9, 15, 16, 17, LANES_FROM - 1, LANES_FROM, LANES_FROM + 1, 40, 100]:
@@ -535,16 +534,14 @@ def test_row_maximum_helpers_match_numpy(dt, rng):
             w[at] = dt(10)
             assert _max_finite(w) == (10, True)
             assert _row_max(w) == (10, OK)
+            assert max_finite_row(w) == (10, True)
             if n >= 8:
-                assert _max_lanes(w) == 10
-                assert _max_finite_lanes(w) == (10, True)
                 assert _row_max_vector(w) == (10, OK)
             for bad in (np.nan, np.inf, -np.inf):
                 b = w.copy()
                 b[at] = bad
                 assert not _max_finite(b)[1]
-                if n >= 8:
-                    assert not _max_finite_lanes(b)[1]
+                assert not max_finite_row(b)[1]
                 status = _row_max(b)[1]
                 if n >= 8:
                     assert _row_max_vector(b)[1] == status

@@ -157,40 +157,15 @@ def _exp_flat(z):
 # A running max(mx, v) is one chain of compare-and-selects, which LLVM does
 # not vectorise without the "nnan" fast-math flag (which the kernels must not
 # have: see _config): about 2.7 cycles an entry, most of the softmax error's
-# time on rows of a hundred classes or more (measured). Eight chains side by
-# side, one entry of eight apart each, become the lanes of one vector max
-# (LLVM's SLP vectoriser): 2.3-4.3x faster from 40 entries on. Shorter rows
-# keep the single chain, as fast or faster there (BENCHMARKS.md, "Seventh
-# session"). The choice is made once per block of rows, not per row: a test
-# and a second code path inside the loop over short rows made it 4-10 %
-# slower at k = 2 and 10 (measured).
+# time on rows of a hundred classes or more (measured). Rows of LANES_FROM
+# classes or more take their maximum in whole vectors instead
+# (``_rowvec.max_finite_row``; once eight interleaved chains that LLVM's SLP
+# vectoriser joined, 2.3-4.3x faster than one chain from 40 entries on).
+# Shorter rows keep the single chain, as fast or faster there (BENCHMARKS.md,
+# "Seventh session"). The choice is made once per block of rows, not per
+# row: a test and a second code path inside the loop over short rows made it
+# 4-10 % slower at k = 2 and 10 (measured).
 LANES_FROM = 32
-
-
-@njit(inline="always", **JIT)
-def _max_lanes(z):
-    """Maximum of z (at least 8 entries) as eight interleaved chains.
-
-    NaN entries are passed over (v > m is false), unless z[0] is one: the
-    callers test finiteness separately.
-    """
-    n = z.shape[0]
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = z[0]
-    j = 0
-    while j + 8 <= n:
-        m0 = max(m0, z[j])
-        m1 = max(m1, z[j + 1])
-        m2 = max(m2, z[j + 2])
-        m3 = max(m3, z[j + 3])
-        m4 = max(m4, z[j + 4])
-        m5 = max(m5, z[j + 5])
-        m6 = max(m6, z[j + 6])
-        m7 = max(m7, z[j + 7])
-        j += 8
-    while j < n:
-        m0 = max(m0, z[j])
-        j += 1
-    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
 
 
 @njit(inline="always", **JIT)
@@ -203,26 +178,12 @@ def _max_chain(z):
 
 
 @njit(inline="always", **JIT)
-def _max_finite_lanes(z):
-    """:func:`_max_finite` of a row of at least :data:`LANES_FROM` entries.
-
-    :func:`_max_lanes`, and a count of the finite entries (an integer sum,
-    which vectorises).
-    """
-    big = np.finfo(z.dtype).max
-    finite = 0
-    for j in range(z.shape[0]):
-        finite += abs(z[j]) <= big
-    return _max_lanes(z), finite == z.shape[0]
-
-
-@njit(inline="always", **JIT)
 def _max_finite(z):
     """(max of z, whether every entry is finite), in one branch-free sweep.
 
     ``|v| <= big`` is false for NaN and +-inf; without "nnan"/"ninf" in
     the fast-math flags LLVM keeps the comparison. For short rows; long
-    ones go through :func:`_max_finite_lanes`.
+    ones go through ``_rowvec.max_finite_row``.
     """
     big = np.finfo(z.dtype).max
     mx = z[0]

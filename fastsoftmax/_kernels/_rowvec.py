@@ -1,10 +1,11 @@
-"""Row passes of the many-class kernels in 64-byte vectors, written in LLVM IR.
+"""Row passes of the many-class kernels in explicit vectors, written in LLVM IR.
 
 The softmax error of a row of k classes takes three passes over it: the
 maximum (and whether every logit is finite), the shifted exp and its sum,
 and the scaling into the error with its sum into the intercept's gradient.
-Here each is one loop of explicit vectors (16 float32 or 8 float64 lanes)
-with a masked last step:
+Here each is one loop of explicit vectors (``_config.VECTOR_BYTES``: 16
+float32 or 8 float64 lanes on AVX-512 hosts, half as many elsewhere) with
+a masked last step:
 
 - :func:`bias_max_finite_row`: z[j] += bias[j], then (max of z, whether
   every entry is finite) (:func:`max_finite_row` without the bias);
@@ -23,8 +24,8 @@ step, and the entries past the last whole step go through scalar code;
 on rows of a hundred classes that remainder, an exp each, was a large
 part of a row's time, and in 512-bit vectors through the loop vectoriser
 it grew (BENCHMARKS.md, "Tenth session"). The maximum, as eight scalar
-chains that LLVM's SLP vectoriser joins (``_common._max_lanes``) plus a
-separate count of the finite entries, took more than half the exp's time.
+chains that LLVM's SLP vectoriser joined plus a separate count of the
+finite entries, took more than half the exp's time.
 Here no entry goes through scalar code. The callers run each pass over a
 whole block of rows before the next (``_fused._block_error_lanes``), so
 that a row's exp no longer waits on its own maximum's reduction, nor its
@@ -39,9 +40,18 @@ n), which also gives 2^n by an integer add and shift of the same bits (no
 rounding instruction, no conversion); n differs from floor(t log2 e + 1/2)
 only at exact halves, where either keeps |r| <= ln2 / 2.
 
-Only on hosts with AVX-512 (``_config.WIDE_REGISTERS``): masked loads and
-stores are cheap there. Each calling function is marked so that 512-bit
-vectors are legal in it (``_width._widen`` without the preference).
+The maximum and the scaling run here on every host; the exp and the
+Hessian product's two passes only on hosts with AVX-512 (:data:`ROW_VECTORS`),
+where masked loads and stores are cheap and 32 vector registers hold the
+exp's constants. On a Zen 3 host (AVX2), one thread, a block of 32 rows in
+cache, the maximum here took 0.2-0.6x the time of the Numba loops (eight
+chains and a count) and the whole error pass 0.60-0.88x in float32,
+0.76-0.95x in float64 with the scaling here too; the exp here was 1.1-1.3x
+slower in float64 (its constants spill from AVX2's 16 registers) and as
+fast or slower in float32 from 100 classes on, and the Hessian passes
+as fast or up to 1.6x slower (BENCHMARKS.md, "Fifty-seventh session").
+Each calling function is marked so that 512-bit vectors are legal in it
+(``_width._widen`` without the preference).
 """
 
 import numpy as np
@@ -61,11 +71,11 @@ from ._common import (
     _LN2_LO64,
     _LOG2E,
     _exp_shifted,
-    _max_finite_lanes,
 )
 from ._config import JIT, WIDE_REGISTERS
 from ._width import _widen
 
+# The exp and the Hessian product's passes in explicit vectors (see the module).
 ROW_VECTORS = WIDE_REGISTERS
 
 _FLAGS = ("reassoc", "nsz", "contract", "afn", "arcp")
@@ -393,45 +403,26 @@ def exp_row(z, mx, out):
 
 @njit(inline="always", **JIT)
 def bias_max_finite_row(z, bias):
-    """z[j] += bias[j]; returns (max of z, whether every entry is finite).
-
-    ``_common._max_finite_lanes`` after the addition.
-    """
-    if ROW_VECTORS:
-        return _bias_max_finite_ir(z, bias)
-    for j in range(z.shape[0]):
-        z[j] += bias[j]
-    return _max_finite_lanes(z)
+    """z[j] += bias[j]; returns (max of z, whether every entry is finite)."""
+    return _bias_max_finite_ir(z, bias)
 
 
 @njit(inline="always", **JIT)
 def max_finite_row(z):
-    """(max of z, whether every entry is finite): ``_common._max_finite_lanes``."""
-    if ROW_VECTORS:
-        return _max_finite_ir(z, z)
-    return _max_finite_lanes(z)
+    """(max of z, whether every entry is finite)."""
+    return _max_finite_ir(z, z)
 
 
 @njit(inline="always", **JIT)
 def scale_add_row(z, f, g):
     """z[j] *= f, then g[j] += z[j] for j < len(z)."""
-    if ROW_VECTORS:
-        _scale_add_ir(z, f, g)
-    else:
-        for j in range(z.shape[0]):
-            e = z[j] * f
-            z[j] = e
-            g[j] += e
+    _scale_add_ir(z, f, g)
 
 
 @njit(inline="always", **JIT)
 def scale_row(z, f):
     """z[j] *= f."""
-    if ROW_VECTORS:
-        _scale_ir(z, f, z)
-    else:
-        for j in range(z.shape[0]):
-            z[j] *= f
+    _scale_ir(z, f, z)
 
 
 @njit(inline="always", **JIT)
