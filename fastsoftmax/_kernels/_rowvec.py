@@ -45,11 +45,12 @@ Hessian product's two passes only on hosts with AVX-512 (:data:`ROW_VECTORS`),
 where masked loads and stores are cheap and 32 vector registers hold the
 exp's constants. On a Zen 3 host (AVX2), one thread, a block of 32 rows in
 cache, the maximum here took 0.2-0.6x the time of the Numba loops (eight
-chains and a count) and the whole error pass 0.60-0.88x in float32,
-0.76-0.95x in float64 with the scaling here too; the exp here was 1.1-1.3x
-slower in float64 (its constants spill from AVX2's 16 registers) and as
-fast or slower in float32 from 100 classes on, and the Hessian passes
-as fast or up to 1.6x slower (BENCHMARKS.md, "Fifty-seventh session").
+chains and a count; 0.96x at 100 float32 classes) and the whole error
+pass 0.46-0.93x in float32, 0.63-0.98x in float64 with the scaling here
+too; the exp here was 1.1-1.3x slower in float64 (its constants spill
+from AVX2's 16 registers) and as fast or slower in float32 from 100
+classes on, and the Hessian passes 0.3-1.0x in float32 but 1.0-1.6x in
+float64 (BENCHMARKS.md, "Fifty-seventh session").
 Each calling function is marked so that 512-bit vectors are legal in it
 (``_width._widen`` without the preference).
 """
