@@ -47,10 +47,11 @@ exp's constants. On a Zen 3 host (AVX2), one thread, a block of 32 rows in
 cache, the maximum here took 0.2-0.6x the time of the Numba loops (eight
 chains and a count; 0.96x at 100 float32 classes) and the whole error
 pass 0.46-0.93x in float32, 0.63-0.98x in float64 with the scaling here
-too; the exp here was 1.1-1.3x slower in float64 (its constants spill
-from AVX2's 16 registers) and as fast or slower in float32 from 100
-classes on, and the Hessian passes 0.3-1.0x in float32 but 1.0-1.6x in
-float64 (BENCHMARKS.md, "Fifty-seventh session").
+too. The exp here was 1.1-1.3x slower in float64 (its constants spill
+from AVX2's 16 registers); in float32 faster alone (0.5-1.0x) but not
+inside the pass (the gradient 0.94-1.09x); the Hessian passes 0.3-1.0x
+in float32 but 1.0-1.6x in float64 (BENCHMARKS.md, "Fifty-seventh
+session").
 Each calling function is marked so that 512-bit vectors are legal in it
 (``_width._widen`` without the preference).
 """
