@@ -583,7 +583,7 @@ class DenseEngine:
             return "gemm_split"
         if transposed_logits(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_t"
-        # the row-wise kernel; from LANES_FROM classes each row's maximum in eight chains
+        # the row-wise kernel; from LANES_FROM classes each row's maximum in vector sweeps
         return "gemm_lanes" if self.k >= LANES_FROM else "gemm"
 
     def _product_variant(self) -> str:

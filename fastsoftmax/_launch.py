@@ -376,7 +376,7 @@ def rowwise_kernel(n_classes: int):
     """Return the row-wise softmax kernel for rows of ``n_classes`` entries.
 
     ``_kernels._rowwise._rowwise_lanes`` from ``_kernels._common.LANES_FROM``
-    entries on (the row maximum in eight chains), ``_rowwise`` below.
+    entries on (the row maximum in whole vectors), ``_rowwise`` below.
     """
     from ._kernels import _rowwise
     from ._kernels._common import LANES_FROM
