@@ -243,6 +243,21 @@ def _zero2(A):
 
 
 @njit(inline="always", **JIT)
+def _chunk_partials(c, m, G, g):
+    """Start chunk c of a pass that sums per chunk: its rows [start, stop).
+
+    Returns (start, stop, G[c], g[c]) with the two partial sums zeroed; G
+    (n_chunks, a, b) and g (n_chunks, k) hold one sum per chunk of the m rows.
+    """
+    start, stop = _chunk(m, G.shape[0], c)
+    Gc = G[c]
+    gc = g[c]
+    _zero2(Gc)
+    _zero1(gc)
+    return start, stop, Gc, gc
+
+
+@njit(inline="always", **JIT)
 def _softmax_row(z, mx, o, row_exp):
     """OUT o = softmax(z) for one row of maximum mx; ``o`` may be ``z``.
 

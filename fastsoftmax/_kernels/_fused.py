@@ -62,6 +62,7 @@ from ._common import (
     LANES_FROM,
     _ahead_share,
     _chunk,
+    _chunk_partials,
     _exp_flat,
     _exp_shifted,
     _max_chain,
@@ -450,12 +451,7 @@ def _chunk_start(c, m, gW, gb, bad_row):
     Returns (start, stop, gW[c], gb[c]) with the two sums zeroed, and sets
     bad_row[c] = -1.
     """
-    zero = gW.dtype.type(0)
-    start, stop = _chunk(m, gW.shape[0], c)
-    G = gW[c]
-    G[:] = zero
-    gbc = gb[c]
-    gbc[:] = zero
+    start, stop, G, gbc = _chunk_partials(c, m, gW, gb)
     bad_row[c] = -1
     return start, stop, G, gbc
 

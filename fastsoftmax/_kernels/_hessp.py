@@ -61,13 +61,13 @@ from ._blas import _gemm_into
 from ._common import (
     _ahead_share,
     _chunk,
+    _chunk_partials,
     _exp_flat,
     _softmax_inplace,
     _touch,
     _touch_rows,
     _touches,
     _zero1,
-    _zero2,
 )
 from ._config import JIT, PJIT, itemsize
 from ._fused import ERROR_T_MAX_FEATURES, ERROR_T_ROWS, PANEL_MIN_K, _panel_features
@@ -148,11 +148,7 @@ def _hessp_rows_chunk(c, X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratc
     """
     _wide_vectors_marked(width, X)
     m = X.shape[0]
-    start, stop = _chunk(m, G.shape[0], c)
-    Gc = G[c]
-    gcc = gc[c]
-    _zero2(Gc)
-    _zero1(gcc)
+    start, stop, Gc, gcc = _chunk_partials(c, m, G, gc)
     cached = P.shape[0] != 0
     p8 = scratch[c, :8]
     u8 = scratch[c, 8:16]
@@ -360,11 +356,7 @@ def _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
     """
     m, n = X.shape
     R = scratch.shape[1] // 2
-    start, stop = _chunk(m, G.shape[0], c)
-    Gc = G[c]
-    gcc = gc[c]
-    _zero2(Gc)
-    _zero1(gcc)
+    start, stop, Gc, gcc = _chunk_partials(c, m, G, gc)
     cached = P.shape[0] != 0
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
@@ -482,11 +474,7 @@ def _hessp_gemm_t_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratc
     m = X.shape[0]
     k = V.shape[1]
     R = scratch.shape[1] // (2 * k + 2)
-    start, stop = _chunk(m, G.shape[0], c)
-    Gc = G[c]
-    gcc = gc[c]
-    _zero2(Gc)
-    _zero1(gcc)
+    start, stop, Gc, gcc = _chunk_partials(c, m, G, gc)
     cached = P.shape[0] != 0
     flat = scratch[c]
     dt = X.dtype.type
