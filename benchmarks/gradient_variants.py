@@ -9,6 +9,8 @@
     python benchmarks/gradient_variants.py width [--shapes 60000x784x10,...] [--rounds 11]
     python benchmarks/gradient_variants.py strategies [--dtype float64] [--ns 384,784]
                                            [--ks 48,100,200] [--work 1.2e8] [--shapes ...]
+    python benchmarks/gradient_variants.py tiles [--dtype float32] [--ns 48,96,200]
+                                           [--ks 20,30,48,100] [--work 2e8] [--shapes ...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -28,7 +30,11 @@ is a no-op). ``strategies``: the rows kernels against the GEMM strategy's
 (gradient with P stored, then a Hessian product from it), for every n and
 k given with m n k about ``--work`` (at least 500 rows), or at the
 ``--shapes`` given instead: the calibration grid's columns above 48
-classes (``fastsoftmax._calibration.GRID_K``). Both variants run on the
+classes (``fastsoftmax._calibration.GRID_K``). ``tiles``: the GEMM
+strategy's gradient with its products by the outer-product tiles
+(``gemm_tiles``) against the same with BLAS's (``gemm``) and against the
+rows strategy, on the grid of ``transposed`` or at ``--shapes``: the rule
+``fastsoftmax._dense.outer_tiles``. Both variants run on the
 same data, each on its own engine (the GEMM strategy, or the rows
 strategy, forced), the order alternating
 from round to round; each round takes the best of 5 calls; the table has
@@ -234,6 +240,39 @@ def strategies(args, rng) -> None:
               f"{t['hessp gemm']:.2f} | {t['hessp rows'] / t['hessp gemm']:.2f} |", flush=True)
 
 
+def tiles(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    rule = _dense.outer_tiles
+
+    def forced(engine, on, coef, b):
+        def call():
+            _dense.outer_tiles = lambda n, k, itemsize: on
+            try:
+                engine.gradient(coef, b)
+            finally:
+                _dense.outer_tiles = rule
+        return call
+
+    if args.shapes:
+        shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+        cases = [(m, n, k, *problem(m, n, k, dt, rng)) for m, n, k in shapes]
+    else:
+        cases = list(grid(args, rng))
+    print(f"{dt.name}, medians of {args.rounds} rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | gemm_tiles ms | gemm ms | rows ms | tiles / gemm | tiles / rows | "
+          "the rule takes |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for m, n, k, data, coef, b in cases:
+        runs = {"tiles": forced(Objective(data, "gemm", warm=True).engine, True, coef, b),
+                "gemm": forced(Objective(data, "gemm", warm=True).engine, False, coef, b),
+                "rows": forced(Objective(data, "rows", warm=True).engine, False, coef, b)}
+        t = alternate(runs, args.rounds)
+        takes = "gemm_tiles" if rule(n, k, dt.itemsize) else "gemm"
+        print(f"| ({m}, {n}, {k}) | {t['tiles']:.2f} | {t['gemm']:.2f} | {t['rows']:.2f} | "
+              f"{t['tiles'] / t['gemm']:.2f} | {t['tiles'] / t['rows']:.2f} | {takes} |",
+              flush=True)
+
+
 # Each mode's defaults for the options left out (None).
 DEFAULTS = {
     "transposed": {"dtype": "float32", "ns": "50,64", "ks": "14,16,20,24,31", "work": 2e8},
@@ -242,6 +281,7 @@ DEFAULTS = {
     "width": {"shapes": "60000x784x10,200000x128x5,100000x300x3,20000x3000x4,300000x128x2"},
     "strategies": {"dtype": "float64", "ns": "384,784,1536,3072", "ks": "48,100,200",
                    "work": 1.2e8},
+    "tiles": {"dtype": "float32", "ns": "48,96,200", "ks": "20,30,48,100", "work": 2e8},
 }
 
 
@@ -260,7 +300,7 @@ def main(argv=None) -> None:
             setattr(args, name, value)
     rng = np.random.default_rng(0)
     {"transposed": transposed, "products": products, "fits": product_fits,
-     "width": width, "strategies": strategies}[args.what](args, rng)
+     "width": width, "strategies": strategies, "tiles": tiles}[args.what](args, rng)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,12 @@ from ._kernels._fused import (
     _loss_grad_gemm_split,
     _loss_grad_gemm_t,
     _loss_grad_rows,
+    _loss_grad_tiles,
+    _loss_grad_tiles_lanes,
     _rows_chunk,
     _sum_chunks,
+    _tiles_chunk,
+    _tiles_chunk_lanes,
     rows_blocks,
     rows_scratch_length,
 )
@@ -52,6 +56,7 @@ from ._kernels._hessp import (
     _hessp_rows,
     _hessp_rows_chunk,
 )
+from ._kernels._outer import padded_width, spare_rows_for
 from ._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 from ._launch import (
     aligned_empty,
@@ -163,6 +168,8 @@ _GRADIENT_KERNELS = {
     "gemm": (_gemm_chunk, _loss_grad_gemm),
     "gemm_lanes": (_gemm_chunk_lanes, _loss_grad_gemm_lanes),
     "gemm_t": (_gemm_t_chunk, _loss_grad_gemm_t),
+    "gemm_tiles": (_tiles_chunk, _loss_grad_tiles),
+    "gemm_tiles_lanes": (_tiles_chunk_lanes, _loss_grad_tiles_lanes),
 }
 
 # Float64 rows of at least this many features take the rows kernels
@@ -231,6 +238,42 @@ def transposed_logits(n: int, k: int, itemsize: int) -> bool:
     if _TRANSPOSED_ROW_BYTES is not None and n * itemsize > _TRANSPOSED_ROW_BYTES:
         return False
     return _TRANSPOSED_WEIGHTS is None or n * k <= _TRANSPOSED_WEIGHTS
+
+
+# The GEMM strategy's gradient with both products by the outer-product
+# tiles of _kernels._outer (vectors along the classes, no BLAS), on hosts
+# without AVX-512 (the only ones they were measured on), where the
+# padded partial sum G (n kp entries) takes at most _TILES_G_BYTES, or at
+# most _TILES_G_BYTES_FEW on rows of at most _TILES_FEW_CLASSES classes.
+# On a Zen 3 host (2 threads, m n k = 1e8, n = 20 ... 3000, k = 10 ...
+# 1000) they took 0.53-0.99x the time of BLAS's products in both dtypes
+# there (1.05x at (20, 10) float32, where the rows strategy is faster
+# still), and 1.07-1.33x on larger sums of more classes: (96, 1000) and
+# (200, 1000) in both dtypes, (784, 300), float64 (200, 300) and (3000,
+# 100), with no block size doing better (BENCHMARKS.md, "Fifty-eighth
+# session", `benchmarks/gradient_variants.py tiles`). Blocks of
+# _TILES_BLOCK_ROWS rows, half as many on rows of more than
+# _TILES_SHORT_ROW bytes: whole gradients in float32 ran fastest at 48-96
+# rows at n = 96 ... 200, 24-48 at n = 784 and 3000, 96-192 at n = 20.
+_TILES_HOST = not WIDE_REGISTERS
+_TILES_G_BYTES = 256 << 10
+_TILES_G_BYTES_FEW = 1 << 20
+_TILES_FEW_CLASSES = 64
+_TILES_BLOCK_ROWS = 96
+_TILES_SHORT_ROW = 512
+
+
+def outer_tiles(n: int, k: int, itemsize: int) -> bool:
+    """Whether the GEMM gradient on rows of n features and k classes runs :mod:`._outer`'s tiles."""
+    g_bytes = n * padded_width(k, itemsize) * itemsize
+    return _TILES_HOST and (g_bytes <= _TILES_G_BYTES or (
+        k <= _TILES_FEW_CLASSES and g_bytes <= _TILES_G_BYTES_FEW))
+
+
+def tiles_block_rows(n: int, itemsize: int, m: int) -> int:
+    """Rows per block of the tiles' gradient (of a chunk of m rows), a multiple of 6."""
+    rows = _TILES_BLOCK_ROWS if n * itemsize <= _TILES_SHORT_ROW else _TILES_BLOCK_ROWS // 2
+    return max(1, min(rows, m))
 
 
 # The GEMM strategy's Hessian products with each block stored transposed
@@ -511,6 +554,19 @@ class DenseEngine:
             return aligned_rows(coef, out=buffer)
         return np.ascontiguousarray(coef.T)
 
+    def _padded_weights(self, W: np.ndarray) -> np.ndarray:
+        """Return W (n, k) in the tiles' Wp (n, kp): zero columns to whole vectors.
+
+        Written into a buffer kept as the scratch is (its padding, zeroed
+        once, never written).
+        """
+        n, k = W.shape
+        kp = padded_width(k, self.dtype.itemsize)
+        Wp, = self._buffer("padded weights", 1,
+                           lambda _: (np.zeros((n, kp), dtype=self.dtype),))
+        Wp[:, :k] = W
+        return Wp
+
     def _to_coef(self, G: np.ndarray) -> np.ndarray:
         """Sum the per-chunk parts; return them in coef layout (k, n), a fresh array.
 
@@ -522,6 +578,8 @@ class DenseEngine:
         """
         n = self.data.n_features
         rows = self.strategy == "rows"
+        if not rows and G.shape[2] > self.k:  # the tiles' padded columns
+            G = G[:, :, :self.k]
         if G.shape[0] == 1:  # one chunk (a serial call): its sums are the total
             return G[0, :, :n].copy() if rows else G[0].copy().T
         if G.nbytes < _PARALLEL_SUM_BYTES:
@@ -530,7 +588,7 @@ class DenseEngine:
         _sum_chunks(G, out)
         return out if rows else out.T
 
-    def _accumulators(self, chunks: int) -> tuple[np.ndarray, ...]:
+    def _accumulators(self, chunks: int, width: int | None = None) -> tuple[np.ndarray, ...]:
         """Per-chunk partial sums: (chunks, k, n + pad) or (chunks, n, k), and (chunks, k + pad).
 
         Each thread adds into its own chunk's sums, the intercept's for every
@@ -545,12 +603,12 @@ class DenseEngine:
         row of the rows strategy's G starts aligned (``_launch.aligned_row``),
         as its tiles load and store it a vector at a time. The GEMM
         strategy's G is written by BLAS, which takes it C-contiguous: not
-        padded.
+        padded, unless ``width`` (the tiles' kp) asks for wider rows.
         """
         n, k, dt = self.data.n_features, self.k, self.dtype
         pad = _PAD_BYTES // dt.itemsize
         shape = ((chunks, k, aligned_row(n, dt.itemsize, _PAD_BYTES)) if self.strategy == "rows"
-                 else (chunks, n, k))
+                 else (chunks, n, k if width is None else width))
         return aligned_empty(shape, dt), np.empty((chunks, k + pad), dtype=dt)
 
     def _row_scratch(self, chunks: int, rows: int) -> np.ndarray:
@@ -583,8 +641,11 @@ class DenseEngine:
             return "gemm_split"
         if transposed_logits(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_t"
-        # the row-wise kernel; from LANES_FROM classes each row's maximum in vector sweeps
-        return "gemm_lanes" if self.k >= LANES_FROM else "gemm"
+        # the row-wise kernels; from LANES_FROM classes each row's maximum in vector sweeps
+        lanes = "_lanes" if self.k >= LANES_FROM else ""
+        if outer_tiles(self.data.n_features, self.k, self.dtype.itemsize):
+            return "gemm_tiles" + lanes
+        return "gemm" + lanes
 
     def _product_variant(self) -> str:
         """Return the Hessian products' kernel: as :meth:`_gradient_variant`'s names.
@@ -651,18 +712,27 @@ class DenseEngine:
         data = self.data
         dt = self.dtype
 
+        tiles = variant.startswith("gemm_tiles")
+
         def make(c):
-            g, gb = self._accumulators(c)
+            # The tiles' G padded to whole vectors of classes (kp).
+            g, gb = self._accumulators(c, padded_width(self.k, dt.itemsize) if tiles else None)
             if variant == "rows":
                 scratch: tuple[np.ndarray, ...] = (
                     self._flat_scratch(c, rows_scratch_length(self.k)),)
             elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
                 scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
+            elif tiles:  # a block's logits and the rows its last vectors run on into
+                rows = tiles_block_rows(data.n_features, dt.itemsize, -(-data.n_rows // c))
+                scratch = (np.zeros((c, rows + spare_rows_for(self.k, dt.itemsize), self.k),
+                                    dtype=dt),)
             else:
                 scratch = (np.empty((c, self._rows, self.k), dtype=dt),)
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 
+        if tiles:
+            weights = self._padded_weights(weights)
         g, gb, loss, bad_row, *scratch = self._buffer("gradient", self._chunks(), make)
         args = (data.X, *data.kernel_targets(), self._scale, weights, bias,
                 g, gb, loss, bad_row, *scratch, P)

@@ -43,9 +43,11 @@ MODES = ("cached", "recompute")
 # The gradient kernels behind the strategies: the GEMM strategy takes the
 # kernel with transposed logits over few features and classes
 # (_dense.transposed_logits), the row-wise one otherwise (from 32 classes
-# the one with each row's maximum in lanes); the tests force each, whatever
-# the shape.
-KERNELS = ("rows", "gemm", "gemm_t")
+# the one with each row's maximum in lanes), its products by BLAS or, on
+# hosts without AVX-512 below a size of the partial sums
+# (_dense.outer_tiles), by the tiles of _kernels._outer ("gemm_tiles");
+# the tests force each, whatever the shape and the host.
+KERNELS = ("rows", "gemm", "gemm_t", "gemm_tiles")
 # The Hessian products' kernels: the rows strategy's, and the GEMM
 # strategy's row-wise one or, on rows of few features below 32 classes
 # (_dense.transposed_products), the one with each block stored transposed;
@@ -67,8 +69,9 @@ def _launch_mode(monkeypatch, mode):
 def _force(kernel, monkeypatch):
     """Make the GEMM strategy take ``kernel``'s gradient kernel; return its strategy."""
     if kernel != "rows":
-        transpose = kernel == "gemm_t"
+        transpose, tiles = kernel == "gemm_t", kernel == "gemm_tiles"
         monkeypatch.setattr(_dense, "transposed_logits", lambda n, k, itemsize: transpose)
+        monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: tiles)
     return "rows" if kernel == "rows" else "gemm"
 
 
@@ -334,7 +337,7 @@ def test_nonfinite_x_is_caught_by_the_kernel(kernel, mode, bad, row, dt, monkeyp
 
 
 @pytest.mark.parametrize("kernel,k", [("rows", 4), ("gemm", 4), ("gemm_t", 4), ("gemm", 40),
-                                      ("split", 40)])
+                                      ("gemm_tiles", 4), ("gemm_tiles", 40), ("split", 40)])
 @pytest.mark.parametrize("where", ["W", "b"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

@@ -327,7 +327,14 @@ def test_second_process_of_a_calibration_compiles_what_comes_next(n, k, rng, mon
     assert _calibration._compile_aside(aside, todo) is _calibration._nothing
 
 
-GRADIENT_CASES = CASES
+# The gradient's cases: also the GEMM products by the tiles of
+# _kernels._outer (TILES forces them, or BLAS's, whatever the host).
+GRADIENT_CASES = {
+    **CASES,
+    "gemm-tiles": ("gemm", 3000, 100, 3, np.float64, True, False),
+    "gemm-tiles-lanes": ("gemm", 2000, 100, 40, np.float32, False, False),
+}
+TILES = {"gemm": False, "gemm-lanes": False, "gemm-tiles": True, "gemm-tiles-lanes": True}
 
 
 def case_engine(case, rng, monkeypatch):
@@ -335,6 +342,8 @@ def case_engine(case, rng, monkeypatch):
     strategy, m, n, k, dt, weights, soft = GRADIENT_CASES[case]
     if case == "split":
         force_split(monkeypatch)
+    if case in TILES:
+        monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: TILES[case])
     X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=weights, soft=soft)
     return Objective(dataset(X, y, k, sw), strategy=strategy, warm=True).engine, W, b
 

@@ -73,6 +73,7 @@ from ._common import (
 )
 from ._config import JIT, PJIT, itemsize
 from ._micro import _accumulate1, _eight_rows, _logits1
+from ._outer import backward_block, forward_block, spare_rows
 from ._rowvec import bias_max_finite_row, exp_row, scale_add_row
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
@@ -683,31 +684,57 @@ def _loss_grad_rows(X, y, Y, sw, soft, weighted, scale, Wt, b,
 
 
 @njit(inline="always", **JIT)
+def _blas_forward(X, r0, rows, W, Z):
+    """OUT Z[:rows] = X[r0:r0 + rows] W by BLAS."""
+    _gemm_into(X[r0:r0 + rows], W, Z[:rows], 0.0)
+
+
+@njit(inline="always", **JIT)
+def _blas_backward(X, r0, rows, E, G, first):
+    """G (+)= X[r0:r0 + rows]ᵀ E[:rows] by BLAS: the first block's product starts the sum.
+
+    (beta 0: G is not read.)
+    """
+    _gemm_into(X[r0:r0 + rows].T, E[:rows], G, 0.0 if first else 1.0)
+
+
+@njit(inline="always", **JIT)
+def _tiles_backward(X, r0, rows, E, G, first):
+    """INOUT G += X[r0:r0 + rows]ᵀ E[:rows] by the tiles of ._outer (G zeroed at the start)."""
+    backward_block(X, r0, rows, E, G)
+
+
+@njit(inline="always", **JIT)
 def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
-               gW, gb, loss, bad_row, scratch, P, block_error):
+               gW, gb, loss, bad_row, scratch, P, block_error, forward, backward, spare):
     """Chunk c of the GEMM strategy, each block's logits into its error by ``block_error``.
 
     ``block_error`` is a compiled function: :func:`_block_error` in
-    :func:`_gemm_chunk`, :func:`_block_error_lanes` in :func:`_gemm_chunk_lanes`.
+    :func:`_gemm_chunk`, :func:`_block_error_lanes` in
+    :func:`_gemm_chunk_lanes`. ``forward(X, r0, rows, W, Z)`` and
+    ``backward(X, r0, rows, E, G, first)`` the block's two products: by
+    BLAS (:func:`_blas_forward`, :func:`_blas_backward`) or by the tiles of
+    :mod:`._outer` (``forward_block``, :func:`_tiles_backward`: W and G
+    padded to whole vectors of classes, and ``spare`` rows of the scratch
+    beyond each block's, :func:`._outer.spare_rows`).
     """
     m, n = X.shape
-    R = scratch.shape[1]
+    R = scratch.shape[1] - spare
     start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
+    Zc = scratch[c]
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
-        Xb = X[r0:r0 + rr]
-        Zb = scratch[c, :rr]
-        _gemm_into(Xb, W, Zb, 0.0)
-        part, bad = block_error(Zb, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
+        forward(X, r0, rr, W, Zc)
+        part, bad = block_error(Zc[:rr], rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
+                                mx, s, P)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
         acc += part
-        # The first block's product starts the sum (beta 0: G is not read).
-        _gemm_into(Xb.T, Zb, G, 0.0 if r0 == start else 1.0)
+        backward(X, r0, rr, Zc, G, r0 == start)
     loss[c] = acc
 
 
@@ -716,7 +743,7 @@ def _gemm_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
                 gW, gb, loss, bad_row, scratch, P):
     """Chunk c of the GEMM strategy (as :func:`_rows_chunk`), rows of fewer than 32 classes."""
     _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
-               scratch, P, _block_error)
+               scratch, P, _block_error, _blas_forward, _blas_backward, 0)
 
 
 @njit(**JIT)
@@ -725,7 +752,33 @@ def _gemm_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, W, b,
     """:func:`_gemm_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
     _wide_vectors_float64(X)
     _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b, gW, gb, loss, bad_row,
-               scratch, P, _block_error_lanes)
+               scratch, P, _block_error_lanes, _blas_forward, _blas_backward, 0)
+
+
+@njit(**JIT)
+def _tiles_chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
+                 gW, gb, loss, bad_row, scratch, P):
+    """:func:`_gemm_chunk` with the products by the tiles of :mod:`._outer`.
+
+    Wp (n, kp) and gW (n_chunks, n, kp): W and the partial sums padded to
+    whole vectors of classes (Wp's extra columns zero; gW's take the
+    tiles' extra lanes and are not read); scratch (n_chunks, R +
+    ``_outer.spare_rows``, k), zeroed when made (its rows past a block's
+    hold finite numbers).
+    """
+    _gemm_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+               scratch, P, _block_error, forward_block, _tiles_backward,
+               spare_rows(X, b.shape[0]))
+
+
+@njit(**JIT)
+def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
+                       gW, gb, loss, bad_row, scratch, P):
+    """:func:`_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
+    _wide_vectors_float64(X)
+    _gemm_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+               scratch, P, _block_error_lanes, forward_block, _tiles_backward,
+               spare_rows(X, b.shape[0]))
 
 
 @njit(**PJIT)
@@ -756,6 +809,24 @@ def _loss_grad_gemm_lanes(X, y, Y, sw, soft, weighted, scale, W, b,
     for c in prange(gW.shape[0]):
         _gemm_chunk_lanes(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
                           gW, gb, loss, bad_row, scratch, P)
+
+
+@njit(**PJIT)
+def _loss_grad_tiles(X, y, Y, sw, soft, weighted, scale, Wp, b,
+                     gW, gb, loss, bad_row, scratch, P):
+    """:func:`_loss_grad_gemm`, its products by :mod:`._outer`'s tiles (:func:`_tiles_chunk`)."""
+    for c in prange(gW.shape[0]):
+        _tiles_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wp, b,
+                     gW, gb, loss, bad_row, scratch, P)
+
+
+@njit(**PJIT)
+def _loss_grad_tiles_lanes(X, y, Y, sw, soft, weighted, scale, Wp, b,
+                           gW, gb, loss, bad_row, scratch, P):
+    """:func:`_loss_grad_tiles` for rows of at least ``_common.LANES_FROM`` classes."""
+    for c in prange(gW.shape[0]):
+        _tiles_chunk_lanes(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wp, b,
+                           gW, gb, loss, bad_row, scratch, P)
 
 
 @njit(**JIT)

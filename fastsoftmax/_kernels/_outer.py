@@ -1,0 +1,285 @@
+"""Outer-product register tiles in LLVM IR: a row block's two products without BLAS.
+
+The GEMM strategy's gradient multiplies each block of rows twice: its
+logits Zb = Xb W, then its part of the gradient, G += Xbᵀ Eb. BLAS does
+both well for large operands; on a block of a few dozen rows and a few
+dozen classes its packing and its kernels' edges weigh. The rows kernels'
+tiles (:mod:`._ahead`, :mod:`._backward`) take dot products along the
+features instead, whose accumulators end in horizontal sums: on rows of
+about a hundred features those sums and each tile's set-up are a large
+share of the work.
+
+The tiles here are the form BLAS's own kernels take: vectors along the
+classes, one entry of X broadcast against them. Forward, 6 rows x V
+vectors of classes (V = 2: 12 accumulators, 2 loads of W and 6 broadcasts
+per 12 FMAs, within AVX2's 16 registers), a loop over every feature, and
+the accumulators stored as they are: no horizontal sum. Backward, 6
+features x V vectors of classes, a loop over the block's rows: G's tile is
+loaded and stored once per block. Row and feature counts that are not a
+multiple of six take 1-row (1-feature) tiles for the rest.
+
+Every step loads and every tile stores whole vectors of classes, none
+masked: a masked load on every step made a tile 1.6-1.7x slower on a Zen 3
+host (AVX2), and a masked store of each tile's last vector cost its
+forward product 1.15x. So W and G are padded with zero columns to whole
+vectors (Wp (n, kp), G (n, kp), kp = k rounded up to the vector's lanes),
+and the block of logits and errors, Z (R, k), is not: a row's last vector
+runs on into the next row's first entries. :func:`forward_block` writes
+those entries before their own row's first vector is stored (the padded
+classes' logits, zeros), and :func:`backward_block` reads them as extra
+lanes that multiply into G's padded columns, which nothing reads. Z needs
+:func:`spare_rows` rows beyond the block's last, so that the last row's
+vector stays within it.
+"""
+
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from ._ahead import _I32, _I64, VectorOps, _const, _enter_loop, tile_codegen
+from ._config import JIT, VECTOR_BYTES, itemsize
+
+# Rows (forward) and features (backward) of the wide tiles.
+TILE = 6
+
+
+def _splat(b, ops, x):
+    """Return a vector of ops's lanes, each x."""
+    one = b.insert_element(ir.Constant(ops.vec, None), x, ir.Constant(_I32, 0))
+    return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, ops.L), [0] * ops.L))
+
+
+def _loop(b, ops, count, accs_n, walks, step):
+    """Emit a loop of ``count`` steps over accs_n vector accumulators; return their sums.
+
+    ``walks``: (pointer, stride) pairs, each pointer advanced by its stride
+    (elements, an IR value) every step; ``step(pointers, accs)`` emits one
+    step at the pointers' current values and returns the new accumulators.
+    Pointers carried from step to step, not recomputed from the step's
+    index: with the index the loop multiplied and reloaded spilled
+    pointers on every step. Zero steps: zeros.
+    """
+    pre, loop, done = _enter_loop(b, count, "outer.loop")
+    t = b.phi(_I64)
+    t.add_incoming(_const(0), pre)
+    ptrs = [b.phi(p.type) for p, _ in walks]
+    for phi, (p, _) in zip(ptrs, walks, strict=True):
+        phi.add_incoming(p, pre)
+    accs = [b.phi(ops.vec) for _ in range(accs_n)]
+    for a in accs:
+        a.add_incoming(ops.zero, pre)
+    new = step(ptrs, accs)
+    t1 = b.add(t, _const(1))
+    end = b.block
+    t.add_incoming(t1, end)
+    for phi, (_, stride) in zip(ptrs, walks, strict=True):
+        phi.add_incoming(b.gep(phi, [stride]), end)
+    for a, v in zip(accs, new, strict=True):
+        a.add_incoming(v, end)
+    b.cbranch(b.icmp_signed("<", t1, count), loop, done)
+    b.position_at_end(done)
+    sums = []
+    for v in new:
+        s = b.phi(ops.vec)
+        s.add_incoming(ops.zero, pre)
+        s.add_incoming(v, end)
+        sums.append(s)
+    return sums
+
+
+def _make_forward(R: int, V: int):
+    """Return ``tile(X, i, Wp, j, Z, zr)``: R rows x V vectors of logits.
+
+    Z[zr + q, j + c] = X[i + q] . Wp[:, j + c] for q < R and the classes
+    j + c < kp of V whole vectors, stored from Z[zr + q, j] on in Z's flat
+    memory: past k, into the next rows (see the module's docstring). X (m,
+    n) C-contiguous; Wp (n, kp) C-contiguous, kp a whole number of vectors,
+    zero-padded; Z (., k) C-contiguous. No bias: the error pass adds it.
+    """
+
+    def emit(context, b, sig, args):
+        X, i, Wp, j, Z, zr = args
+        xty, _, wty, _, zty, _ = sig.args
+        ops = VectorOps(context, b, xty.dtype)
+        L = ops.L
+        xa = context.make_array(xty)(context, b, X)
+        wa = context.make_array(wty)(context, b, Wp)
+        za = context.make_array(zty)(context, b, Z)
+        n = b.extract_value(xa.shape, 1)
+        kp = b.extract_value(wa.shape, 1)
+        k = b.extract_value(za.shape, 1)
+        # Every row's entry from one pointer (X[i, f]) at offsets q n, and
+        # W's row from its own: two pointers, not R + 1, held in the loop.
+        offsets = [b.mul(_const(q), n) for q in range(R)]
+
+        def step(ptrs, accs):
+            xf, wrow = ptrs
+            wv = [ops.load(ops.at(wrow, _const(v * L))) for v in range(V)]
+            out = []
+            for q in range(R):
+                xb = _splat(b, ops, b.load(b.gep(xf, [offsets[q]])))
+                out += [b.call(ops.fma, [xb, wv[v], accs[q * V + v]]) for v in range(V)]
+            return out
+
+        walks = [(b.gep(xa.data, [b.mul(i, n)]), _const(1)), (b.gep(wa.data, [j]), kp)]
+        sums = _loop(b, ops, n, R * V, walks, step)
+        # Rows in order, each row's vectors in order: a row's last vector,
+        # which runs on into the next row, is stored before that row's own.
+        for q in range(R):
+            zrow = b.gep(za.data, [b.add(b.mul(b.add(zr, _const(q)), k), j)])
+            for v in range(V):
+                ops.store(sums[q * V + v], ops.at(zrow, _const(v * L)))
+
+    @intrinsic
+    def tile(typingctx, X, i, Wp, j, Z, zr):
+        return types.void(X, i, Wp, j, Z, zr), tile_codegen(emit)
+
+    return tile
+
+
+def _make_backward(F: int, V: int):
+    """Return ``tile(X, r0, rows, E, j, G, f0)``: F features x V vectors of G.
+
+    G[f0 + p, j + c] += Σ_{q < rows} X[r0 + q, f0 + p] E[q, j + c] for p
+    < F and the classes j + c < kp of V whole vectors, E's row q read from
+    E[q, j] on in its flat memory (past k: the next rows' entries, into
+    G's padding). X (m, n), E (R, k) and G (n, kp) C-contiguous, kp a
+    whole number of vectors.
+    """
+
+    def emit(context, b, sig, args):
+        X, r0, rows, E, j, G, f0 = args
+        xty, _, _, ety, _, gty, _ = sig.args
+        ops = VectorOps(context, b, xty.dtype)
+        L = ops.L
+        xa = context.make_array(xty)(context, b, X)
+        ea = context.make_array(ety)(context, b, E)
+        ga = context.make_array(gty)(context, b, G)
+        n = b.extract_value(xa.shape, 1)
+        k = b.extract_value(ea.shape, 1)
+        kp = b.extract_value(ga.shape, 1)
+
+        def step(ptrs, accs):
+            xrow, erow = ptrs
+            ev = [ops.load(ops.at(erow, _const(v * L))) for v in range(V)]
+            out = []
+            for p in range(F):
+                xb = _splat(b, ops, b.load(b.gep(xrow, [_const(p)])))
+                out += [b.call(ops.fma, [xb, ev[v], accs[p * V + v]]) for v in range(V)]
+            return out
+
+        walks = [(b.gep(xa.data, [b.add(b.mul(r0, n), f0)]), n), (b.gep(ea.data, [j]), k)]
+        sums = _loop(b, ops, rows, F * V, walks, step)
+        for p in range(F):
+            grow = b.gep(ga.data, [b.add(b.mul(b.add(f0, _const(p)), kp), j)])
+            for v in range(V):
+                at = ops.at(grow, _const(v * L))
+                ops.store(b.fadd(ops.load(at), sums[p * V + v]), at)
+
+    @intrinsic
+    def tile(typingctx, X, r0, rows, E, j, G, f0):
+        return types.void(X, r0, rows, E, j, G, f0), tile_codegen(emit)
+
+    return tile
+
+
+_forward_6x2 = _make_forward(TILE, 2)
+_forward_6x1 = _make_forward(TILE, 1)
+_forward_1x2 = _make_forward(1, 2)
+_forward_1x1 = _make_forward(1, 1)
+_backward_6x2 = _make_backward(TILE, 2)
+_backward_6x1 = _make_backward(TILE, 1)
+_backward_1x2 = _make_backward(1, 2)
+_backward_1x1 = _make_backward(1, 1)
+
+
+@njit(inline="always", **JIT)
+def lanes(X):
+    """Return the lanes of a tile's vector for X's dtype (a compile-time constant)."""
+    return VECTOR_BYTES // itemsize(X)
+
+
+@njit(inline="always", **JIT)
+def padded_classes(X, k):
+    """kp: k rounded up to whole vectors of X's dtype."""
+    L = lanes(X)
+    return -(-k // L) * L
+
+
+@njit(inline="always", **JIT)
+def spare_rows(X, k):
+    """Rows a block of logits needs beyond its last: a vector's lanes, at least."""
+    return -(-lanes(X) // k)
+
+
+@njit(inline="always", **JIT)
+def forward_block(X, r0, rows, Wp, Z):
+    """OUT Z[q] = X[r0 + q] @ Wp[:, :k] for q < rows (k = Z.shape[1] <= Wp.shape[1]).
+
+    Z (rows + :func:`spare_rows`, k) at least: the entries past row rows - 1
+    are overwritten.
+    """
+    k = Z.shape[1]
+    L = lanes(X)
+    vectors = -(-k // L)
+    q = 0
+    while q < rows:
+        wide = rows - q >= TILE
+        # The last vectors first: the tiles of vector 0, which write each
+        # row's first entries, run after the others have run on into them.
+        v = vectors
+        if vectors % 2:
+            v -= 1
+            if wide:
+                _forward_6x1(X, r0 + q, Wp, v * L, Z, q)
+            else:
+                _forward_1x1(X, r0 + q, Wp, v * L, Z, q)
+        while v > 0:
+            v -= 2
+            if wide:
+                _forward_6x2(X, r0 + q, Wp, v * L, Z, q)
+            else:
+                _forward_1x2(X, r0 + q, Wp, v * L, Z, q)
+        q += TILE if wide else 1
+
+
+@njit(inline="always", **JIT)
+def backward_block(X, r0, rows, E, G):
+    """INOUT G (n, kp) += X[r0:r0 + rows]ᵀ E[:rows] (in G[:, :k]; k = E.shape[1]).
+
+    E (rows + :func:`spare_rows`, k) at least, its entries past row rows -
+    1 finite; G's columns from k on take the extra lanes.
+    """
+    n = X.shape[1]
+    L = lanes(X)
+    vectors = G.shape[1] // L
+    f0 = 0
+    while f0 < n:
+        wide = n - f0 >= TILE
+        v = 0
+        while v < vectors:
+            j = v * L
+            if vectors - v >= 2:
+                if wide:
+                    _backward_6x2(X, r0, rows, E, j, G, f0)
+                else:
+                    _backward_1x2(X, r0, rows, E, j, G, f0)
+                v += 2
+            else:
+                if wide:
+                    _backward_6x1(X, r0, rows, E, j, G, f0)
+                else:
+                    _backward_1x1(X, r0, rows, E, j, G, f0)
+                v += 1
+        f0 += TILE if wide else 1
+
+
+def padded_width(k: int, itemsize: int) -> int:
+    """Return kp, k classes rounded up to whole vectors: the width of Wp and G."""
+    lanes_ = VECTOR_BYTES // itemsize
+    return -(-k // lanes_) * lanes_
+
+
+def spare_rows_for(k: int, itemsize: int) -> int:
+    """Return :func:`spare_rows` for k classes of ``itemsize`` bytes (the scratch's extra rows)."""
+    return -(-(VECTOR_BYTES // itemsize) // k)

@@ -1,0 +1,90 @@
+"""The outer-product tiles of fastsoftmax._kernels._outer against NumPy.
+
+The block products of the GEMM strategy's tiles gradient (``gemm_tiles``;
+the whole kernels are tested in test_dense.py): Z = Xb Wp and G += Xbᵀ E,
+in both dtypes, for every mix of 6-row (6-feature) and 1-row tiles and of
+2- and 1-vector class tiles, and the contract on the memory past a block:
+the forward product writes within the block's spare rows only, and what
+the backward product reads there lands in G's padded columns only.
+"""
+
+import numpy as np
+import pytest
+from _helpers import FLOAT_DTYPES, dtype_id
+from numba import njit
+
+from fastsoftmax._kernels._config import VECTOR_BYTES
+from fastsoftmax._kernels._outer import (
+    backward_block,
+    forward_block,
+    padded_classes,
+    padded_width,
+    spare_rows,
+    spare_rows_for,
+)
+
+
+@njit
+def _products(X, r0, rows, Wp, Z, E, G):
+    forward_block(X, r0, rows, Wp, Z)
+    backward_block(X, r0, rows, E, G)
+
+
+@njit
+def _sizes(X, k):
+    return padded_classes(X, k), spare_rows(X, k)
+
+
+def _tol(dt):
+    return (1e-5, 1e-5) if dt == np.float32 else (1e-13, 1e-13)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k", [1, 3, 7, 8, 9, 16, 17, 30, 33])
+@pytest.mark.parametrize("n,rows", [(1, 1), (5, 7), (6, 6), (13, 13), (50, 48)])
+def test_block_products_match_numpy(dt, k, n, rows, rng):
+    """Z[:rows] = X[r0:r0 + rows] W and G[:, :k] += X[r0:r0 + rows]ᵀ E
+    (E the block's rows), from a block that does not start at row 0; the
+    memory past Z's spare rows untouched, and whatever lies in E's spare
+    rows (NaN here) only in G's padded columns."""
+    itemsize = np.dtype(dt).itemsize
+    r0 = 5
+    X = rng.standard_normal((r0 + rows + 3, n)).astype(dt)
+    W = rng.standard_normal((n, k)).astype(dt)
+    kp, spare = padded_width(k, itemsize), spare_rows_for(k, itemsize)
+    assert (kp, spare) == _sizes(X, k)
+    lanes = VECTOR_BYTES // itemsize
+    assert kp % lanes == 0 and k <= kp < k + lanes and spare * k >= lanes
+    Wp = np.zeros((n, kp), dt)
+    Wp[:, :k] = W
+    # Z: the block, its spare rows, then a guard row that must stay NaN.
+    buf = np.full((rows + spare + 1, k), np.nan, dt)
+    Z = buf[:rows + spare]
+    E = np.full((rows + spare, k), np.nan, dt)
+    E[:rows] = rng.standard_normal((rows, k))
+    G0 = rng.standard_normal((n, kp)).astype(dt)
+    G = G0.copy()
+    _products(X, r0, rows, Wp, Z, E, G)
+    Xb = X[r0:r0 + rows].astype(np.float64)
+    rtol, atol = _tol(dt)
+    np.testing.assert_allclose(Z[:rows], Xb @ W.astype(np.float64), rtol=rtol, atol=atol * n)
+    assert np.isnan(buf[-1]).all(), "the forward product wrote past the spare rows"
+    want = G0[:, :k].astype(np.float64) + Xb.T @ E[:rows].astype(np.float64)
+    np.testing.assert_allclose(G[:, :k], want, rtol=rtol, atol=atol * rows)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_spare_rows_hold_the_padded_logits(dt, rng):
+    """What the forward product writes past a block's last row: the padded
+    classes' logits of that row (zeros, Wp's zero columns), no more."""
+    k, n, rows = 3, 10, 7
+    itemsize = np.dtype(dt).itemsize
+    kp, spare = padded_width(k, itemsize), spare_rows_for(k, itemsize)
+    X = rng.standard_normal((rows, n)).astype(dt)
+    Wp = np.zeros((n, kp), dt)
+    Wp[:, :k] = rng.standard_normal((n, k))
+    Z = np.full((rows + spare, k), np.nan, dt)
+    _products(X, 0, rows, Wp, Z, np.zeros_like(Z), np.zeros((n, kp), dt))
+    past = Z[rows:].ravel()
+    written = kp - k  # the last row's vector runs on by the padded classes
+    assert (past[:written] == 0).all() and np.isnan(past[written:]).all()
