@@ -722,8 +722,11 @@ class DenseEngine:
                     self._flat_scratch(c, rows_scratch_length(self.k)),)
             elif variant == "gemm_t":  # Zᵀ (k R) and two rows of R
                 scratch = (np.empty((c, (self.k + 2) * self._rows), dtype=dt),)
-            elif tiles:  # a block's logits and the rows its last vectors run on into
+            elif tiles:
+                # A block's logits, the rows its last vectors run on into,
+                # and below LANES_FROM classes the block transposed.
                 rows = tiles_block_rows(data.n_features, dt.itemsize, -(-data.n_rows // c))
+                rows = rows * (2 if self.k < LANES_FROM else 1)
                 scratch = (np.zeros((c, rows + spare_rows_for(self.k, dt.itemsize), self.k),
                                     dtype=dt),)
             else:
