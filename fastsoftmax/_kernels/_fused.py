@@ -713,9 +713,10 @@ def _block_error_tiles(Zc, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx
     nrows rows in its first rows, their error out; its last R rows hold the
     block transposed, (k, nrows), for :func:`_block_error_t`, whose loops
     run along the rows. Against :func:`_block_error` on the same blocks
-    (one thread, ad hoc) the error took 0.49-0.64x the time at k = 10 and
-    30 in float32, 0.68-0.93x in float64, the two copies included
-    (BENCHMARKS.md, "Fifty-eighth session").
+    (one thread, ad hoc) the error took 0.44-0.64x the time at k = 3, 10
+    and 30 in float32, 0.47-0.93x in float64, the two copies included;
+    the whole gradient 0.80-0.97x at n = 96 and 200 (BENCHMARKS.md,
+    "Fifty-eighth session").
     """
     k = Zc.shape[1]
     R = mx.shape[0]
