@@ -55,6 +55,10 @@ from ._kernels._hessp import (
     _hessp_gemm_t_chunk,
     _hessp_rows,
     _hessp_rows_chunk,
+    _hessp_tiles,
+    _hessp_tiles_chunk,
+    _hessp_tiles_chunk_lanes,
+    _hessp_tiles_lanes,
 )
 from ._kernels._outer import padded_width, spare_rows_for
 from ._kernels._width import DEFAULT_WIDTH, FLOAT64_512
@@ -554,16 +558,15 @@ class DenseEngine:
             return aligned_rows(coef, out=buffer)
         return np.ascontiguousarray(coef.T)
 
-    def _padded_weights(self, W: np.ndarray) -> np.ndarray:
+    def _padded(self, W: np.ndarray, what: str) -> np.ndarray:
         """Return W (n, k) in the tiles' Wp (n, kp): zero columns to whole vectors.
 
-        Written into a buffer kept as the scratch is (its padding, zeroed
-        once, never written).
+        Written into the buffer ``what``, kept as the scratch is (its
+        padding, zeroed once, never written).
         """
         n, k = W.shape
         kp = padded_width(k, self.dtype.itemsize)
-        Wp, = self._buffer("padded weights", 1,
-                           lambda _: (np.zeros((n, kp), dtype=self.dtype),))
+        Wp, = self._buffer(what, 1, lambda _: (np.zeros((n, kp), dtype=self.dtype),))
         Wp[:, :k] = W
         return Wp
 
@@ -651,7 +654,7 @@ class DenseEngine:
         """Return the Hessian products' kernel: as :meth:`_gradient_variant`'s names.
 
         "rows", "gemm_split", "gemm_t" (:func:`transposed_products`),
-        "gemm_lanes" or "gemm".
+        "gemm_tiles(_lanes)" (:func:`outer_tiles`), "gemm_lanes" or "gemm".
         """
         if self.strategy == "rows":
             return "rows"
@@ -659,7 +662,10 @@ class DenseEngine:
             return "gemm_split"
         if transposed_products(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_t"
-        return "gemm_lanes" if self.k >= LANES_FROM else "gemm"
+        lanes = "_lanes" if self.k >= LANES_FROM else ""
+        if outer_tiles(self.data.n_features, self.k, self.dtype.itemsize):
+            return "gemm_tiles" + lanes
+        return "gemm" + lanes
 
     # ------------------------------------------------------------ launches
     def gradient(self, coef, bias, P=None, alpha=0.0):
@@ -735,7 +741,7 @@ class DenseEngine:
                     *scratch)
 
         if tiles:
-            weights = self._padded_weights(weights)
+            weights = self._padded(weights, "padded weights")
         g, gb, loss, bad_row, *scratch = self._buffer("gradient", self._chunks(), make)
         args = (data.X, *data.kernel_targets(), self._scale, weights, bias,
                 g, gb, loss, bad_row, *scratch, P)
@@ -808,19 +814,34 @@ class DenseEngine:
                     HESSP_MICRO)
             return _hessp_rows_chunk, _hessp_rows, args, G, gc
 
-        transposed = self._product_variant() == "gemm_t"
+        variant = self._product_variant()
+        transposed = variant == "gemm_t"
+        tiles = variant.startswith("gemm_tiles")
 
         def make_gemm(c):
+            if tiles:
+                # Padded G; blocks of P and of U, each with its spare rows.
+                G, gc = self._accumulators(c, padded_width(self.k, dt.itemsize))
+                rows = tiles_block_rows(self.data.n_features, dt.itemsize,
+                                        -(-self.data.n_rows // c))
+                rows += spare_rows_for(self.k, dt.itemsize)
+                return G, gc, np.zeros((c, 2 * rows, self.k), dtype=dt)
             G, gc = self._accumulators(c)
             if transposed:  # Uᵀ and Pᵀ (k R each) and two rows of R
                 rows = transposed_product_rows(self.k, dt.itemsize, self._rows)
                 return G, gc, np.empty((c, (2 * self.k + 2) * rows), dtype=dt)
             return G, gc, np.empty((c, 2 * self._rows, self.k), dtype=dt)
         G, gc, scratch = self._buffer("hessp_t" if transposed else "hessp", chunks, make_gemm)
-        args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
-                np.ascontiguousarray(V.T), cv, G, gc, scratch)
+        W, Vt = self._weights(coef), np.ascontiguousarray(V.T)
+        if tiles:
+            W, Vt = self._padded(W, "padded weights"), self._padded(Vt, "padded direction")
+        args = (self.data.X, P, *self._weight_args(), W, bias, Vt, cv, G, gc, scratch)
         if transposed:
             return _hessp_gemm_t_chunk, _hessp_gemm_t, args, G, gc
+        if tiles:
+            if self.k >= LANES_FROM:
+                return _hessp_tiles_chunk_lanes, _hessp_tiles_lanes, args, G, gc
+            return _hessp_tiles_chunk, _hessp_tiles, args, G, gc
         if self.k >= LANES_FROM:
             return _hessp_gemm_chunk_lanes, _hessp_gemm_lanes, args, G, gc
         return _hessp_gemm_chunk, _hessp_gemm, args, G, gc

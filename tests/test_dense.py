@@ -51,8 +51,9 @@ KERNELS = ("rows", "gemm", "gemm_t", "gemm_tiles")
 # The Hessian products' kernels: the rows strategy's, and the GEMM
 # strategy's row-wise one or, on rows of few features below 32 classes
 # (_dense.transposed_products), the one with each block stored transposed;
-# the tests force each, whatever the shape.
-PRODUCTS = ("rows", "gemm", "gemm_t")
+# the row-wise one's products by BLAS or by the tiles (_dense.outer_tiles);
+# the tests force each, whatever the shape and the host.
+PRODUCTS = ("rows", "gemm", "gemm_t", "gemm_tiles")
 
 
 def _launch_mode(monkeypatch, mode):
@@ -78,8 +79,9 @@ def _force(kernel, monkeypatch):
 def _force_products(kernel, monkeypatch):
     """Make the GEMM strategy's Hessian products take ``kernel``'s; return its strategy."""
     if kernel != "rows":
-        transpose = kernel == "gemm_t"
+        transpose, tiles = kernel == "gemm_t", kernel == "gemm_tiles"
         monkeypatch.setattr(_dense, "transposed_products", lambda n, k, itemsize: transpose)
+        monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: tiles)
     return "rows" if kernel == "rows" else "gemm"
 
 # ---------------------------------------------------------- loss and gradient
@@ -117,6 +119,31 @@ def test_transposed_logits_rule(monkeypatch):
     assert not t(65, 32, 4) and not t(16, 81, 4) and not t(16, 32, 8)
 
 
+def test_outer_tiles_rule(monkeypatch):
+    """_dense.outer_tiles: on hosts without AVX-512, where the padded
+    partial sum (n kp entries) takes at most 256 KiB, or at most 1 MiB up to
+    64 classes (BENCHMARKS.md, "Fifty-eighth session"); never on hosts with
+    it. The engine names the kernels (gradient and Hessian products)."""
+    from fastsoftmax._kernels._config import WIDE_REGISTERS
+
+    assert _dense._TILES_HOST == (not WIDE_REGISTERS)
+    monkeypatch.setattr(_dense, "_TILES_HOST", True)
+    t = _dense.outer_tiles
+    # float32: kp = k rounded up to 8 (AVX2) or 16 lanes
+    assert t(20, 1000, 4) and t(200, 300, 4) and t(3000, 30, 4) and t(96, 10, 8)
+    assert not t(96, 1000, 4) and not t(784, 300, 4) and not t(3000, 100, 4)
+    assert t(3000, 30, 8) and t(96, 300, 8) and not t(200, 300, 8) and not t(3000, 80, 8)
+    assert not t(40000, 3, 8) and not t(5000, 64, 8)
+    monkeypatch.setattr(_dense, "_TILES_HOST", False)
+    assert not t(20, 10, 4) and not t(96, 30, 8)
+    monkeypatch.setattr(_dense, "_TILES_HOST", True)
+    X, y, W, b, sw = make_problem(np.random.default_rng(0), 300, 100, 40, np.float32)
+    engine = PublicObjective(X, y, 40, None, strategy="gemm").objective.engine
+    assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_tiles_lanes"
+    monkeypatch.setattr(_dense, "_TILES_HOST", False)
+    assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_lanes"
+
+
 def test_transposed_products_rule(monkeypatch):
     """_dense.transposed_products: on hosts without AVX-512, rows of at most
     10 classes over at most 32 float32 or 48 float64 features
@@ -131,7 +158,9 @@ def test_transposed_products_rule(monkeypatch):
     assert not t(33, 2, 4) and not t(8, 11, 4) and not t(49, 2, 8) and not t(8, 11, 8)
     monkeypatch.setattr(_dense, "WIDE_REGISTERS", True)
     assert not t(8, 2, 4) and not t(8, 2, 8)
-    # The engine names the products' kernel (show_config prints it).
+    # The engine names the products' kernel (show_config prints it); BLAS's
+    # products here, whatever the host (_dense.outer_tiles).
+    monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: False)
     X, y, W, b, sw = make_problem(np.random.default_rng(0), 300, 8, 3, np.float64)
     gemm, rows_engine = (PublicObjective(X, y, 3, None, strategy=s).objective.engine
                          for s in ("gemm", "rows"))

@@ -70,8 +70,17 @@ from ._common import (
     _zero1,
 )
 from ._config import JIT, PJIT, itemsize
-from ._fused import ERROR_T_MAX_FEATURES, ERROR_T_ROWS, PANEL_MIN_K, _panel_features
+from ._fused import (
+    ERROR_T_MAX_FEATURES,
+    ERROR_T_ROWS,
+    PANEL_MIN_K,
+    _blas_backward,
+    _blas_forward,
+    _panel_features,
+    _tiles_backward,
+)
 from ._micro import _accumulate1, _accumulate4_cols, _eight_rows, _logits1, _logits4
+from ._outer import forward_block, spare_rows
 from ._rowvec import bias_dot_row, bias_max_finite_row, exp_row, hvp_update_row, scale_row
 from ._sparse import (
     ROW_AHEAD,
@@ -270,14 +279,13 @@ def _hessp_rows(X, P, sw, weighted, scale, Wt, b, Vt, cv, G, gc, scratch, width,
 
 
 @njit(inline="always", **JIT)
-def _block_proba(Xb, W, b, Pb, mx, s):
-    """OUT Pb (rr, k) = softmax(Xb W + b): one BLAS product, then each row's softmax.
+def _proba_rows(Pb, b, mx, s):
+    """INOUT Pb (rr, k): the logits Xb W in, softmax(Xb W + b) out, row by row.
 
     As ``_fused._store_proba`` computes them: the probabilities the
     gradient stores. (``mx`` and ``s``, the scratch of
-    :func:`_block_proba_lanes`, are not used.)
+    :func:`_proba_rows_lanes`, are not used.)
     """
-    _gemm_into(Xb, W, Pb, 0.0)
     rr, k = Pb.shape
     for q in range(rr):
         z = Pb[q]
@@ -287,14 +295,13 @@ def _block_proba(Xb, W, b, Pb, mx, s):
 
 
 @njit(inline="always", **JIT)
-def _block_proba_lanes(Xb, W, b, Pb, mx, s):
-    """:func:`_block_proba` for rows of at least ``_common.LANES_FROM`` classes.
+def _proba_rows_lanes(Pb, b, mx, s):
+    """:func:`_proba_rows` for rows of at least ``_common.LANES_FROM`` classes.
 
     The sweeps of ``_fused._block_error_lanes`` (the bias and the maxima,
     the exps and their sums, times 1 / sum), as the gradient stores them.
     SCRATCH mx, s (at least rr entries).
     """
-    _gemm_into(Xb, W, Pb, 0.0)
     rr = Pb.shape[0]
     one = Pb.dtype.type(1)
     for q in range(rr):
@@ -337,56 +344,96 @@ def _block_hvp_lanes(Pb, Ub, cv, r0, sw, weighted, scale, gc, pu):
 
 @njit(inline="always", **JIT)
 def _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
-                     block_proba, block_hvp):
+                     proba_rows, block_hvp, forward, backward, spare):
     """Chunk c of the large-k Hessian-vector product (c < n_chunks = G.shape[0]).
 
     IN    X (m, n); P (m, k) or (0, k): recompute from W (n, k) and b (k,);
           sw, weighted, scale as in :func:`_hessp_rows_chunk`; V (n, k) and
           cv (k,) the direction.
     OUT   G[c] (n, k) = this chunk's sum_i x_i s_iᵀ; gc[c] (k,) = sum_i s_i.
-    SCRATCH scratch[c] (2 R, k): a block of R rows of probabilities, one
-          of u / s.
+    SCRATCH scratch[c] (2 (R + spare), k): a block of R rows of
+          probabilities, then one of u / s, each with ``spare`` rows after it.
 
     Per block of R rows (sized by the caller to keep the block of X in L2):
-    U = Xb V (+ Pb = softmax(Xb W + b) by ``block_proba`` when not cached),
-    S in place by ``block_hvp``, Xbᵀ S. ``block_proba`` and ``block_hvp``
-    are compiled functions: :func:`_block_proba` and :func:`_block_hvp` in
-    :func:`_hessp_gemm_chunk`, their ``_lanes`` forms in
-    :func:`_hessp_gemm_chunk_lanes`.
+    U = Xb V (+ Pb = softmax(Xb W + b) by ``proba_rows`` on the logits
+    when not cached), S in place by ``block_hvp``, Xbᵀ S. ``proba_rows``
+    and ``block_hvp`` are compiled functions: :func:`_proba_rows` and
+    :func:`_block_hvp` in :func:`_hessp_gemm_chunk`, their ``_lanes``
+    forms in :func:`_hessp_gemm_chunk_lanes`. The products are
+    ``forward`` and ``backward``, BLAS's or the tiles' of ``_outer``, as
+    in ``_fused._gemm_body`` (where W, V and G are then padded to whole
+    vectors of classes, and ``spare`` is ``_outer.spare_rows``).
     """
-    m, n = X.shape
-    R = scratch.shape[1] // 2
+    m = X.shape[0]
+    R = scratch.shape[1] // 2 - spare
     start, stop, Gc, gcc = _chunk_partials(c, m, G, gc)
     cached = P.shape[0] != 0
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
+    Pc = scratch[c, :R + spare]
+    Uc = scratch[c, R + spare:]
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
-        Xb = X[r0:r0 + rr]
         if cached:
             Pb = P[r0:r0 + rr]
         else:
-            Pb = scratch[c, :rr]
-            block_proba(Xb, W, b, Pb, mx, s)
-        Ub = scratch[c, R:R + rr]
-        _gemm_into(Xb, V, Ub, 0.0)
-        block_hvp(Pb, Ub, cv, r0, sw, weighted, scale, gcc, mx)
-        # The first block's product starts the sum (beta 0: Gc is not read).
-        _gemm_into(Xb.T, Ub, Gc, 0.0 if r0 == start else 1.0)
+            forward(X, r0, rr, W, Pc)
+            Pb = Pc[:rr]
+            proba_rows(Pb, b, mx, s)
+        forward(X, r0, rr, V, Uc)
+        block_hvp(Pb, Uc[:rr], cv, r0, sw, weighted, scale, gcc, mx)
+        backward(X, r0, rr, Uc, Gc, r0 == start)
 
 
 @njit(**JIT)
 def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     """:func:`_hessp_gemm_body` for rows of fewer than ``_common.LANES_FROM`` classes."""
     _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
-                     _block_proba, _block_hvp)
+                     _proba_rows, _block_hvp, _blas_forward, _blas_backward, 0)
 
 
 @njit(**JIT)
 def _hessp_gemm_chunk_lanes(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     """:func:`_hessp_gemm_body` for rows of at least ``_common.LANES_FROM`` classes."""
     _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
-                     _block_proba_lanes, _block_hvp_lanes)
+                     _proba_rows_lanes, _block_hvp_lanes, _blas_forward, _blas_backward, 0)
+
+
+@njit(**JIT)
+def _hessp_tiles_chunk(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_gemm_chunk` with the products by the tiles of ``_outer``.
+
+    Wp, Vp (n, kp) and G (n_chunks, n, kp) padded to whole vectors of
+    classes (as ``_fused._tiles_chunk``'s); scratch (n_chunks, 2 (R +
+    ``_outer.spare_rows``), k).
+    """
+    _hessp_gemm_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
+                     _proba_rows, _block_hvp, forward_block, _tiles_backward,
+                     spare_rows(X, b.shape[0]))
+
+
+@njit(**JIT)
+def _hessp_tiles_chunk_lanes(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
+    _hessp_gemm_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
+                     _proba_rows_lanes, _block_hvp_lanes, forward_block, _tiles_backward,
+                     spare_rows(X, b.shape[0]))
+
+
+@njit(**PJIT)
+def _hessp_tiles(X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_gemm`, its products by the tiles of ``_outer`` (:func:`_hessp_tiles_chunk`)."""
+    for c in prange(G.shape[0]):
+        _hessp_tiles_chunk(np.int64(c), X, P, sw, weighted, scale, Wp, b, Vp, cv,
+                           G, gc, scratch)
+
+
+@njit(**PJIT)
+def _hessp_tiles_lanes(X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_tiles` for rows of at least ``_common.LANES_FROM`` classes."""
+    for c in prange(G.shape[0]):
+        _hessp_tiles_chunk_lanes(np.int64(c), X, P, sw, weighted, scale, Wp, b, Vp, cv,
+                                 G, gc, scratch)
 
 
 @njit(**PJIT)
@@ -552,7 +599,8 @@ def _hessp_split_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, gc, S, scratch
             Pb = P[r0:r0 + rr]
         else:
             Pb = scratch[c, :rr]
-            _block_proba_lanes(Xb, W, b, Pb, mx, s)
+            _gemm_into(Xb, W, Pb, 0.0)
+            _proba_rows_lanes(Pb, b, mx, s)
         Ub = S[r0:r0 + rr]
         _gemm_into(Xb, V, Ub, 0.0)
         _block_hvp_lanes(Pb, Ub, cv, r0, sw, weighted, scale, gcc, mx)
