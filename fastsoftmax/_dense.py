@@ -275,7 +275,7 @@ def outer_tiles(n: int, k: int, itemsize: int) -> bool:
 
 
 def tiles_block_rows(n: int, itemsize: int, m: int) -> int:
-    """Rows per block of the tiles' gradient (of a chunk of m rows), a multiple of 6."""
+    """Rows per block of the tiles' gradient (of a chunk of m rows), whole tiles of 4."""
     rows = _TILES_BLOCK_ROWS if n * itemsize <= _TILES_SHORT_ROW else _TILES_BLOCK_ROWS // 2
     return max(1, min(rows, m))
 
@@ -497,15 +497,17 @@ class DenseEngine:
 
         "strategy"; "kernel" (the gradient's variant: "rows", "gemm",
         "gemm_lanes" (the softmax error in vector sweeps), "gemm_t"
-        (transposed logits) or "gemm_split" (the backward product split by
-        features)); "products" (the Hessian products' kernel, of the same
-        names: "gemm_t" stores each block transposed); "threads" (how
-        many threads the pass runs on, at the thread count in force: 1 is
-        the calling thread alone); "mode"
-        (whether Hessian products read the stored probabilities:
-        "cached", or recompute them); for the rows strategy "reads_ahead"
-        (X's rows prefetched ahead of the tiles); for GEMM "block_rows"
-        (rows per block) and "blas" (the library its products call).
+        (transposed logits), "gemm_tiles" / "gemm_tiles_lanes" (the block
+        products by the tiles of ``_kernels._outer``, not BLAS) or
+        "gemm_split" (the backward product split by features));
+        "products" (the Hessian products' kernel, of the same names:
+        "gemm_t" stores each block transposed); "threads" (how many threads
+        the pass runs on, at the thread count in force: 1 is the calling
+        thread alone); "mode" (whether Hessian products read the stored
+        probabilities: "cached", or recompute them); for the rows strategy
+        "reads_ahead" (X's rows prefetched ahead of the tiles); for GEMM
+        "block_rows" (the gradient's rows per block) and "blas" (the
+        library its BLAS products call).
         """
         m, n = self.data.X.shape
         out = {"strategy": self.strategy, "kernel": self._gradient_variant(),
@@ -514,7 +516,9 @@ class DenseEngine:
         if self.strategy == "rows":
             out["reads_ahead"] = bool(reads_ahead.py_func(m, n, self.dtype.itemsize))
         else:
-            out["block_rows"] = int(self._rows)
+            tiles = self._gradient_variant().startswith("gemm_tiles")
+            out["block_rows"] = (tiles_block_rows(n, self.dtype.itemsize, -(-m // self._chunks()))
+                                 if tiles else int(self._rows))
             out["blas"] = in_use(self.dtype)
         return out
 

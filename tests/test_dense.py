@@ -140,6 +140,8 @@ def test_outer_tiles_rule(monkeypatch):
     X, y, W, b, sw = make_problem(np.random.default_rng(0), 300, 100, 40, np.float32)
     engine = PublicObjective(X, y, 40, None, strategy="gemm").objective.engine
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_tiles_lanes"
+    # 300 rows of 400 bytes (one chunk, a small call): one block of them
+    assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 96
     monkeypatch.setattr(_dense, "_TILES_HOST", False)
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_lanes"
 

@@ -2,8 +2,8 @@
 
 The block products of the GEMM strategy's tiles gradient (``gemm_tiles``;
 the whole kernels are tested in test_dense.py): Z = Xb Wp and G += Xbᵀ E,
-in both dtypes, for every mix of 6-row (6-feature) and 1-row tiles and of
-2- and 1-vector class tiles, and the contract on the memory past a block:
+in both dtypes, for every mix of 4-row (4-feature) and 1-row tiles and of
+3-, 2- and 1-vector class tiles, and the contract on the memory past a block:
 the forward product writes within the block's spare rows only, and what
 the backward product reads there lands in G's padded columns only.
 """

@@ -10,18 +10,22 @@ about a hundred features those sums and each tile's set-up are a large
 share of the work.
 
 The tiles here are the form BLAS's own kernels take: vectors along the
-classes, one entry of X broadcast against them. Forward, 6 rows x V
-vectors of classes (V = 2: 12 accumulators, 2 loads of W and 6 broadcasts
+classes, one entry of X broadcast against them. Forward, 4 rows x C
+vectors of classes (C = 3: 12 accumulators, 3 loads of W and 4 broadcasts
 per 12 FMAs, within AVX2's 16 registers), a loop over every feature, and
-the accumulators stored as they are: no horizontal sum. Backward, 6
-features x V vectors of classes, a loop over the block's rows: G's tile is
-loaded and stored once per block. Row and feature counts that are not a
-multiple of six take 1-row (1-feature) tiles for the rest.
+the accumulators stored as they are: no horizontal sum. Backward, 4
+features x C vectors of classes, a loop over the block's rows: G's tile is
+loaded and stored once per block. The classes go 3 vectors at a time, a
+rest of 4 as 2 + 2; row and feature counts that are not a multiple of four
+take 1-row (1-feature) tiles for the rest. Tiles of 6 rows x 2 vectors,
+prototyped first, ran as fast at even vector counts and up to 1.5x slower
+at odd ones, where a 6 x 1 tile (6 chains of FMAs) took the last vector
+(BENCHMARKS.md, "Fifty-eighth session").
 
 Every step loads and every tile stores whole vectors of classes, none
 masked: a masked load on every step made a tile 1.6-1.7x slower on a Zen 3
 host (AVX2), and a masked store of each tile's last vector cost its
-forward product 1.15x. So W and G are padded with zero columns to whole
+forward product 1.17x. So W and G are padded with zero columns to whole
 vectors (Wp (n, kp), G (n, kp), kp = k rounded up to the vector's lanes),
 and the block of logits and errors, Z (R, k), is not: a row's last vector
 runs on into the next row's first entries. :func:`forward_block` writes
@@ -40,13 +44,19 @@ from ._ahead import _I32, _I64, VectorOps, _const, _enter_loop, tile_codegen
 from ._config import JIT, VECTOR_BYTES, itemsize
 
 # Rows (forward) and features (backward) of the wide tiles.
-TILE = 6
+TILE = 4
 
 
 def _splat(b, ops, x):
     """Return a vector of ops's lanes, each x."""
     one = b.insert_element(ir.Constant(ops.vec, None), x, ir.Constant(_I32, 0))
     return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, ops.L), [0] * ops.L))
+
+
+def _matrix(context, b, ty, value):
+    """Return (the data pointer, the row length) of a C-contiguous 2-D array's IR value."""
+    a = context.make_array(ty)(context, b, value)
+    return a.data, b.extract_value(a.shape, 1)
 
 
 def _loop(b, ops, count, accs_n, walks, step):
@@ -102,12 +112,8 @@ def _make_forward(R: int, V: int):
         xty, _, wty, _, zty, _ = sig.args
         ops = VectorOps(context, b, xty.dtype)
         L = ops.L
-        xa = context.make_array(xty)(context, b, X)
-        wa = context.make_array(wty)(context, b, Wp)
-        za = context.make_array(zty)(context, b, Z)
-        n = b.extract_value(xa.shape, 1)
-        kp = b.extract_value(wa.shape, 1)
-        k = b.extract_value(za.shape, 1)
+        (x, n), (w, kp), (z, k) = (_matrix(context, b, t, v)
+                                   for t, v in ((xty, X), (wty, Wp), (zty, Z)))
         # Every row's entry from one pointer (X[i, f]) at offsets q n, and
         # W's row from its own: two pointers, not R + 1, held in the loop.
         offsets = [b.mul(_const(q), n) for q in range(R)]
@@ -121,12 +127,12 @@ def _make_forward(R: int, V: int):
                 out += [b.call(ops.fma, [xb, wv[v], accs[q * V + v]]) for v in range(V)]
             return out
 
-        walks = [(b.gep(xa.data, [b.mul(i, n)]), _const(1)), (b.gep(wa.data, [j]), kp)]
+        walks = [(b.gep(x, [b.mul(i, n)]), _const(1)), (b.gep(w, [j]), kp)]
         sums = _loop(b, ops, n, R * V, walks, step)
         # Rows in order, each row's vectors in order: a row's last vector,
         # which runs on into the next row, is stored before that row's own.
         for q in range(R):
-            zrow = b.gep(za.data, [b.add(b.mul(b.add(zr, _const(q)), k), j)])
+            zrow = b.gep(z, [b.add(b.mul(b.add(zr, _const(q)), k), j)])
             for v in range(V):
                 ops.store(sums[q * V + v], ops.at(zrow, _const(v * L)))
 
@@ -152,12 +158,8 @@ def _make_backward(F: int, V: int):
         xty, _, _, ety, _, gty, _ = sig.args
         ops = VectorOps(context, b, xty.dtype)
         L = ops.L
-        xa = context.make_array(xty)(context, b, X)
-        ea = context.make_array(ety)(context, b, E)
-        ga = context.make_array(gty)(context, b, G)
-        n = b.extract_value(xa.shape, 1)
-        k = b.extract_value(ea.shape, 1)
-        kp = b.extract_value(ga.shape, 1)
+        (x, n), (e, k), (g, kp) = (_matrix(context, b, t, v)
+                                   for t, v in ((xty, X), (ety, E), (gty, G)))
 
         def step(ptrs, accs):
             xrow, erow = ptrs
@@ -168,10 +170,10 @@ def _make_backward(F: int, V: int):
                 out += [b.call(ops.fma, [xb, ev[v], accs[p * V + v]]) for v in range(V)]
             return out
 
-        walks = [(b.gep(xa.data, [b.add(b.mul(r0, n), f0)]), n), (b.gep(ea.data, [j]), k)]
+        walks = [(b.gep(x, [b.add(b.mul(r0, n), f0)]), n), (b.gep(e, [j]), k)]
         sums = _loop(b, ops, rows, F * V, walks, step)
         for p in range(F):
-            grow = b.gep(ga.data, [b.add(b.mul(b.add(f0, _const(p)), kp), j)])
+            grow = b.gep(g, [b.add(b.mul(b.add(f0, _const(p)), kp), j)])
             for v in range(V):
                 at = ops.at(grow, _const(v * L))
                 ops.store(b.fadd(ops.load(at), sums[p * V + v]), at)
@@ -183,12 +185,16 @@ def _make_backward(F: int, V: int):
     return tile
 
 
-_forward_6x2 = _make_forward(TILE, 2)
-_forward_6x1 = _make_forward(TILE, 1)
+_forward_4x3 = _make_forward(TILE, 3)
+_forward_4x2 = _make_forward(TILE, 2)
+_forward_4x1 = _make_forward(TILE, 1)
+_forward_1x3 = _make_forward(1, 3)
 _forward_1x2 = _make_forward(1, 2)
 _forward_1x1 = _make_forward(1, 1)
-_backward_6x2 = _make_backward(TILE, 2)
-_backward_6x1 = _make_backward(TILE, 1)
+_backward_4x3 = _make_backward(TILE, 3)
+_backward_4x2 = _make_backward(TILE, 2)
+_backward_4x1 = _make_backward(TILE, 1)
+_backward_1x3 = _make_backward(1, 3)
 _backward_1x2 = _make_backward(1, 2)
 _backward_1x1 = _make_backward(1, 1)
 
@@ -213,11 +219,20 @@ def spare_rows(X, k):
 
 
 @njit(inline="always", **JIT)
+def _vectors(left):
+    """Vectors of classes of the next tile, of ``left``: 3, but a rest of 4 as 2 + 2."""
+    if left >= 3 and left != 4:
+        return 3
+    return 2 if left >= 2 else 1
+
+
+@njit(**JIT)
 def forward_block(X, r0, rows, Wp, Z):
     """OUT Z[q] = X[r0 + q] @ Wp[:, :k] for q < rows (k = Z.shape[1] <= Wp.shape[1]).
 
     Z (rows + :func:`spare_rows`, k) at least: the entries past row rows - 1
-    are overwritten.
+    are overwritten. Not inlined: the kernels of one dtype (gradient and
+    Hessian products, one or two calls each) share one compiled copy.
     """
     k = Z.shape[1]
     L = lanes(X)
@@ -228,27 +243,32 @@ def forward_block(X, r0, rows, Wp, Z):
         # The last vectors first: the tiles of vector 0, which write each
         # row's first entries, run after the others have run on into them.
         v = vectors
-        if vectors % 2:
-            v -= 1
+        while v > 0:
+            c = _vectors(v)
+            v -= c
             if wide:
-                _forward_6x1(X, r0 + q, Wp, v * L, Z, q)
+                if c == 3:
+                    _forward_4x3(X, r0 + q, Wp, v * L, Z, q)
+                elif c == 2:
+                    _forward_4x2(X, r0 + q, Wp, v * L, Z, q)
+                else:
+                    _forward_4x1(X, r0 + q, Wp, v * L, Z, q)
+            elif c == 3:
+                _forward_1x3(X, r0 + q, Wp, v * L, Z, q)
+            elif c == 2:
+                _forward_1x2(X, r0 + q, Wp, v * L, Z, q)
             else:
                 _forward_1x1(X, r0 + q, Wp, v * L, Z, q)
-        while v > 0:
-            v -= 2
-            if wide:
-                _forward_6x2(X, r0 + q, Wp, v * L, Z, q)
-            else:
-                _forward_1x2(X, r0 + q, Wp, v * L, Z, q)
         q += TILE if wide else 1
 
 
-@njit(inline="always", **JIT)
+@njit(**JIT)
 def backward_block(X, r0, rows, E, G):
     """INOUT G (n, kp) += X[r0:r0 + rows]ᵀ E[:rows] (in G[:, :k]; k = E.shape[1]).
 
     E (rows + :func:`spare_rows`, k) at least, its entries past row rows -
-    1 finite; G's columns from k on take the extra lanes.
+    1 finite; G's columns from k on take the extra lanes. Not inlined, as
+    :func:`forward_block`.
     """
     n = X.shape[1]
     L = lanes(X)
@@ -258,19 +278,21 @@ def backward_block(X, r0, rows, E, G):
         wide = n - f0 >= TILE
         v = 0
         while v < vectors:
-            j = v * L
-            if vectors - v >= 2:
-                if wide:
-                    _backward_6x2(X, r0, rows, E, j, G, f0)
+            c = _vectors(vectors - v)
+            if wide:
+                if c == 3:
+                    _backward_4x3(X, r0, rows, E, v * L, G, f0)
+                elif c == 2:
+                    _backward_4x2(X, r0, rows, E, v * L, G, f0)
                 else:
-                    _backward_1x2(X, r0, rows, E, j, G, f0)
-                v += 2
+                    _backward_4x1(X, r0, rows, E, v * L, G, f0)
+            elif c == 3:
+                _backward_1x3(X, r0, rows, E, v * L, G, f0)
+            elif c == 2:
+                _backward_1x2(X, r0, rows, E, v * L, G, f0)
             else:
-                if wide:
-                    _backward_6x1(X, r0, rows, E, j, G, f0)
-                else:
-                    _backward_1x1(X, r0, rows, E, j, G, f0)
-                v += 1
+                _backward_1x1(X, r0, rows, E, v * L, G, f0)
+            v += c
         f0 += TILE if wide else 1
 
 
