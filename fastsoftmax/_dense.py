@@ -583,15 +583,15 @@ class DenseEngine:
         :data:`_PARALLEL_SUM_BYTES` over several chunks are taken by a parallel
         kernel (``_kernels._fused._sum_chunks``, the same numbers as NumPy's).
         """
-        n = self.data.n_features
         rows = self.strategy == "rows"
-        if not rows and G.shape[2] > self.k:  # the tiles' padded columns
-            G = G[:, :, :self.k]
+        # The columns in use: the rows strategy's rows are padded to n' >= n,
+        # the tiles' to kp >= k (the padding is not read).
+        cols = self.data.n_features if rows else self.k
         if G.shape[0] == 1:  # one chunk (a serial call): its sums are the total
-            return G[0, :, :n].copy() if rows else G[0].copy().T
+            return G[0, :, :cols].copy() if rows else G[0, :, :cols].copy().T
         if G.nbytes < _PARALLEL_SUM_BYTES:
-            return G[:, :, :n].sum(axis=0) if rows else G.sum(axis=0).T
-        out = np.empty((self.k, n) if rows else G.shape[1:], dtype=G.dtype)
+            return G[:, :, :cols].sum(axis=0) if rows else G[:, :, :cols].sum(axis=0).T
+        out = np.empty((G.shape[1], cols), dtype=G.dtype)
         _sum_chunks(G, out)
         return out if rows else out.T
 
@@ -648,7 +648,14 @@ class DenseEngine:
             return "gemm_split"
         if transposed_logits(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_t"
-        # the row-wise kernels; from LANES_FROM classes each row's maximum in vector sweeps
+        return self._row_wise()
+
+    def _row_wise(self) -> str:
+        """Return the GEMM strategy's row-wise kernels: "gemm" or "gemm_tiles", "_lanes" added.
+
+        Their block products by BLAS or by the tiles (:func:`outer_tiles`);
+        from LANES_FROM classes each row's maximum in vector sweeps.
+        """
         lanes = "_lanes" if self.k >= LANES_FROM else ""
         if outer_tiles(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_tiles" + lanes
@@ -666,10 +673,7 @@ class DenseEngine:
             return "gemm_split"
         if transposed_products(self.data.n_features, self.k, self.dtype.itemsize):
             return "gemm_t"
-        lanes = "_lanes" if self.k >= LANES_FROM else ""
-        if outer_tiles(self.data.n_features, self.k, self.dtype.itemsize):
-            return "gemm_tiles" + lanes
-        return "gemm" + lanes
+        return self._row_wise()
 
     # ------------------------------------------------------------ launches
     def gradient(self, coef, bias, P=None, alpha=0.0):

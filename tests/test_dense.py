@@ -602,12 +602,14 @@ def test_sum_chunks_equals_numpy(dt, shape, cols, rng):
     np.testing.assert_array_equal(G, G0)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-def test_parallel_sum_of_partial_sums(strategy, dt, rng, monkeypatch):
+def test_parallel_sum_of_partial_sums(kernel, dt, rng, monkeypatch):
     """The partial sums reduced by the parallel kernel (any size, with
     _PARALLEL_SUM_BYTES at 0) give the NumPy reduction's gradient and
-    Hessian products bit for bit, both strategies."""
+    Hessian products bit for bit, every kernel (the tiles' sums padded to
+    whole vectors of classes, the rows strategy's to aligned rows)."""
+    strategy = _force(kernel, monkeypatch)
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     X, y, W, b, sw = make_problem(rng, 301, 45, 12, dt, weights=True)
     V = rng.standard_normal(W.shape).astype(dt)
