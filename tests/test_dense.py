@@ -182,11 +182,25 @@ def _objective_for(X, y, sw, k, strategy, soft):
                            n_threads=2)
 
 
-@pytest.mark.parametrize("kernel,k", [(kernel, k) for kernel in KERNELS
-                                      for k in (2, 3, 10, 31, 33, 100)])
+GRADIENT_VARIANTS = ("plain", "no-b", "alpha", "weights", "soft", "all")
+# The tiles' kernel shares its error, weights, soft targets and intercept
+# with the kernels with transposed logits and row-wise (_fused's
+# _block_error_tiles): its own code is the block products, which take no
+# part in a variant; each variant is a signature compiled anew (tens of
+# seconds on a slow host), so the tiles run the plain one and every option
+# at once.
+TILES_VARIANTS = ("plain", "alpha", "all")
+
+
+def _kernel_variants(kernels, ks, variants):
+    return [(kernel, k, variant) for kernel in kernels for k in ks for variant in variants
+            if kernel != "gemm_tiles" or variant in TILES_VARIANTS]
+
+
+@pytest.mark.parametrize("kernel,k,variant",
+                         _kernel_variants(KERNELS, (2, 3, 10, 31, 33, 100), GRADIENT_VARIANTS))
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("variant", ["plain", "no-b", "alpha", "weights", "soft", "all"])
 def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, monkeypatch):
     strategy = _force(kernel, monkeypatch)
     _launch_mode(monkeypatch, mode)
@@ -878,11 +892,9 @@ def launch(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("kernel", PRODUCTS)
+@pytest.mark.parametrize("kernel,k,variant", _kernel_variants(PRODUCTS, (2, 10), HESSP_VARIANTS))
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("k", [2, 10])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("variant", HESSP_VARIANTS)
 def test_matvec_matches_reference(kernel, mode, k, dt, variant, launch, rng, monkeypatch):
     strategy = _force_products(kernel, monkeypatch)
     weights = variant in ("weights", "all")
