@@ -233,6 +233,19 @@ def test_gradient_variants_strategies():
     assert rows[2].startswith("| (600, 384, 60) |"), rows
 
 
+def test_gradient_variants_tiles():
+    # The GEMM gradient with its block products by the tiles, by BLAS, and
+    # the rows kernels on one tiny cell, with the rule's choice (the tiles
+    # on hosts without AVX-512).
+    from fastsoftmax._dense import outer_tiles
+
+    rows = run_script("benchmarks/gradient_variants.py", "tiles", "--shapes", "600x48x20",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    rule = "gemm_tiles" if outer_tiles(48, 20, 4) else "gemm"
+    assert rows[2].startswith("| (600, 48, 20) |") and rows[2].endswith(f"| {rule} |"), rows
+
+
 def test_strategy_fits_script():
     rows = run_script("benchmarks/strategy_fits.py", "--shapes", "2500x40x3", "--dtypes",
                       "float32", "--rounds", "1")
