@@ -245,21 +245,26 @@ def transposed_logits(n: int, k: int, itemsize: int) -> bool:
 
 
 # The GEMM strategy's gradient with both products by the outer-product
-# tiles of _kernels._outer (vectors along the classes, no BLAS), on hosts
-# without AVX-512 (the only ones they were measured on), where the
-# padded partial sum G (n kp entries) takes at most _TILES_G_BYTES, or at
-# most _TILES_G_BYTES_FEW on rows of at most _TILES_FEW_CLASSES classes.
-# On a Zen 3 host (2 threads, m n k = 1e8, n = 20 ... 3000, k = 10 ...
-# 1000) they took 0.53-0.99x the time of BLAS's products in both dtypes
-# there (1.05x at (20, 10) float32, where the rows strategy is faster
-# still), and 1.07-1.33x on larger sums of more classes: (96, 1000) and
-# (200, 1000) in both dtypes, (784, 300), float64 (200, 300) and (3000,
-# 100), with no block size doing better (BENCHMARKS.md, "Fifty-eighth
-# session", `benchmarks/gradient_variants.py tiles`). Blocks of
-# _TILES_BLOCK_ROWS rows, half as many on rows of more than
+# tiles of _kernels._outer (vectors along the classes, no BLAS). On hosts
+# without AVX-512, where the padded partial sum G (n kp entries) takes at
+# most _TILES_G_BYTES, or at most _TILES_G_BYTES_FEW on rows of at most
+# _TILES_FEW_CLASSES classes: on a Zen 3 host (2 threads, m n k = 1e8, n =
+# 20 ... 3000, k = 10 ... 1000) they took 0.53-0.99x the time of BLAS's
+# products in both dtypes there (1.05x at (20, 10) float32, where the rows
+# strategy is faster still), and 1.07-1.33x on larger sums of more
+# classes: (96, 1000) and (200, 1000) in both dtypes, (784, 300), float64
+# (200, 300) and (3000, 100), with no block size doing better
+# (BENCHMARKS.md, "Fifty-eighth session", `benchmarks/gradient_variants.py
+# tiles`). On hosts with AVX-512 at any size (_TILES_ANY_SIZE): on a Zen 5
+# host (the same grid; OpenBLAS runs its AVX2 kernels there) 0.45-0.96x
+# BLAS's time wherever the variants differ, G up to 3.2 MB, and the Hessian
+# products 0.45-0.88x ("Sixtieth session"); the Intel AVX-512 hosts of
+# earlier sessions, whose OpenBLAS has AVX-512 kernels, were not measured.
+# Blocks of _TILES_BLOCK_ROWS rows, half as many on rows of more than
 # _TILES_SHORT_ROW bytes: whole gradients in float32 ran fastest at 48-96
-# rows at n = 96 ... 200, 24-48 at n = 784 and 3000, 96-192 at n = 20.
-_TILES_HOST = not WIDE_REGISTERS
+# rows at n = 96 ... 200, 24-48 at n = 784 and 3000, 96-192 at n = 20
+# (Zen 3).
+_TILES_ANY_SIZE = WIDE_REGISTERS
 _TILES_G_BYTES = 256 << 10
 _TILES_G_BYTES_FEW = 1 << 20
 _TILES_FEW_CLASSES = 64
@@ -269,9 +274,10 @@ _TILES_SHORT_ROW = 512
 
 def outer_tiles(n: int, k: int, itemsize: int) -> bool:
     """Whether the GEMM gradient on rows of n features and k classes runs :mod:`._outer`'s tiles."""
+    if _TILES_ANY_SIZE:
+        return True
     g_bytes = n * padded_width(k, itemsize) * itemsize
-    return _TILES_HOST and (g_bytes <= _TILES_G_BYTES or (
-        k <= _TILES_FEW_CLASSES and g_bytes <= _TILES_G_BYTES_FEW))
+    return g_bytes <= _TILES_G_BYTES or (k <= _TILES_FEW_CLASSES and g_bytes <= _TILES_G_BYTES_FEW)
 
 
 def tiles_block_rows(n: int, itemsize: int, m: int) -> int:

@@ -122,27 +122,27 @@ def test_transposed_logits_rule(monkeypatch):
 def test_outer_tiles_rule(monkeypatch):
     """_dense.outer_tiles: on hosts without AVX-512, where the padded
     partial sum (n kp entries) takes at most 256 KiB, or at most 1 MiB up to
-    64 classes (BENCHMARKS.md, "Fifty-eighth session"); never on hosts with
-    it. The engine names the kernels (gradient and Hessian products)."""
+    64 classes (BENCHMARKS.md, "Fifty-eighth session"); at any size on hosts
+    with it ("Sixtieth session"). The engine names the kernels (gradient and
+    Hessian products)."""
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
-    assert _dense._TILES_HOST == (not WIDE_REGISTERS)
-    monkeypatch.setattr(_dense, "_TILES_HOST", True)
+    assert _dense._TILES_ANY_SIZE == WIDE_REGISTERS
+    monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", False)
     t = _dense.outer_tiles
     # float32: kp = k rounded up to 8 (AVX2) or 16 lanes
     assert t(20, 1000, 4) and t(200, 300, 4) and t(3000, 30, 4) and t(96, 10, 8)
     assert not t(96, 1000, 4) and not t(784, 300, 4) and not t(3000, 100, 4)
     assert t(3000, 30, 8) and t(96, 300, 8) and not t(200, 300, 8) and not t(3000, 80, 8)
     assert not t(40000, 3, 8) and not t(5000, 64, 8)
-    monkeypatch.setattr(_dense, "_TILES_HOST", False)
-    assert not t(20, 10, 4) and not t(96, 30, 8)
-    monkeypatch.setattr(_dense, "_TILES_HOST", True)
+    monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", True)
+    assert t(96, 1000, 4) and t(3000, 100, 4) and t(5000, 64, 8) and t(20, 10, 4)
     X, y, W, b, sw = make_problem(np.random.default_rng(0), 300, 100, 40, np.float32)
     engine = PublicObjective(X, y, 40, None, strategy="gemm").objective.engine
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_tiles_lanes"
     # 300 rows of 400 bytes (one chunk, a small call): one block of them
     assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 96
-    monkeypatch.setattr(_dense, "_TILES_HOST", False)
+    monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: False)
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_lanes"
 
 
