@@ -22,6 +22,14 @@ prototyped first, ran as fast at even vector counts and up to 1.5x slower
 at odd ones, where a 6 x 1 tile (6 chains of FMAs) took the last vector
 (BENCHMARKS.md, "Fifty-eighth session").
 
+With AVX-512's 32 registers the wide tiles take 8 rows (features), 24
+accumulators, a rest of 4 or more by the 4-row tile: per FMA half the
+loads of W (of E) and the W panel streamed from L2 half as often. On one
+Zen 5 core the 8 x 3 forward tile ran at 223-267 GFLOP/s in float32 (128-133
+in float64), the 4 x 3 one at 165-240 (82-122), the slowest on rows of 784
+features, whose W panel is out of L1; the backward 251-275 against 205-260
+("Sixtieth session").
+
 Every step loads and every tile stores whole vectors of classes, none
 masked: a masked load on every step made a tile 1.6-1.7x slower on a Zen 3
 host (AVX2), and a masked store of each tile's last vector cost its
@@ -41,10 +49,13 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from ._ahead import _I32, _I64, VectorOps, _const, _enter_loop, tile_codegen
-from ._config import JIT, VECTOR_BYTES, itemsize
+from ._config import JIT, VECTOR_BYTES, WIDE_REGISTERS, itemsize
 
-# Rows (forward) and features (backward) of the wide tiles.
-TILE = 4
+# Rows (forward) and features (backward) of the wide tiles, and of the
+# tiles for a rest of at least HALF_TILE rows (features): compile-time
+# constants, the 8-row tiles' branches dropped on hosts without AVX-512.
+TILE = 8 if WIDE_REGISTERS else 4
+HALF_TILE = 4
 
 
 def _splat(b, ops, x):
@@ -185,15 +196,21 @@ def _make_backward(F: int, V: int):
     return tile
 
 
-_forward_4x3 = _make_forward(TILE, 3)
-_forward_4x2 = _make_forward(TILE, 2)
-_forward_4x1 = _make_forward(TILE, 1)
+_forward_8x3 = _make_forward(8, 3)
+_forward_8x2 = _make_forward(8, 2)
+_forward_8x1 = _make_forward(8, 1)
+_forward_4x3 = _make_forward(HALF_TILE, 3)
+_forward_4x2 = _make_forward(HALF_TILE, 2)
+_forward_4x1 = _make_forward(HALF_TILE, 1)
 _forward_1x3 = _make_forward(1, 3)
 _forward_1x2 = _make_forward(1, 2)
 _forward_1x1 = _make_forward(1, 1)
-_backward_4x3 = _make_backward(TILE, 3)
-_backward_4x2 = _make_backward(TILE, 2)
-_backward_4x1 = _make_backward(TILE, 1)
+_backward_8x3 = _make_backward(8, 3)
+_backward_8x2 = _make_backward(8, 2)
+_backward_8x1 = _make_backward(8, 1)
+_backward_4x3 = _make_backward(HALF_TILE, 3)
+_backward_4x2 = _make_backward(HALF_TILE, 2)
+_backward_4x1 = _make_backward(HALF_TILE, 1)
 _backward_1x3 = _make_backward(1, 3)
 _backward_1x2 = _make_backward(1, 2)
 _backward_1x1 = _make_backward(1, 1)
@@ -219,6 +236,14 @@ def spare_rows(X, k):
 
 
 @njit(inline="always", **JIT)
+def _tile_rows(left):
+    """Rows (features) of the next tile, of ``left``: TILE, else HALF_TILE, else 1."""
+    if TILE > HALF_TILE and left >= TILE:
+        return TILE
+    return HALF_TILE if left >= HALF_TILE else 1
+
+
+@njit(inline="always", **JIT)
 def _vectors(left):
     """Vectors of classes of the next tile, of ``left``: 3, but a rest of 4 as 2 + 2."""
     if left >= 3 and left != 4:
@@ -239,14 +264,21 @@ def forward_block(X, r0, rows, Wp, Z):
     vectors = -(-k // L)
     q = 0
     while q < rows:
-        wide = rows - q >= TILE
+        t = _tile_rows(rows - q)
         # The last vectors first: the tiles of vector 0, which write each
         # row's first entries, run after the others have run on into them.
         v = vectors
         while v > 0:
             c = _vectors(v)
             v -= c
-            if wide:
+            if t == 8:
+                if c == 3:
+                    _forward_8x3(X, r0 + q, Wp, v * L, Z, q)
+                elif c == 2:
+                    _forward_8x2(X, r0 + q, Wp, v * L, Z, q)
+                else:
+                    _forward_8x1(X, r0 + q, Wp, v * L, Z, q)
+            elif t == 4:
                 if c == 3:
                     _forward_4x3(X, r0 + q, Wp, v * L, Z, q)
                 elif c == 2:
@@ -259,7 +291,7 @@ def forward_block(X, r0, rows, Wp, Z):
                 _forward_1x2(X, r0 + q, Wp, v * L, Z, q)
             else:
                 _forward_1x1(X, r0 + q, Wp, v * L, Z, q)
-        q += TILE if wide else 1
+        q += t
 
 
 @njit(**JIT)
@@ -275,11 +307,18 @@ def backward_block(X, r0, rows, E, G):
     vectors = G.shape[1] // L
     f0 = 0
     while f0 < n:
-        wide = n - f0 >= TILE
+        t = _tile_rows(n - f0)
         v = 0
         while v < vectors:
             c = _vectors(vectors - v)
-            if wide:
+            if t == 8:
+                if c == 3:
+                    _backward_8x3(X, r0, rows, E, v * L, G, f0)
+                elif c == 2:
+                    _backward_8x2(X, r0, rows, E, v * L, G, f0)
+                else:
+                    _backward_8x1(X, r0, rows, E, v * L, G, f0)
+            elif t == 4:
                 if c == 3:
                     _backward_4x3(X, r0, rows, E, v * L, G, f0)
                 elif c == 2:
@@ -293,7 +332,7 @@ def backward_block(X, r0, rows, E, G):
             else:
                 _backward_1x1(X, r0, rows, E, v * L, G, f0)
             v += c
-        f0 += TILE if wide else 1
+        f0 += t
 
 
 def padded_width(k: int, itemsize: int) -> int:
