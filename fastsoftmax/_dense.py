@@ -117,9 +117,17 @@ _MAX_ROWS_LARGE_G = 2048
 # m <= n, measured at two threads, is the cautious side. At least
 # _SPLIT_MIN_FEATURES features a thread keep each thread's product a matrix
 # product.
+# Where the GEMM strategy's blocks run the outer-product tiles at any size
+# (_TILES_ANY_SIZE, hosts with AVX-512), the row split on those tiles took
+# 0.50-0.93x the split's time (BLAS's products) at 300-1,000 rows of 784
+# and 3,000 features, 100-1,000 classes, in both dtypes, and 1.11x at
+# (100, 3000, 1000) float64 (0.93x in float32; 2-core Zen 5 host, "Sixtieth
+# session"): there the split takes chunks of fewer than
+# _SPLIT_TILES_CHUNK_ROWS rows only.
 _SPLIT_G_BYTES = 1 << 20
 _SPLIT_ROWS_PER_FEATURE = 1
 _SPLIT_MIN_FEATURES = 32
+_SPLIT_TILES_CHUNK_ROWS = 64
 
 # The per-chunk partial sums are reduced by a parallel kernel from this many
 # bytes (all chunks together), by NumPy below. NumPy's G.sum(axis=0) runs on
@@ -398,7 +406,8 @@ def narrow_blocks(n: int, k: int, itemsize: int) -> bool:
 def split_features(m: int, n: int, k: int, itemsize: int, chunks: int) -> bool:
     """Whether the GEMM strategy's backward product is split by features (few rows, large n k)."""
     return (k >= LANES_FROM and n * k * itemsize >= _SPLIT_G_BYTES
-            and m <= _SPLIT_ROWS_PER_FEATURE * n and n >= _SPLIT_MIN_FEATURES * chunks)
+            and m <= _SPLIT_ROWS_PER_FEATURE * n and n >= _SPLIT_MIN_FEATURES * chunks
+            and (not _TILES_ANY_SIZE or m < _SPLIT_TILES_CHUNK_ROWS * chunks))
 
 
 def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> str:

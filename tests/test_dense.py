@@ -511,7 +511,7 @@ def _force_split(monkeypatch):
     """Make every parallel GEMM pass of 32+ classes split its backward product by
     features (_dense.split_features); return counters of the two kernels' calls."""
     for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30)):
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("_SPLIT_TILES_CHUNK_ROWS", 1 << 30)):
         monkeypatch.setattr(_dense, name, value)
     _dense._layout.cache_clear()  # layouts kept under the constants before
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
@@ -528,17 +528,22 @@ def _force_split(monkeypatch):
     return calls
 
 
-def test_split_by_features_rule():
+def test_split_by_features_rule(monkeypatch):
     """_dense.split_features: 32+ classes, n k of at least _SPLIT_G_BYTES, no
     more than _SPLIT_ROWS_PER_FEATURE rows a feature, at least
-    _SPLIT_MIN_FEATURES features a thread."""
+    _SPLIT_MIN_FEATURES features a thread; where the outer tiles run at any
+    size (AVX-512 hosts), chunks of fewer than _SPLIT_TILES_CHUNK_ROWS rows."""
     s = _dense.split_features
+    monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", False)
     assert s(1000, 3000, 1000, 4, 2) and s(700, 784, 1000, 8, 2) and s(3000, 3000, 100, 4, 2)
     assert s(1000, 1000, 1000, 4, 2) and not s(1001, 1000, 1000, 4, 2)  # a row a feature
     assert not s(1000, 3000, 31, 8, 2)  # fewer than LANES_FROM classes
     assert not s(100, 300, 300, 8, 2) and not s(500, 784, 100, 8, 2)  # n k < 1 MiB
     assert s(500, 1024, 256, 4, 2) and not s(500, 1024, 255, 4, 2)  # the bound, 1 MiB
     assert not s(1000, 1000, 1000, 4, 32)  # 31 features a thread
+    monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", True)
+    assert s(127, 3000, 1000, 8, 2) and not s(128, 3000, 1000, 8, 2)
+    assert s(1000, 3000, 1000, 4, 16) and not s(300, 3000, 100, 4, 2)
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

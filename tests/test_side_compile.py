@@ -97,7 +97,8 @@ CASES = {
     "gemm": ("gemm", 3000, 100, 3, np.float64, True, False),
     # (more than 64 features: the lanes kernel, not the transposed one, on any host)
     "gemm-lanes": ("gemm", 2000, 100, 40, np.float32, False, False),
-    # (at most 32 features, below 32 classes: the product with transposed blocks)
+    # (at most 32 features, below 32 classes: the product with transposed
+    # blocks on hosts without AVX-512, as "one-chunk")
     "gemm-t": ("gemm", 3000, 20, 5, np.float32, False, False),
     "one-chunk": ("gemm", 200, 10, 3, np.float64, False, False),
     "one-chunk-rowwise": ("gemm", 200, 40, 3, np.float32, False, False),
@@ -109,7 +110,7 @@ CASES = {
 def force_split(monkeypatch):
     """Have the GEMM strategy split its backward product by features (the "split" case)."""
     for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30)):
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("_SPLIT_TILES_CHUNK_ROWS", 1 << 30)):
         monkeypatch.setattr(_dense, name, value)
     _dense._layout.cache_clear()  # layouts kept under the constants before
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
@@ -133,7 +134,10 @@ def test_predicted_signature_is_the_one_newton_compiles(case, rng, monkeypatch):
             assert objective.engine._split == (case == "split")
             assert objective.engine._serial == case.startswith("one-chunk")
             [(kernel, types)] = objective.engine.hessp_kernels()
-            assert ("_gemm_t" in kernel.__name__) == (case in ("gemm-t", "one-chunk"))
+            # (transposed blocks on hosts without AVX-512 only)
+            transposed = (strategy == "gemm" and case != "split"
+                          and _dense.transposed_products(n, k, np.dtype(dt).itemsize))
+            assert ("_gemm_t" in kernel.__name__) == transposed
             # The second process finds the kernel by its module and name.
             py_func = kernel.py_func
             assert getattr(importlib.import_module(py_func.__module__),
