@@ -271,13 +271,24 @@ def transposed_logits(n: int, k: int, itemsize: int) -> bool:
 # Blocks of _TILES_BLOCK_ROWS rows, half as many on rows of more than
 # _TILES_SHORT_ROW bytes: whole gradients in float32 ran fastest at 48-96
 # rows at n = 96 ... 200, 24-48 at n = 784 and 3000, 96-192 at n = 20
-# (Zen 3).
+# (Zen 3). With AVX-512's 8-row tiles (_TILES_BLOCK_BYTES set) the most
+# rows, from _TILES_WIDE_BLOCK_ROWS halved down to half _TILES_BLOCK_ROWS,
+# whose block of X stays within _TILES_BLOCK_BYTES: each tile's loop over
+# the block's rows (the backward product) runs longer. On the Zen 5 host
+# whole gradients took 0.73-1.02x the time of the rule above at 20-3,000
+# features and 10-1,000 classes in both dtypes; 384 rows against 48-96
+# 0.73-0.82x at 20-200 features from 48 classes ("Sixtieth session"). The
+# Hessian products, whose blocks hold P and U (two rows of k a row), keep
+# the rule above: the larger blocks took 0.96-1.09x its time in float32,
+# 1.00-1.14x in float64.
 _TILES_ANY_SIZE = WIDE_REGISTERS
 _TILES_G_BYTES = 256 << 10
 _TILES_G_BYTES_FEW = 1 << 20
 _TILES_FEW_CLASSES = 64
 _TILES_BLOCK_ROWS = 96
 _TILES_SHORT_ROW = 512
+_TILES_WIDE_BLOCK_ROWS = 384
+_TILES_BLOCK_BYTES: int | None = 320 << 10 if WIDE_REGISTERS else None
 
 
 def outer_tiles(n: int, k: int, itemsize: int) -> bool:
@@ -288,9 +299,14 @@ def outer_tiles(n: int, k: int, itemsize: int) -> bool:
     return g_bytes <= _TILES_G_BYTES or (k <= _TILES_FEW_CLASSES and g_bytes <= _TILES_G_BYTES_FEW)
 
 
-def tiles_block_rows(n: int, itemsize: int, m: int) -> int:
-    """Rows per block of the tiles' gradient (of a chunk of m rows), whole tiles of 4."""
-    rows = _TILES_BLOCK_ROWS if n * itemsize <= _TILES_SHORT_ROW else _TILES_BLOCK_ROWS // 2
+def tiles_block_rows(n: int, itemsize: int, m: int, products: bool = False) -> int:
+    """Rows per block of the tiles' gradient (products: Hessian products) in a chunk of m rows."""
+    if _TILES_BLOCK_BYTES is None or products:
+        rows = _TILES_BLOCK_ROWS if n * itemsize <= _TILES_SHORT_ROW else _TILES_BLOCK_ROWS // 2
+    else:
+        rows = _TILES_WIDE_BLOCK_ROWS
+        while rows > _TILES_BLOCK_ROWS // 2 and rows * n * itemsize > _TILES_BLOCK_BYTES:
+            rows //= 2
     return max(1, min(rows, m))
 
 
@@ -846,7 +862,7 @@ class DenseEngine:
                 # Padded G; blocks of P and of U, each with its spare rows.
                 G, gc = self._accumulators(c, padded_width(self.k, dt.itemsize))
                 rows = tiles_block_rows(self.data.n_features, dt.itemsize,
-                                        -(-self.data.n_rows // c))
+                                        -(-self.data.n_rows // c), products=True)
                 rows += spare_rows_for(self.k, dt.itemsize)
                 return G, gc, np.zeros((c, 2 * rows, self.k), dtype=dt)
             G, gc = self._accumulators(c)

@@ -140,8 +140,20 @@ def test_outer_tiles_rule(monkeypatch):
     X, y, W, b, sw = make_problem(np.random.default_rng(0), 300, 100, 40, np.float32)
     engine = PublicObjective(X, y, 40, None, strategy="gemm").objective.engine
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_tiles_lanes"
-    # 300 rows of 400 bytes (one chunk, a small call): one block of them
+    # 300 rows of 400 bytes (one chunk, a small call): blocks of 96 (AVX2's
+    # rule), or one block of them (AVX-512's)
+    monkeypatch.setattr(_dense, "_TILES_BLOCK_BYTES", None)
     assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 96
+    assert _dense.tiles_block_rows(200, 4, 1000) == 48
+    monkeypatch.setattr(_dense, "_TILES_BLOCK_BYTES", 320 << 10)
+    assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 300
+    # the most rows from 384, halving, whose block of X takes at most 320 KiB
+    assert _dense.tiles_block_rows(100, 8, 1000) == 384
+    assert _dense.tiles_block_rows(200, 8, 1000) == 192
+    assert _dense.tiles_block_rows(784, 4, 1000) == 96
+    assert _dense.tiles_block_rows(784, 8, 1000) == _dense.tiles_block_rows(3000, 4, 1000) == 48
+    # the Hessian products by the first rule on every host
+    assert _dense.tiles_block_rows(100, 8, 1000, products=True) == 48
     monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: False)
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_lanes"
 
