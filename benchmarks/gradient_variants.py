@@ -11,6 +11,11 @@
                                            [--ks 48,100,200] [--work 1.2e8] [--shapes ...]
     python benchmarks/gradient_variants.py tiles [--dtype float32] [--ns 48,96,200]
                                            [--ks 20,30,48,100] [--work 2e8] [--shapes ...]
+                                           [--products]
+    python benchmarks/gradient_variants.py tile_blocks [--dtype float32] [--products]
+                                           [--shapes 20000x100x100,3000x784x100,...]
+    python benchmarks/gradient_variants.py split [--dtype float32]
+                                           [--shapes 1000x3000x100,300x3000x100,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -34,7 +39,13 @@ classes (``fastsoftmax._calibration.GRID_K``). ``tiles``: the GEMM
 strategy's gradient with its products by the outer-product tiles
 (``gemm_tiles``) against the same with BLAS's (``gemm``) and against the
 rows strategy, on the grid of ``transposed`` or at ``--shapes``: the rule
-``fastsoftmax._dense.outer_tiles``. Both variants run on the
+``fastsoftmax._dense.outer_tiles``; with ``--products`` the Hessian
+products from the stored P, tiles against BLAS. ``tile_blocks``: the
+tiles' gradient (``--products``: the Hessian products) in blocks by the
+48-96-row rule against the rule in bytes of X of AVX-512 hosts, the
+rules of ``fastsoftmax._dense.tiles_block_rows``. ``split``: the GEMM
+gradient with its backward product split by features against the row
+split, the rule ``fastsoftmax._dense.split_features``. Both variants run on the
 same data, each on its own engine (the GEMM strategy, or the rows
 strategy, forced), the order alternating
 from round to round; each round takes the best of 5 calls; the table has
@@ -253,16 +264,14 @@ def tiles(args, rng) -> None:
                 _dense.outer_tiles = rule
         return call
 
-    if args.shapes:
-        shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
-        cases = [(m, n, k, *problem(m, n, k, dt, rng)) for m, n, k in shapes]
-    else:
-        cases = list(grid(args, rng))
+    if args.products:
+        tile_products(args, rng)
+        return
     print(f"{dt.name}, medians of {args.rounds} rounds of the best of {CALLS} calls")
     print("| (m, n, k) | gemm_tiles ms | gemm ms | rows ms | tiles / gemm | tiles / rows | "
           "the rule takes |")
     print("|---|---:|---:|---:|---:|---:|---|")
-    for m, n, k, data, coef, b in cases:
+    for m, n, k, data, coef, b in _cases(args, rng):
         runs = {"tiles": forced(Objective(data, "gemm", warm=True).engine, True, coef, b),
                 "gemm": forced(Objective(data, "gemm", warm=True).engine, False, coef, b),
                 "rows": forced(Objective(data, "rows", warm=True).engine, False, coef, b)}
@@ -271,6 +280,119 @@ def tiles(args, rng) -> None:
         print(f"| ({m}, {n}, {k}) | {t['tiles']:.2f} | {t['gemm']:.2f} | {t['rows']:.2f} | "
               f"{t['tiles'] / t['gemm']:.2f} | {t['tiles'] / t['rows']:.2f} | {takes} |",
               flush=True)
+
+
+def _cases(args, rng):
+    """Yield (m, n, k, data, coef, b) at ``--shapes``, else on the grid of ``--ns``, ``--ks``."""
+    if not args.shapes:
+        yield from grid(args, rng)
+        return
+    dt = np.dtype(args.dtype)
+    for m, n, k in (tuple(map(int, s.split("x"))) for s in args.shapes.split(",")):
+        yield (m, n, k, *problem(m, n, k, dt, rng))
+
+
+def _products_call(engine, coef, b, rng):
+    """Return the arguments of engine.hessp from a stored P: (coef, b, P, V, cv)."""
+    k, n = coef.shape
+    P = engine.proba_buffer()
+    engine.gradient(coef, b, P)
+    V = (0.01 * rng.standard_normal((k, n))).astype(coef.dtype)
+    return coef, b, P, V, (0.01 * rng.standard_normal(k)).astype(coef.dtype)
+
+
+def _patched(engine, name, value, products, call_args):
+    """Return a call of engine.gradient (products: engine.hessp) with _dense.<name> = value."""
+    saved = getattr(_dense, name)
+
+    def call():
+        setattr(_dense, name, value)
+        try:
+            (engine.hessp if products else engine.gradient)(*call_args)
+        finally:
+            setattr(_dense, name, saved)
+    return call
+
+
+def tile_products(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    print(f"{dt.name}, GEMM strategy, Hessian products from the stored P, medians of "
+          f"{args.rounds} rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | tiles ms | BLAS ms | tiles / BLAS | the rule takes |")
+    print("|---|---:|---:|---:|---|")
+    for m, n, k, data, coef, b in _cases(args, rng):
+        runs = {}
+        for name, on in (("tiles", True), ("blas", False)):
+            engine = Objective(data, "gemm", mode="cached", warm=True).engine
+            call_args = _products_call(engine, coef, b, rng)
+            runs[name] = _patched(engine, "outer_tiles", lambda n, k, i, on=on: on, True,
+                                  call_args)
+            runs[name]()  # the scratch made under its variant
+        t = alternate(runs, args.rounds)
+        takes = "tiles" if _dense.outer_tiles(n, k, dt.itemsize) else "BLAS"
+        print(f"| ({m}, {n}, {k}) | {t['tiles']:.2f} | {t['blas']:.2f} | "
+              f"{t['tiles'] / t['blas']:.2f} | {takes} |", flush=True)
+
+
+def tile_blocks(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    rule = _dense.tiles_block_rows
+    wide = 320 << 10  # the AVX-512 hosts' _TILES_BLOCK_BYTES
+
+    def rows_by(block_bytes):
+        # The rule with _TILES_BLOCK_BYTES = block_bytes, for the products too.
+        def rows(n, itemsize, m, products=False):
+            saved = _dense._TILES_BLOCK_BYTES
+            _dense._TILES_BLOCK_BYTES = block_bytes
+            try:
+                return rule(n, itemsize, m)
+            finally:
+                _dense._TILES_BLOCK_BYTES = saved
+        return rows
+
+    what = "Hessian products" if args.products else "gradient"
+    print(f"{dt.name}, the tiles' {what}, medians of {args.rounds} rounds of the best of "
+          f"{CALLS} calls")
+    print("| (m, n, k) | rows (48-96 rule) | ms | rows (bytes rule) | ms | bytes / 48-96 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for m, n, k, data, coef, b in _cases(args, rng):
+        runs, rows = {}, {}
+        for name, block_bytes in (("narrow", None), ("wide", wide)):
+            engine = Objective(data, "gemm", mode="cached", warm=True).engine
+            call_args = _products_call(engine, coef, b, rng) if args.products else (coef, b)
+            fn = rows_by(block_bytes)
+            runs[name] = _patched(engine, "tiles_block_rows", fn, args.products, call_args)
+            runs[name]()  # the scratch made under its rule
+            rows[name] = fn(n, dt.itemsize, -(-m // engine._chunks()))
+        t = alternate(runs, args.rounds)
+        print(f"| ({m}, {n}, {k}) | {rows['narrow']} | {t['narrow']:.2f} | {rows['wide']} | "
+              f"{t['wide']:.2f} | {t['wide'] / t['narrow']:.2f} |", flush=True)
+
+
+def split(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    rule = _dense.split_features
+    print(f"{dt.name}, GEMM strategy, medians of {args.rounds} rounds of the best of "
+          f"{CALLS} calls")
+    print("| (m, n, k) | split ms | row split ms | row split / split | the rule takes | "
+          "row split kernel |")
+    print("|---|---:|---:|---:|---|---|")
+    for m, n, k, data, coef, b in _cases(args, rng):
+        runs, kernel = {}, {}
+        for name, on in (("split", True), ("rows", False)):
+            _dense.split_features = lambda *a, on=on: on
+            _dense._layout.cache_clear()  # (layouts are kept by shape)
+            try:
+                engine = Objective(data, "gemm", warm=True).engine
+            finally:
+                _dense.split_features = rule
+                _dense._layout.cache_clear()
+            kernel[name] = engine.describe()["kernel"]
+            runs[name] = lambda engine=engine, coef=coef, b=b: engine.gradient(coef, b)
+        t = alternate(runs, args.rounds)
+        takes = "split" if rule(m, n, k, dt.itemsize, engine._chunks()) else "row split"
+        print(f"| ({m}, {n}, {k}) | {t['split']:.2f} | {t['rows']:.2f} | "
+              f"{t['rows'] / t['split']:.2f} | {takes} | {kernel['rows']} |", flush=True)
 
 
 # Each mode's defaults for the options left out (None).
@@ -282,6 +404,10 @@ DEFAULTS = {
     "strategies": {"dtype": "float64", "ns": "384,784,1536,3072", "ks": "48,100,200",
                    "work": 1.2e8},
     "tiles": {"dtype": "float32", "ns": "48,96,200", "ks": "20,30,48,100", "work": 2e8},
+    "tile_blocks": {"dtype": "float32", "shapes": "50000x20x100,20800x48x100,20000x100x100,"
+                    "5000x200x100,3000x784x100,7000x3000x10"},
+    "split": {"dtype": "float32", "shapes": "1000x3000x100,300x3000x100,100x3000x1000,"
+              "400x784x300"},
 }
 
 
@@ -294,13 +420,16 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=float)
     ap.add_argument("--shapes")
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--products", action="store_true",
+                    help="tiles, tile_blocks: time the Hessian products, not the gradient")
     args = ap.parse_args(argv)
     for name, value in DEFAULTS[args.what].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     rng = np.random.default_rng(0)
     {"transposed": transposed, "products": products, "fits": product_fits,
-     "width": width, "strategies": strategies, "tiles": tiles}[args.what](args, rng)
+     "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
+     "split": split}[args.what](args, rng)
 
 
 if __name__ == "__main__":

@@ -215,9 +215,13 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # and 16-31 at 64 reaching 1.15-1.51x in one run or more; float64 rows (at
 # most 32 features) 0.54-1.02x (2-core Zen 4 host,
 # `benchmarks/gradient_variants.py transposed`; BENCHMARKS.md, "Fortieth
-# session"). So on hosts with AVX-512: rows of fewer than LANES_FROM
-# classes, at most _TRANSPOSED_ROW_BYTES bytes of features (64 float32, 32
-# float64) and at most _TRANSPOSED_WEIGHTS weights.
+# session"): rows of fewer than LANES_FROM classes, at most 256 bytes of
+# features and 960 weights, until the GEMM strategy's blocks ran on the
+# outer-product tiles there too (_TILES_ANY_SIZE): on a Zen 5 host that
+# row-wise kernel took 0.40-0.96x the transposed one's time in float64 and
+# 0.51-0.97x in float32 at every cell of n = 8 ... 64 and k = 2 ... 20
+# (`gradient_variants.py transposed --ns 8,16,20,32,48,64 --ks 2,5,10,20
+# --work 1e8`, "Sixtieth session"), so hosts with AVX-512 never transpose.
 #
 # On hosts without (2-core AMD Zen 3, AVX2; the same script) the transposed
 # kernel took 0.58-0.76x the row-wise one's time in float32 at every cell
@@ -236,20 +240,16 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # 16-64 features 0.86-1.19x from cell to cell, so they keep the lanes
 # kernel ("Fifty-fifth session"). None: no limit; 0 classes: never.
 _TRANSPOSED_FEATURES = 64
-_TRANSPOSED_ROW_BYTES: int | None = 256 if WIDE_REGISTERS else None
-_TRANSPOSED_WEIGHTS: int | None = 960 if WIDE_REGISTERS else None
-_TRANSPOSED_MANY_CLASSES = 0 if WIDE_REGISTERS else 80
+_TRANSPOSED_MANY_CLASSES = 80
 
 
 def transposed_logits(n: int, k: int, itemsize: int) -> bool:
     """Whether the GEMM gradient on rows of n features and k classes transposes the logits."""
-    if n > _TRANSPOSED_FEATURES:
+    if _TILES_ANY_SIZE or n > _TRANSPOSED_FEATURES:
         return False
     if k >= LANES_FROM:
         return itemsize == 4 and k <= _TRANSPOSED_MANY_CLASSES
-    if _TRANSPOSED_ROW_BYTES is not None and n * itemsize > _TRANSPOSED_ROW_BYTES:
-        return False
-    return _TRANSPOSED_WEIGHTS is None or n * k <= _TRANSPOSED_WEIGHTS
+    return True
 
 
 # The GEMM strategy's gradient with both products by the outer-product

@@ -41,11 +41,12 @@ from fastsoftmax._dense import PROBA_BUDGET, choose_mode
 STRATEGIES = ("rows", "gemm")
 MODES = ("cached", "recompute")
 # The gradient kernels behind the strategies: the GEMM strategy takes the
-# kernel with transposed logits over few features and classes
-# (_dense.transposed_logits), the row-wise one otherwise (from 32 classes
-# the one with each row's maximum in lanes), its products by BLAS or, on
-# hosts without AVX-512 below a size of the partial sums
-# (_dense.outer_tiles), by the tiles of _kernels._outer ("gemm_tiles");
+# kernel with transposed logits over few features and classes on hosts
+# without AVX-512 (_dense.transposed_logits), the row-wise one otherwise
+# (from 32 classes the one with each row's maximum in lanes), its products
+# by BLAS or, on hosts with AVX-512 and on the others below a size of the
+# partial sums (_dense.outer_tiles), by the tiles of _kernels._outer
+# ("gemm_tiles");
 # the tests force each, whatever the shape and the host.
 KERNELS = ("rows", "gemm", "gemm_t", "gemm_tiles")
 # The Hessian products' kernels: the rows strategy's, and the GEMM
@@ -87,31 +88,19 @@ def _force_products(kernel, monkeypatch):
 # ---------------------------------------------------------- loss and gradient
 
 def test_transposed_logits_rule(monkeypatch):
-    """_dense.transposed_logits: rows of at most 64 features; on hosts with
-    AVX-512 also at most 256 bytes and 960 weights, below 32 classes
-    (BENCHMARKS.md, "Fortieth session"); on the others any number of
-    weights below 32 classes, and float32 rows up to 80 classes
-    ("Fifty-fourth" and "Fifty-fifth session")."""
+    """_dense.transposed_logits: on hosts without AVX-512, rows of at most 64
+    features below 32 classes, and float32 rows up to 80 classes
+    (BENCHMARKS.md, "Fifty-fourth" and "Fifty-fifth session"); never where
+    the outer tiles run at any size (hosts with AVX-512, "Sixtieth
+    session")."""
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
-    assert _dense._TRANSPOSED_FEATURES == 64
-    assert _dense._TRANSPOSED_ROW_BYTES == (256 if WIDE_REGISTERS else None)
-    assert _dense._TRANSPOSED_WEIGHTS == (960 if WIDE_REGISTERS else None)
-    assert _dense._TRANSPOSED_MANY_CLASSES == (0 if WIDE_REGISTERS else 80)
+    assert _dense._TRANSPOSED_FEATURES == 64 and _dense._TRANSPOSED_MANY_CLASSES == 80
     t = _dense.transposed_logits
-    # as on AVX-512 hosts
-    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", 256)
-    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", 960)
-    monkeypatch.setattr(_dense, "_TRANSPOSED_MANY_CLASSES", 0)
-    assert t(64, 10, 4) and t(64, 15, 4) and not t(64, 16, 4) and not t(65, 2, 4)
-    assert t(50, 19, 4) and not t(50, 20, 4) and t(40, 24, 4) and not t(40, 25, 4)
-    assert t(20, 31, 4) and t(32, 30, 4) and not t(32, 31, 4)
-    assert t(32, 30, 8) and not t(32, 31, 8) and t(20, 31, 8) and not t(33, 2, 8)
-    assert not t(16, 32, 4) and not t(64, 80, 4)  # 32+ classes: never
-    # as on the others
-    monkeypatch.setattr(_dense, "_TRANSPOSED_ROW_BYTES", None)
-    monkeypatch.setattr(_dense, "_TRANSPOSED_WEIGHTS", None)
-    monkeypatch.setattr(_dense, "_TRANSPOSED_MANY_CLASSES", 80)
+    assert not WIDE_REGISTERS or not t(8, 2, 8)
+    monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", True)
+    assert not t(8, 2, 8) and not t(64, 10, 4) and not t(16, 32, 4)
+    monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", False)
     assert t(64, 16, 4) and t(64, 31, 4) and t(50, 30, 4) and t(32, 31, 8)
     assert t(64, 31, 8) and t(64, 2, 8) and not t(65, 2, 4) and not t(65, 2, 8)
     # 32+ classes: float32 rows, at most 80 classes

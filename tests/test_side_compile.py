@@ -332,7 +332,9 @@ def test_second_process_of_a_calibration_compiles_what_comes_next(n, k, rng, mon
 
 
 # The gradient's cases: also the GEMM products by the tiles of
-# _kernels._outer (TILES forces them, or BLAS's, whatever the host).
+# _kernels._outer (TILES forces them, or BLAS's, whatever the host);
+# "gemm-t" forced to the transposed logits (hosts with AVX-512 never take
+# them, _dense.transposed_logits).
 GRADIENT_CASES = {
     **CASES,
     "gemm-tiles": ("gemm", 3000, 100, 3, np.float64, True, False),
@@ -348,6 +350,8 @@ def case_engine(case, rng, monkeypatch):
         force_split(monkeypatch)
     if case in TILES:
         monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: TILES[case])
+    if case == "gemm-t":
+        monkeypatch.setattr(_dense, "transposed_logits", lambda n, k, itemsize: True)
     X, y, W, b, sw = make_problem(rng, m, n, k, dt, weights=weights, soft=soft)
     return Objective(dataset(X, y, k, sw), strategy=strategy, warm=True).engine, W, b
 
