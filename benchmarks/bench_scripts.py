@@ -170,6 +170,14 @@ def test_backward_tiles_script():
                             "--dtypes", "float32", "--rounds", "1"), 2)
 
 
+def test_outer_tiles_script():
+    # Two tile shapes on one tiny block: one row, a forward and a backward rate each.
+    rows = run_script("benchmarks/outer_tiles.py", "--tiles", "4x1,2x2", "--blocks", "8x12x64",
+                      "--flops", "1e5")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (8, 12, 64) |") and rows[2].count("|") == 6, rows
+
+
 def test_blas_choice_script():
     # One shape in each dtype: a row each in both tables (the script checks
     # every candidate's products and gradient).
@@ -244,6 +252,26 @@ def test_gradient_variants_tiles():
     assert_table(rows, 1)
     rule = "gemm_tiles" if outer_tiles(48, 20, 4) else "gemm"
     assert rows[2].startswith("| (600, 48, 20) |") and rows[2].endswith(f"| {rule} |"), rows
+    # The Hessian products the same way, then the tiles' two block rules.
+    rows = run_script("benchmarks/gradient_variants.py", "tiles", "--products", "--shapes",
+                      "600x48x20", "--rounds", "1")
+    assert_table(rows, 1)
+    rule = "tiles" if outer_tiles(48, 20, 4) else "BLAS"
+    assert rows[2].endswith(f"| {rule} |"), rows
+    for products in ((), ("--products",)):
+        rows = run_script("benchmarks/gradient_variants.py", "tile_blocks", *products,
+                          "--shapes", "600x48x20", "--rounds", "1")
+        assert_table(rows, 1)
+        assert rows[2].startswith("| (600, 48, 20) |"), rows
+
+
+def test_gradient_variants_split():
+    # The features split against the row split on one tiny cell (the rule's
+    # choice depends on the thread count).
+    rows = run_script("benchmarks/gradient_variants.py", "split", "--shapes", "100x1100x300",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (100, 1100, 300) |") and "split |" in rows[2], rows
 
 
 def test_strategy_fits_script():

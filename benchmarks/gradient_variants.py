@@ -337,7 +337,7 @@ def tile_products(args, rng) -> None:
 def tile_blocks(args, rng) -> None:
     dt = np.dtype(args.dtype)
     rule = _dense.tiles_block_rows
-    wide = 320 << 10  # the AVX-512 hosts' _TILES_BLOCK_BYTES
+    wide = 160 << 10  # the AVX-512 hosts' _TILES_BLOCK_BYTES
 
     def rows_by(block_bytes):
         # The rule with _TILES_BLOCK_BYTES = block_bytes, for the products too.

@@ -275,12 +275,13 @@ def transposed_logits(n: int, k: int, itemsize: int) -> bool:
 # rows, from _TILES_WIDE_BLOCK_ROWS halved down to half _TILES_BLOCK_ROWS,
 # whose block of X stays within _TILES_BLOCK_BYTES: each tile's loop over
 # the block's rows (the backward product) runs longer. On the Zen 5 host
-# whole gradients took 0.73-1.02x the time of the rule above at 20-3,000
-# features and 10-1,000 classes in both dtypes; 384 rows against 48-96
-# 0.73-0.82x at 20-200 features from 48 classes ("Sixtieth session"). The
-# Hessian products, whose blocks hold P and U (two rows of k a row), keep
-# the rule above: the larger blocks took 0.96-1.09x its time in float32,
-# 1.00-1.14x in float64.
+# (`gradient_variants.py tile_blocks`, "Sixtieth session") whole float32
+# gradients took 0.89-1.00x the time of the rule above at 20-784 features,
+# float64 ones 0.99-1.05x on a quiet host and 0.73-0.81x at 20-100
+# features in an hour when another tenant loaded it. The Hessian
+# products, whose blocks hold P and U (two rows of k a row), keep the rule
+# above: blocks by the same rule at 320 KiB took 0.99-1.03x its time in
+# float32, 0.97-1.12x in float64.
 _TILES_ANY_SIZE = WIDE_REGISTERS
 _TILES_G_BYTES = 256 << 10
 _TILES_G_BYTES_FEW = 1 << 20
@@ -288,7 +289,7 @@ _TILES_FEW_CLASSES = 64
 _TILES_BLOCK_ROWS = 96
 _TILES_SHORT_ROW = 512
 _TILES_WIDE_BLOCK_ROWS = 384
-_TILES_BLOCK_BYTES: int | None = 320 << 10 if WIDE_REGISTERS else None
+_TILES_BLOCK_BYTES: int | None = 160 << 10 if WIDE_REGISTERS else None
 
 
 def outer_tiles(n: int, k: int, itemsize: int) -> bool:

@@ -134,12 +134,12 @@ def test_outer_tiles_rule(monkeypatch):
     monkeypatch.setattr(_dense, "_TILES_BLOCK_BYTES", None)
     assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 96
     assert _dense.tiles_block_rows(200, 4, 1000) == 48
-    monkeypatch.setattr(_dense, "_TILES_BLOCK_BYTES", 320 << 10)
+    monkeypatch.setattr(_dense, "_TILES_BLOCK_BYTES", 160 << 10)
     assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 300
-    # the most rows from 384, halving, whose block of X takes at most 320 KiB
-    assert _dense.tiles_block_rows(100, 8, 1000) == 384
-    assert _dense.tiles_block_rows(200, 8, 1000) == 192
-    assert _dense.tiles_block_rows(784, 4, 1000) == 96
+    # the most rows from 384, halving, whose block of X takes at most 160 KiB
+    assert _dense.tiles_block_rows(50, 8, 1000) == 384
+    assert _dense.tiles_block_rows(100, 8, 1000) == 192
+    assert _dense.tiles_block_rows(200, 8, 1000) == 96
     assert _dense.tiles_block_rows(784, 8, 1000) == _dense.tiles_block_rows(3000, 4, 1000) == 48
     # the Hessian products by the first rule on every host
     assert _dense.tiles_block_rows(100, 8, 1000, products=True) == 48
