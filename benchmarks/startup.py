@@ -75,14 +75,19 @@ def run_child(pkg_parent, home):
     env.pop("XDG_CACHE_HOME", None)
     argv = [sys.executable, "-W", "ignore", "-c", CHILD]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
-        out = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=str(home),
-                             preexec_fn=_drop_root)
-        if out.returncode == 0:
-            return json.loads(out.stdout.strip().splitlines()[-1]) | {"user": "nobody"}
-        # 'nobody' cannot reach this interpreter (e.g. it lives under /root):
-        # measure as root, where the package is read-only in name only.
-        print(f"(as nobody: {out.stderr.strip().splitlines()[-1:]}; running as root)",
-              file=sys.stderr)
+        # 'nobody' may not reach this interpreter (e.g. it lives under /root):
+        # the child then fails, or its exec does (PermissionError here).
+        # Measure as root then, where the package is read-only in name only.
+        try:
+            out = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                 cwd=str(home), preexec_fn=_drop_root)
+        except PermissionError as exc:
+            why = str(exc)
+        else:
+            if out.returncode == 0:
+                return json.loads(out.stdout.strip().splitlines()[-1]) | {"user": "nobody"}
+            why = str(out.stderr.strip().splitlines()[-1:])
+        print(f"(as nobody: {why}; running as root)", file=sys.stderr)
     out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True,
                          cwd=str(home))
     return json.loads(out.stdout.strip().splitlines()[-1]) | {"user": "self"}
