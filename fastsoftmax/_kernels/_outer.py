@@ -271,7 +271,7 @@ def forward_block(X, r0, rows, Wp, Z):
         while v > 0:
             c = _vectors(v)
             v -= c
-            if t == 8:
+            if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
                 if c == 3:
                     _forward_8x3(X, r0 + q, Wp, v * L, Z, q)
                 elif c == 2:
@@ -311,7 +311,7 @@ def backward_block(X, r0, rows, E, G):
         v = 0
         while v < vectors:
             c = _vectors(vectors - v)
-            if t == 8:
+            if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
                 if c == 3:
                     _backward_8x3(X, r0, rows, E, v * L, G, f0)
                 elif c == 2:
