@@ -258,7 +258,10 @@ def _fit_in_worker(seed):
     for modname in ("_checks", "_fused", "_rowwise", "_sgd", "_predict"):
         module = sys.modules.get(f"{_kernels.__name__}.{modname}")
         for name, obj in vars(module or object).items():
-            if isinstance(obj, CPUDispatcher):
+            # The module's own kernels only: one imported from another
+            # module may be a callee (_outer's block products), dispatched
+            # where its caller compiles and never where the caller loads.
+            if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == module.__name__:
                 hits = sum(obj.stats.cache_hits.values())
                 misses = sum(obj.stats.cache_misses.values())
                 if hits or misses:
