@@ -265,8 +265,9 @@ def transposed_logits(n: int, k: int, itemsize: int) -> bool:
 # (BENCHMARKS.md, "Fifty-eighth session", `benchmarks/gradient_variants.py
 # tiles`). On hosts with AVX-512 at any size (_TILES_ANY_SIZE): on a Zen 5
 # host (the same grid; OpenBLAS runs its AVX2 kernels there) 0.45-0.96x
-# BLAS's time wherever the variants differ, G up to 3.2 MB, and the Hessian
-# products 0.45-0.88x ("Sixtieth session"); the Intel AVX-512 hosts of
+# BLAS's time wherever the variants differ, G up to 3.2 MB, and with 8-row
+# tiles the Hessian products 0.40-0.57x (`gradient_variants.py tiles
+# --products`, "Sixtieth session"); the Intel AVX-512 hosts of
 # earlier sessions, whose OpenBLAS has AVX-512 kernels, were not measured.
 # Blocks of _TILES_BLOCK_ROWS rows, half as many on rows of more than
 # _TILES_SHORT_ROW bytes: whole gradients in float32 ran fastest at 48-96

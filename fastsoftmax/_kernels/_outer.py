@@ -25,10 +25,11 @@ at odd ones, where a 6 x 1 tile (6 chains of FMAs) took the last vector
 With AVX-512's 32 registers the wide tiles take 8 rows (features), 24
 accumulators, a rest of 4 or more by the 4-row tile: per FMA half the
 loads of W (of E) and the W panel streamed from L2 half as often. On one
-Zen 5 core the 8 x 3 forward tile ran at 223-267 GFLOP/s in float32 (128-133
-in float64), the 4 x 3 one at 165-240 (82-122), the slowest on rows of 784
-features, whose W panel is out of L1; the backward 251-275 against 205-260
-("Sixtieth session").
+Zen 5 core (`benchmarks/outer_tiles.py`) the 8 x 3 forward tile ran at
+263-269 GFLOP/s in float32 (128-134 in float64), the 4 x 3 one at 171-240
+(82-123), the slowest on rows of 784 features, whose W panel is out of L1;
+the backward 250-259 against 207-261 (124-133 against 96-130; BENCHMARKS.md,
+"Sixtieth session").
 
 Every step loads and every tile stores whole vectors of classes, none
 masked: a masked load on every step made a tile 1.6-1.7x slower on a Zen 3
