@@ -265,6 +265,16 @@ def test_gradient_variants_tiles():
         assert rows[2].startswith("| (600, 48, 20) |"), rows
 
 
+def test_gradient_variants_strips():
+    # The tiles' gradient with its forward by strips of classes outer against
+    # row tiles outer on one tiny cell of many classes (the tiles on every host).
+    rows = run_script("benchmarks/gradient_variants.py", "strips", "--shapes", "600x48x40",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (600, 48, 40) |"), rows
+    assert rows[2].endswith("| gemm_tiles_lanes |"), rows
+
+
 def test_gradient_variants_split():
     # The features split against the row split on one tiny cell (the rule's
     # choice depends on the thread count).

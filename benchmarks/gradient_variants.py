@@ -16,6 +16,8 @@
                                            [--shapes 20000x100x100,3000x784x100,...]
     python benchmarks/gradient_variants.py split [--dtype float32]
                                            [--shapes 1000x3000x100,300x3000x100,...]
+    python benchmarks/gradient_variants.py strips [--dtype float64]
+                                           [--shapes 1000x3000x1000,300x3000x3000,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -45,7 +47,11 @@ tiles' gradient (``--products``: the Hessian products) in blocks by the
 48-96-row rule against the rule in bytes of X of AVX-512 hosts, the
 rules of ``fastsoftmax._dense.tiles_block_rows``. ``split``: the GEMM
 gradient with its backward product split by features against the row
-split, the rule ``fastsoftmax._dense.split_features``. Both variants run on the
+split, the rule ``fastsoftmax._dense.split_features``. ``strips``: the tiles'
+gradient with its forward products by strips of classes outer (each strip
+of W over the block's row tiles: ``_outer.forward_block``) against the
+same kernel with the block's row tiles outer (each tile over every strip,
+the order before), defined here from ``_outer``'s tiles. Both variants run on the
 same data, each on its own engine (the GEMM strategy, or the rows
 strategy, forced), the order alternating
 from round to round; each round takes the best of 5 calls; the table has
@@ -395,6 +401,102 @@ def split(args, rng) -> None:
               f"{t['rows'] / t['split']:.2f} | {takes} | {kernel['rows']} |", flush=True)
 
 
+def _rows_outer_kernels():
+    """Return {variant: (chunk, kernel)}: the tiles' gradient, its forward by row tiles outer."""
+    from numba import njit, prange
+
+    from fastsoftmax._kernels import _fused, _outer
+    from fastsoftmax._kernels._config import JIT, PJIT
+
+    @njit(**JIT)
+    def forward(X, r0, rows, Wp, Z):
+        k = Z.shape[1]
+        L = _outer.lanes(X)
+        vectors = -(-k // L)
+        q = 0
+        while q < rows:
+            t = _outer._tile_rows(rows - q)
+            v = vectors
+            while v > 0:
+                c = _outer._vectors(v)
+                v -= c
+                if _outer.TILE == 8 and t == 8:
+                    if c == 3:
+                        _outer._forward_8x3(X, r0 + q, Wp, v * L, Z, q)
+                    elif c == 2:
+                        _outer._forward_8x2(X, r0 + q, Wp, v * L, Z, q)
+                    else:
+                        _outer._forward_8x1(X, r0 + q, Wp, v * L, Z, q)
+                elif t == 4:
+                    if c == 3:
+                        _outer._forward_4x3(X, r0 + q, Wp, v * L, Z, q)
+                    elif c == 2:
+                        _outer._forward_4x2(X, r0 + q, Wp, v * L, Z, q)
+                    else:
+                        _outer._forward_4x1(X, r0 + q, Wp, v * L, Z, q)
+                elif c == 3:
+                    _outer._forward_1x3(X, r0 + q, Wp, v * L, Z, q)
+                elif c == 2:
+                    _outer._forward_1x2(X, r0 + q, Wp, v * L, Z, q)
+                else:
+                    _outer._forward_1x1(X, r0 + q, Wp, v * L, Z, q)
+            q += t
+
+    def pair(block_error, blocks, lanes):
+        @njit(**JIT)
+        def chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+                  scratch, P):
+            if lanes:
+                _fused._wide_vectors_float64(X)
+            _fused._gemm_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss,
+                              bad_row, scratch, P, block_error, forward, _fused._tiles_backward,
+                              _outer.spare_rows(X, b.shape[0]), blocks)
+
+        @njit(**PJIT)
+        def kernel(X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+                   scratch, P):
+            for c in prange(gW.shape[0]):
+                chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss,
+                      bad_row, scratch, P)
+        return chunk, kernel
+
+    return {"gemm_tiles": pair(_fused._block_error_tiles, 2, False),
+            "gemm_tiles_lanes": pair(_fused._block_error_lanes, 1, True)}
+
+
+def strips(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    old = _rows_outer_kernels()
+    saved = dict(_dense._GRADIENT_KERNELS)
+
+    def rows_outer(engine, coef, b):
+        def call():
+            _dense._GRADIENT_KERNELS.update(old)
+            try:
+                engine.gradient(coef, b)
+            finally:
+                _dense._GRADIENT_KERNELS.update(saved)
+        return call
+
+    print(f"{dt.name}, the tiles' gradient (GEMM strategy), medians of {args.rounds} rounds "
+          f"of the best of {CALLS} calls")
+    print("| (m, n, k) | Wp MiB | strips outer ms | row tiles outer ms | "
+          "strips / row tiles | kernel |")
+    print("|---|---:|---:|---:|---:|---|")
+    for m, n, k, data, coef, b in _cases(args, rng):
+        engine = Objective(data, "gemm", warm=True).engine
+        kernel = engine.describe()["kernel"]
+        if kernel not in old:
+            print(f"| ({m}, {n}, {k}) | - | - | - | - | {kernel} (not the tiles) |")
+            continue
+        runs = {"strips": lambda engine=engine, coef=coef, b=b: engine.gradient(coef, b),
+                "rows": rows_outer(engine, coef, b)}
+        t = alternate(runs, args.rounds)
+        mib = n * _dense.padded_width(k, dt.itemsize) * dt.itemsize / 2**20
+        print(f"| ({m}, {n}, {k}) | {mib:.1f} | {t['strips']:.2f} | {t['rows']:.2f} | "
+              f"{t['strips'] / t['rows']:.2f} | {kernel} |", flush=True)
+
+
 # Each mode's defaults for the options left out (None).
 DEFAULTS = {
     "transposed": {"dtype": "float32", "ns": "50,64", "ks": "14,16,20,24,31", "work": 2e8},
@@ -408,6 +510,9 @@ DEFAULTS = {
                     "5000x200x100,3000x784x100,7000x3000x10"},
     "split": {"dtype": "float32", "shapes": "1000x3000x100,300x3000x100,100x3000x1000,"
               "400x784x300"},
+    "strips": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,500x1500x1000,"
+               "1000x784x1000,1000x3000x100,3000x1500x300,2000x100x1000,20000x100x100,"
+               "10000x20x1000,69000x96x30"},
 }
 
 
@@ -429,7 +534,7 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     {"transposed": transposed, "products": products, "fits": product_fits,
      "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
-     "split": split}[args.what](args, rng)
+     "split": split, "strips": strips}[args.what](args, rng)
 
 
 if __name__ == "__main__":

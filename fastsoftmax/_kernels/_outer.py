@@ -259,40 +259,52 @@ def forward_block(X, r0, rows, Wp, Z):
     Z (rows + :func:`spare_rows`, k) at least: the entries past row rows - 1
     are overwritten. Not inlined: the kernels of one dtype (gradient and
     Hessian products, one or two calls each) share one compiled copy.
+
+    Strips of classes outer, the block's row tiles inner: each strip of Wp
+    (n x 3 vectors) is read from memory once per block and from L2 by the
+    block's other tiles, where row tiles outer read the whole of Wp once a
+    tile: from memory where Wp outgrows L3 beside the chunks' partial
+    sums. On two threads of the Zen 5 host, the whole gradient against
+    row tiles outer (``benchmarks/gradient_variants.py strips --rounds 5``,
+    both dtypes): 0.75-0.82x the time where Wp takes 23-69 MiB ((1000,
+    3000, 1000) float64, (300, 3000, 3000) both), 0.92-0.96x at 1-11 MiB
+    in float32, 0.95-1.06x elsewhere (the runs' spread: the same cells
+    0.97-1.00x in a run of nine rounds; BENCHMARKS.md, "Sixty-first
+    session").
     """
     k = Z.shape[1]
     L = lanes(X)
-    vectors = -(-k // L)
-    q = 0
-    while q < rows:
-        t = _tile_rows(rows - q)
-        # The last vectors first: the tiles of vector 0, which write each
-        # row's first entries, run after the others have run on into them.
-        v = vectors
-        while v > 0:
-            c = _vectors(v)
-            v -= c
+    # The last vectors first: the tiles of vector 0, which write each row's
+    # first entries, run after the others have run on into them.
+    v = -(-k // L)
+    while v > 0:
+        c = _vectors(v)
+        v -= c
+        j = v * L
+        q = 0
+        while q < rows:
+            t = _tile_rows(rows - q)
             if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
                 if c == 3:
-                    _forward_8x3(X, r0 + q, Wp, v * L, Z, q)
+                    _forward_8x3(X, r0 + q, Wp, j, Z, q)
                 elif c == 2:
-                    _forward_8x2(X, r0 + q, Wp, v * L, Z, q)
+                    _forward_8x2(X, r0 + q, Wp, j, Z, q)
                 else:
-                    _forward_8x1(X, r0 + q, Wp, v * L, Z, q)
+                    _forward_8x1(X, r0 + q, Wp, j, Z, q)
             elif t == 4:
                 if c == 3:
-                    _forward_4x3(X, r0 + q, Wp, v * L, Z, q)
+                    _forward_4x3(X, r0 + q, Wp, j, Z, q)
                 elif c == 2:
-                    _forward_4x2(X, r0 + q, Wp, v * L, Z, q)
+                    _forward_4x2(X, r0 + q, Wp, j, Z, q)
                 else:
-                    _forward_4x1(X, r0 + q, Wp, v * L, Z, q)
+                    _forward_4x1(X, r0 + q, Wp, j, Z, q)
             elif c == 3:
-                _forward_1x3(X, r0 + q, Wp, v * L, Z, q)
+                _forward_1x3(X, r0 + q, Wp, j, Z, q)
             elif c == 2:
-                _forward_1x2(X, r0 + q, Wp, v * L, Z, q)
+                _forward_1x2(X, r0 + q, Wp, j, Z, q)
             else:
-                _forward_1x1(X, r0 + q, Wp, v * L, Z, q)
-        q += t
+                _forward_1x1(X, r0 + q, Wp, j, Z, q)
+            q += t
 
 
 @njit(**JIT)
