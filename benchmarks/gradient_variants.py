@@ -18,6 +18,8 @@
                                            [--shapes 1000x3000x100,300x3000x100,...]
     python benchmarks/gradient_variants.py strips [--dtype float64]
                                            [--shapes 1000x3000x1000,300x3000x3000,...]
+    python benchmarks/gradient_variants.py pairs [--dtype float32]
+                                           [--shapes 20000x100x100,100000x20x100,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -401,12 +403,12 @@ def split(args, rng) -> None:
               f"{t['rows'] / t['split']:.2f} | {takes} | {kernel['rows']} |", flush=True)
 
 
-def _rows_outer_kernels():
-    """Return {variant: (chunk, kernel)}: the tiles' gradient, its forward by row tiles outer."""
-    from numba import njit, prange
+def _rows_outer_forward():
+    """Return the tiles' forward block product with the block's row tiles outer (the old order)."""
+    from numba import njit
 
-    from fastsoftmax._kernels import _fused, _outer
-    from fastsoftmax._kernels._config import JIT, PJIT
+    from fastsoftmax._kernels import _outer
+    from fastsoftmax._kernels._config import JIT
 
     @njit(**JIT)
     def forward(X, r0, rows, Wp, Z):
@@ -442,6 +444,20 @@ def _rows_outer_kernels():
                     _outer._forward_1x1(X, r0 + q, Wp, v * L, Z, q)
             q += t
 
+    return forward
+
+
+def _tiles_kernels(forward, lanes_error):
+    """Return {variant: (chunk, kernel)}: the tiles' gradient kernels with these pieces.
+
+    ``forward``: the block's forward product; ``lanes_error``: the error of
+    rows of LANES_FROM classes or more (below, ``_block_error_tiles``).
+    """
+    from numba import njit, prange
+
+    from fastsoftmax._kernels import _fused, _outer
+    from fastsoftmax._kernels._config import JIT, PJIT
+
     def pair(block_error, blocks, lanes):
         @njit(**JIT)
         def chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
@@ -461,15 +477,15 @@ def _rows_outer_kernels():
         return chunk, kernel
 
     return {"gemm_tiles": pair(_fused._block_error_tiles, 2, False),
-            "gemm_tiles_lanes": pair(_fused._block_error_lanes, 1, True)}
+            "gemm_tiles_lanes": pair(lanes_error, 1, True)}
 
 
-def strips(args, rng) -> None:
+def _kernel_swap(old: dict, what: str, args, rng, columns: tuple[str, str]) -> None:
+    """Time the package's tiles gradient against the kernels ``old`` at every case, one table."""
     dt = np.dtype(args.dtype)
-    old = _rows_outer_kernels()
     saved = dict(_dense._GRADIENT_KERNELS)
 
-    def rows_outer(engine, coef, b):
+    def swapped(engine, coef, b):
         def call():
             _dense._GRADIENT_KERNELS.update(old)
             try:
@@ -478,10 +494,10 @@ def strips(args, rng) -> None:
                 _dense._GRADIENT_KERNELS.update(saved)
         return call
 
-    print(f"{dt.name}, the tiles' gradient (GEMM strategy), medians of {args.rounds} rounds "
-          f"of the best of {CALLS} calls")
-    print("| (m, n, k) | Wp MiB | strips outer ms | row tiles outer ms | "
-          "strips / row tiles | kernel |")
+    new, before = columns
+    print(f"{dt.name}, the tiles' gradient (GEMM strategy), {what}; medians of {args.rounds} "
+          f"rounds of the best of {CALLS} calls")
+    print(f"| (m, n, k) | Wp MiB | {new} ms | {before} ms | {new} / {before} | kernel |")
     print("|---|---:|---:|---:|---:|---|")
     for m, n, k, data, coef, b in _cases(args, rng):
         engine = Objective(data, "gemm", warm=True).engine
@@ -489,12 +505,29 @@ def strips(args, rng) -> None:
         if kernel not in old:
             print(f"| ({m}, {n}, {k}) | - | - | - | - | {kernel} (not the tiles) |")
             continue
-        runs = {"strips": lambda engine=engine, coef=coef, b=b: engine.gradient(coef, b),
-                "rows": rows_outer(engine, coef, b)}
+        runs = {"new": lambda engine=engine, coef=coef, b=b: engine.gradient(coef, b),
+                "old": swapped(engine, coef, b)}
         t = alternate(runs, args.rounds)
         mib = n * _dense.padded_width(k, dt.itemsize) * dt.itemsize / 2**20
-        print(f"| ({m}, {n}, {k}) | {mib:.1f} | {t['strips']:.2f} | {t['rows']:.2f} | "
-              f"{t['strips'] / t['rows']:.2f} | {kernel} |", flush=True)
+        print(f"| ({m}, {n}, {k}) | {mib:.1f} | {t['new']:.2f} | {t['old']:.2f} | "
+              f"{t['new'] / t['old']:.2f} | {kernel} |", flush=True)
+
+
+def strips(args, rng) -> None:
+    from fastsoftmax._kernels._fused import _block_error_pairs
+
+    _kernel_swap(_tiles_kernels(_rows_outer_forward(), _block_error_pairs),
+                 "forward by strips of classes against row tiles outer", args, rng,
+                 ("strips outer", "row tiles outer"))
+
+
+def pairs(args, rng) -> None:
+    from fastsoftmax._kernels._fused import _block_error_lanes
+    from fastsoftmax._kernels._outer import forward_block
+
+    _kernel_swap(_tiles_kernels(forward_block, _block_error_lanes),
+                 "the error of many classes in pairs of rows against three sweeps", args, rng,
+                 ("pairs", "sweeps"))
 
 
 # Each mode's defaults for the options left out (None).
@@ -510,6 +543,8 @@ DEFAULTS = {
                     "5000x200x100,3000x784x100,7000x3000x10"},
     "split": {"dtype": "float32", "shapes": "1000x3000x100,300x3000x100,100x3000x1000,"
               "400x784x300"},
+    "pairs": {"dtype": "float32", "shapes": "20000x100x100,100000x20x100,60000x50x40,"
+              "20000x100x64,50000x100x128,3000x784x100,1000x3000x100,2000x100x1000"},
     "strips": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,500x1500x1000,"
                "1000x784x1000,1000x3000x100,3000x1500x300,2000x100x1000,20000x100x100,"
                "10000x20x1000,69000x96x30"},
@@ -534,7 +569,7 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     {"transposed": transposed, "products": products, "fits": product_fits,
      "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
-     "split": split, "strips": strips}[args.what](args, rng)
+     "split": split, "strips": strips, "pairs": pairs}[args.what](args, rng)
 
 
 if __name__ == "__main__":

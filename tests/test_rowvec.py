@@ -5,8 +5,8 @@ masked last step, and rows of whole vectors, which skip it): the exp
 within 2 ulp over the whole range of arguments and exactly 0 below the
 normal range, the bias added and the maximum wherever it sits, every
 non-finite entry reported wherever it sits, the scaling with its sum into a longer array
-whose entries past the row are never written, and the two passes of a
-row's Hessian product. The kernels that use the
+whose entries past the row are never written, the two passes of a
+row's Hessian product, and two rows' whole error in one pass. The kernels that use the
 passes are tested against the reference in test_dense.py,
 test_loss_and_grad.py and test_hessp.py.
 """
@@ -154,3 +154,71 @@ def test_hessian_row_passes(dt, n):
     np.testing.assert_allclose(g[:n], g0[:n] + s, rtol=4 * float(np.finfo(dt).eps),
                                atol=4 * float(np.finfo(dt).eps))
     np.testing.assert_array_equal(g[n:], g0[n:])
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("k", [1, 7, 16, 17, 33, 40, 63, 64, 100, 128])
+@pytest.mark.parametrize("store_p", [False, True])
+def test_error_pair_matches_numpy(dt, k, store_p):
+    """Two rows' error in one pass (any row of up to 8 vectors): t = z +
+    bias, the maxima, the sums, z = exp(t - M) fw / S, gb += both rows, P =
+    softmax(t) where asked (else p untouched), against NumPy in float64;
+    the same numbers with P stored and without."""
+    from fastsoftmax._kernels._config import VECTOR_BYTES
+    from fastsoftmax._kernels._rowvec import ERROR_PAIR_VECTORS, error_pair
+
+    lanes = VECTOR_BYTES // np.dtype(dt).itemsize
+    if -(-k // lanes) > ERROR_PAIR_VECTORS:
+        pytest.skip("more vectors than a pair takes on this width")
+    rng = np.random.default_rng(k)
+    Z = (3 * rng.standard_normal((2, k))).astype(dt)
+    bias = rng.standard_normal(k).astype(dt)
+    fw = (0.3, 0.7)
+    gb0 = rng.standard_normal(k + 5).astype(dt)
+    z, gb, P = Z.copy(), gb0.copy(), np.full((2, k), -7.0, dt)
+    out = error_pair(z[0], z[1], bias, gb, P[0], P[1], fw[0], fw[1], store_p)
+    t = Z.astype(np.float64) + bias
+    M = t.max(axis=1)
+    e = np.exp(t - M[:, None])
+    S = e.sum(axis=1)
+    err = e * (np.array(fw) / S)[:, None]
+    tol = 8 * float(np.finfo(dt).eps)
+    np.testing.assert_allclose(out[0::3], M, rtol=tol)
+    np.testing.assert_allclose(out[1::3], S, rtol=tol)
+    assert out[2] == out[5] == 1
+    np.testing.assert_allclose(z, err, rtol=tol, atol=tol * 1e-3)
+    np.testing.assert_allclose(gb[:k], gb0[:k] + err.sum(axis=0), rtol=tol, atol=tol)
+    assert np.array_equal(gb[k:], gb0[k:]), "gb written past the row"
+    if store_p:
+        np.testing.assert_allclose(P, e / S[:, None], rtol=tol, atol=tol * 1e-3)
+    else:
+        assert np.all(P == -7.0)
+    # the same numbers with the other store_p
+    z2, gb2, P2 = Z.copy(), gb0.copy(), np.zeros((2, k), dt)
+    out2 = error_pair(z2[0], z2[1], bias, gb2, P2[0], P2[1], fw[0], fw[1], not store_p)
+    assert out2 == out and np.array_equal(z2, z) and np.array_equal(gb2, gb)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=IDS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", [0, 16, 38])
+def test_error_pair_reports_non_finite_rows_and_odd_rows(dt, bad, where):
+    """A non-finite entry anywhere flags its row only; the same row twice
+    with the second weight 0 (an odd last row) gives that row's error once."""
+    from fastsoftmax._kernels._rowvec import error_pair
+
+    rng = np.random.default_rng(where)
+    k = 39
+    Z = rng.standard_normal((2, k)).astype(dt)
+    Z[1, where] = bad
+    bias = np.zeros(k, dt)
+    gb = np.zeros(k, dt)
+    out = error_pair(Z[0], Z[1], bias, gb, Z[0], Z[1], 1.0, 1.0, False)
+    assert out[2] == 1 and out[5] == 0
+    z = Z[0].copy()
+    gb = np.zeros(k, dt)
+    out = error_pair(z, z, bias, gb, z, z, 0.5, 0.0, False)
+    e = np.exp(Z[0].astype(np.float64) - Z[0].max())
+    tol = 8 * float(np.finfo(dt).eps)
+    np.testing.assert_allclose(z, 0.5 * e / e.sum(), rtol=tol, atol=tol * 1e-3)
+    np.testing.assert_allclose(gb, z, rtol=tol, atol=tol * 1e-3)

@@ -395,6 +395,157 @@ def _hvp_update_ir(typingctx, u, p, pu, d, g):
     return types.void(u, p, pu, d, g), codegen
 
 
+# Rows of at most ERROR_PAIR_VECTORS whole or partial vectors take the
+# softmax error two rows at a time in registers (:func:`_error_pair_ir`).
+ERROR_PAIR_VECTORS = 8
+
+
+def _halving_sum(b, v):
+    """Return the sum of v's lanes by halves, strict adds: one order wherever it is inlined."""
+    width = v.type.count
+    while width > 1:
+        width //= 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, width), list(range(width))))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, width),
+                                                list(range(width, 2 * width))))
+        v = b.fadd(lo, hi)
+    return b.extract_element(v, ir.Constant(_I32, 0))
+
+
+@intrinsic
+def _error_pair_ir(typingctx, z0, z1, bias, gb, p0, p1, fw0, fw1, store_p):
+    """Two rows' error in one pass, in registers.
+
+    For each row of (z0, z1), 1-D C-contiguous rows of k classes (at most
+    :data:`ERROR_PAIR_VECTORS` vectors; more: zeros returned, nothing
+    written), bias, gb and p0, p1 as long (p0, p1 any such rows where not
+    ``store_p``), fw0 and fw1 taken in float64: t = z + bias, M =
+    max t, e = exp(t - M) (:class:`_Exp`), S = sum e (strict adds, lanes by
+    halves); the row becomes its scaled error without the target, z = e
+    fw / S (fw / S in float64, as ``_fused._block_error_lanes``' factor),
+    added into gb; where ``store_p`` (a boolean), p = e / S (the softmax).
+    Returns (M0, S0, F0, M1, S1, F1), F 1 where every entry of t is
+    finite, else 0 (the row's other outputs are then meaningless). Both
+    rows are loaded before either is stored, the second row stored first:
+    z1 may be z0 (an odd last row, with fw1 = 0: gb gets the row once, z0
+    its own error).
+    The row stays in registers from the load to the store: one read and
+    one write of each entry, where the three sweeps of
+    ``_fused._block_error_lanes`` read each entry three times and write it
+    three times; two rows in one body give the core a second chain of
+    reductions (max, then sum) to overlap.
+    """
+    if not _rows_of(z0, z1, bias, gb, p0, p1) or not isinstance(store_p, types.Boolean):
+        return None
+    ret = types.UniTuple(z0.dtype, 6)
+
+    def codegen(context, b, sig, args):
+        row = _Row(context, b, sig, args)
+        ops = row.ops
+        L, vec, fty = ops.L, ops.vec, ops.fty
+        zp0, zp1, bp, gp, pp0, pp1 = row.ptrs
+        fws = [context.cast(b, a, t, types.float64) for a, t in zip(args[6:8], sig.args[6:8],
+                                                                      strict=True)]
+        # P's stores masked by store_p: one code path with P and without,
+        # hence the same numbers (two branches were compiled to two orders).
+        keep = _splat(b, ir.VectorType(_I1, L), args[8])
+        maxnum = row.fn(b, "maxnum", vec, [vec, vec])
+        fabs = row.fn(b, "fabs", vec, [vec])
+        rmax = row.fn(b, "vector.reduce.fmax", fty, [vec])
+        big = ir.Constant(vec, [_big(sig.args[0].dtype)] * L)
+        low = ir.Constant(vec, [float("-inf")] * L)
+        mask_t = ir.VectorType(_I1, L)
+        rand = _intrinsic_fn(b.module, f"llvm.vector.reduce.and.v{L}i1", _I1, [mask_t])
+        exp = _Exp(b, ops)
+        one = ir.Constant(fty, 1.0)
+        vectors = b.udiv(b.add(row.n, _const(L - 1)), _const(L))
+        rest = b.sub(row.n, b.mul(b.sub(vectors, _const(1)), _const(L)))
+        done = b.append_basic_block("pair.done")
+        start = b.block
+        switch = b.switch(vectors, done)
+        results = []  # (block, values) per case
+
+        def tree(op, vs):
+            while len(vs) > 1:
+                vs = [op(vs[i], vs[i + 1]) if i + 1 < len(vs) else vs[i]
+                      for i in range(0, len(vs), 2)]
+            return vs[0]
+
+        for V in range(1, ERROR_PAIR_VECTORS + 1):
+            case = b.append_basic_block(f"pair.v{V}")
+            switch.add_case(_const(V), case)
+            b.position_at_end(case)
+            tail = tail_mask(b, rest, L)
+            masks = [None] * (V - 1) + [tail]
+            bs = [ops.load(ops.at(bp, _const(v * L)), masks[v]) for v in range(V)]
+            rows_t = []
+            for zp in (zp0, zp1):
+                rows_t.append([b.fadd(ops.load(ops.at(zp, _const(v * L)), masks[v]), bs[v])
+                               for v in range(V)])
+            out = []
+            es_rows = []
+            for t in rows_t:
+                fin = tree(b.and_, [b.fcmp_ordered("<=", b.call(fabs, [x]), big)
+                                    for x in t[:-1]]
+                           + [b.or_(b.fcmp_ordered("<=", b.call(fabs, [t[-1]]), big),
+                                    b.not_(tail))])
+                last = b.select(tail, t[-1], low)
+                mx = b.call(rmax, [tree(lambda x, y: b.call(maxnum, [x, y]),
+                                        t[:-1] + [last])])
+                mxv = _splat(b, vec, mx)
+                es = [exp(x, mxv) for x in t]
+                es[-1] = b.select(tail, es[-1], ops.zero)
+                # Strict adds (here, the halving sum, into gb): the same order
+                # wherever the code is inlined.
+                acc = ops.zero
+                for e in es:
+                    acc = b.fadd(acc, e)
+                total = _halving_sum(b, acc)
+                es_rows.append((es, total))
+                finf = b.uitofp(b.call(rand, [fin]), fty)
+                out += [mx, total, finf]
+            errs = []
+            # The second row stored first: where it is the first (z1 = z0,
+            # fw1 = 0), the first row's stores come last.
+            for (es, total), zp, pp, fw in reversed(list(zip(
+                    es_rows, (zp0, zp1), (pp0, pp1), fws, strict=True))):
+                # fw / S in fw's type (float64), then in the dtype: as the
+                # three sweeps' caller computes its factor.
+                f = b.fdiv(fw, b.fpext(total, fw.type) if fw.type != fty else total)
+                f = _splat(b, vec, b.fptrunc(f, fty) if fw.type != fty else f)
+                err = [b.fmul(e, f) for e in es]
+                inv = _splat(b, vec, b.fdiv(one, total))
+                for v, e in enumerate(es):
+                    pmask = keep if masks[v] is None else b.and_(keep, masks[v])
+                    ops.store(b.fmul(e, inv), ops.at(pp, _const(v * L)), pmask)
+                for v, x in enumerate(err):
+                    ops.store(x, ops.at(zp, _const(v * L)), masks[v])
+                errs.append(err)
+            for v in range(V):
+                at = ops.at(gp, _const(v * L))
+                add = b.fadd(errs[1][v], errs[0][v])  # (errs: the second row's first)
+                ops.store(b.fadd(ops.load(at, masks[v]), add), at, masks[v])
+            results.append((b.block, out))
+            b.branch(done)
+        b.position_at_end(done)
+        values = []
+        for i in range(6):
+            phi = b.phi(fty)
+            phi.add_incoming(ir.Constant(fty, 0.0), start)
+            for blk, out in results:
+                phi.add_incoming(out[i], blk)
+            values.append(phi)
+        return context.make_tuple(b, ret, values)
+
+    return ret(z0, z1, bias, gb, p0, p1, fw0, fw1, store_p), codegen
+
+
+@njit(inline="always", **JIT)
+def error_pair(z0, z1, bias, gb, p0, p1, fw0, fw1, store_p):
+    """Two rows' error in one pass (see :func:`_error_pair_ir`); p0, p1 written if store_p."""
+    return _error_pair_ir(z0, z1, bias, gb, p0, p1, fw0, fw1, store_p)
+
+
 @njit(inline="always", **JIT)
 def exp_row(z, mx, out):
     """out[j] = exp(z[j] - mx) (out may be z); returns the row sum (see the module)."""
