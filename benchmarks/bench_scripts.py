@@ -273,6 +273,11 @@ def test_gradient_variants_strips():
     assert_table(rows, 1)
     assert rows[2].startswith("| (600, 48, 40) |"), rows
     assert rows[2].endswith("| gemm_tiles_lanes |"), rows
+    # the blocks for large partial sums against the rule without them
+    rows = run_script("benchmarks/gradient_variants.py", "big_g", "--shapes", "600x48x40",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (600, 48, 40) |"), rows
     # and the error in pairs of rows against the three sweeps
     rows = run_script("benchmarks/gradient_variants.py", "pairs", "--shapes", "600x48x40",
                       "--rounds", "1")

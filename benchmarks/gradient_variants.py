@@ -20,6 +20,8 @@
                                            [--shapes 1000x3000x1000,300x3000x3000,...]
     python benchmarks/gradient_variants.py pairs [--dtype float32]
                                            [--shapes 20000x100x100,100000x20x100,...]
+    python benchmarks/gradient_variants.py big_g [--dtype float64]
+                                           [--shapes 1000x3000x1000,300x3000x3000,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -377,6 +379,31 @@ def tile_blocks(args, rng) -> None:
               f"{t['wide']:.2f} | {t['wide'] / t['narrow']:.2f} |", flush=True)
 
 
+def big_g(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    rule = _dense.tiles_block_rows
+
+    def small_g(n, itemsize, m, products=False, k=1):
+        return rule(n, itemsize, m, products)  # (k = 1: as if G were small)
+
+    print(f"{dt.name}, the tiles' gradient, blocks by the large-G rule against the rule "
+          f"without it; medians of {args.rounds} rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | G MiB | rows (rule) | ms | rows (without) | ms | rule / without |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for m, n, k, data, coef, b in _cases(args, rng):
+        runs, rows = {}, {}
+        for name, fn in (("rule", rule), ("without", small_g)):
+            engine = Objective(data, "gemm", warm=True).engine
+            runs[name] = _patched(engine, "tiles_block_rows", fn, False, (coef, b))
+            runs[name]()  # the scratch made under its rule
+            rows[name] = fn(n, dt.itemsize, -(-m // engine._chunks()), k=k)
+        t = alternate(runs, args.rounds)
+        mib = n * _dense.padded_width(k, dt.itemsize) * dt.itemsize / 2**20
+        print(f"| ({m}, {n}, {k}) | {mib:.1f} | {rows['rule']} | {t['rule']:.2f} | "
+              f"{rows['without']} | {t['without']:.2f} | {t['rule'] / t['without']:.2f} |",
+              flush=True)
+
+
 def split(args, rng) -> None:
     dt = np.dtype(args.dtype)
     rule = _dense.split_features
@@ -543,6 +570,8 @@ DEFAULTS = {
                     "5000x200x100,3000x784x100,7000x3000x10"},
     "split": {"dtype": "float32", "shapes": "1000x3000x100,300x3000x100,100x3000x1000,"
               "400x784x300"},
+    "big_g": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,1000x784x1000,"
+              "500x1500x1000,1000x3000x300,1000x3000x100,3000x784x100"},
     "pairs": {"dtype": "float32", "shapes": "20000x100x100,100000x20x100,60000x50x40,"
               "20000x100x64,50000x100x128,3000x784x100,1000x3000x100,2000x100x1000"},
     "strips": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,500x1500x1000,"
@@ -569,7 +598,7 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     {"transposed": transposed, "products": products, "fits": product_fits,
      "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
-     "split": split, "strips": strips, "pairs": pairs}[args.what](args, rng)
+     "split": split, "strips": strips, "pairs": pairs, "big_g": big_g}[args.what](args, rng)
 
 
 if __name__ == "__main__":

@@ -291,6 +291,20 @@ _TILES_BLOCK_ROWS = 96
 _TILES_SHORT_ROW = 512
 _TILES_WIDE_BLOCK_ROWS = 384
 _TILES_BLOCK_BYTES: int | None = 160 << 10 if WIDE_REGISTERS else None
+# Where a chunk's padded partial sum G takes _TILES_LARGE_G_BYTES or more
+# (hosts with AVX-512), blocks of _TILES_LARGE_G_ROWS rows: each block's
+# backward product reads and writes the whole of G (beside the other
+# chunks' and W, out of L3), and 192-row blocks do that a quarter as often
+# as 48-row ones; the backward product keeps each block's error within L2
+# by panels of classes (_kernels._outer.backward_block). On the Zen 5 host
+# (`gradient_variants.py big_g --rounds 5`, "Sixty-first session"), with
+# the bound at 4 MiB: 0.89-0.92x the time at G of 11-69 MiB ((1000, 3000,
+# 1000) float64, (300, 3000, 3000) both dtypes, (500, 1500, 1000) float64),
+# 0.99-1.01x at 6-12 MiB otherwise, and 1.10x at (1000, 3000, 300) float64
+# (7 MiB): the bound is 8 MiB (then 0.91-0.95x at 11-69 MiB in float64,
+# 0.99x at 6-7 MiB, where both take 48 rows).
+_TILES_LARGE_G_BYTES = 8 << 20
+_TILES_LARGE_G_ROWS = 192
 
 
 def outer_tiles(n: int, k: int, itemsize: int) -> bool:
@@ -301,10 +315,15 @@ def outer_tiles(n: int, k: int, itemsize: int) -> bool:
     return g_bytes <= _TILES_G_BYTES or (k <= _TILES_FEW_CLASSES and g_bytes <= _TILES_G_BYTES_FEW)
 
 
-def tiles_block_rows(n: int, itemsize: int, m: int, products: bool = False) -> int:
-    """Rows per block of the tiles' gradient (products: Hessian products) in a chunk of m rows."""
+def tiles_block_rows(n: int, itemsize: int, m: int, products: bool = False, k: int = 1) -> int:
+    """Rows per block of the tiles' gradient (products: Hessian products) in a chunk of m rows.
+
+    k: the classes (the gradient's rule for large partial sums).
+    """
     if _TILES_BLOCK_BYTES is None or products:
         rows = _TILES_BLOCK_ROWS if n * itemsize <= _TILES_SHORT_ROW else _TILES_BLOCK_ROWS // 2
+    elif n * padded_width(k, itemsize) * itemsize >= _TILES_LARGE_G_BYTES:
+        rows = _TILES_LARGE_G_ROWS
     else:
         rows = _TILES_WIDE_BLOCK_ROWS
         while rows > _TILES_BLOCK_ROWS // 2 and rows * n * itemsize > _TILES_BLOCK_BYTES:
@@ -550,7 +569,8 @@ class DenseEngine:
             out["reads_ahead"] = bool(reads_ahead.py_func(m, n, self.dtype.itemsize))
         else:
             tiles = self._gradient_variant().startswith("gemm_tiles")
-            out["block_rows"] = (tiles_block_rows(n, self.dtype.itemsize, -(-m // self._chunks()))
+            out["block_rows"] = (tiles_block_rows(n, self.dtype.itemsize, -(-m // self._chunks()),
+                                                  k=self.k)
                                  if tiles else int(self._rows))
             out["blas"] = in_use(self.dtype)
         return out
@@ -772,7 +792,8 @@ class DenseEngine:
             elif tiles:
                 # A block's logits, the rows its last vectors run on into,
                 # and below LANES_FROM classes the block transposed.
-                rows = tiles_block_rows(data.n_features, dt.itemsize, -(-data.n_rows // c))
+                rows = tiles_block_rows(data.n_features, dt.itemsize, -(-data.n_rows // c),
+                                        k=self.k)
                 rows = rows * (2 if self.k < LANES_FROM else 1)
                 scratch = (np.zeros((c, rows + spare_rows_for(self.k, dt.itemsize), self.k),
                                     dtype=dt),)

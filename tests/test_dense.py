@@ -141,8 +141,15 @@ def test_outer_tiles_rule(monkeypatch):
     assert _dense.tiles_block_rows(100, 8, 1000) == 192
     assert _dense.tiles_block_rows(200, 8, 1000) == 96
     assert _dense.tiles_block_rows(784, 8, 1000) == _dense.tiles_block_rows(3000, 4, 1000) == 48
+    # 192 rows where a chunk's padded G takes 8 MiB or more (3000 x 1008
+    # float32: 11.5 MiB), within the chunk's rows; not at 3000 x 304
+    # float64 (7 MiB)
+    assert _dense.tiles_block_rows(3000, 4, 1000, k=1000) == 192
+    assert _dense.tiles_block_rows(3000, 4, 150, k=1000) == 150
+    assert _dense.tiles_block_rows(3000, 8, 1000, k=300) == 48
     # the Hessian products by the first rule on every host
     assert _dense.tiles_block_rows(100, 8, 1000, products=True) == 48
+    assert _dense.tiles_block_rows(3000, 8, 1000, products=True, k=1000) == 48
     monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: False)
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_lanes"
 

@@ -41,7 +41,7 @@ def _tol(dt):
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("k", [1, 3, 7, 8, 9, 16, 17, 30, 33, 100])
+@pytest.mark.parametrize("k", [1, 3, 7, 8, 9, 16, 17, 30, 33, 100, 1500])
 @pytest.mark.parametrize("n,rows", [(1, 1), (5, 7), (6, 6), (13, 13), (21, 21), (50, 48)])
 def test_block_products_match_numpy(dt, k, n, rows, rng):
     """Z[:rows] = X[r0:r0 + rows] W and G[:, :k] += X[r0:r0 + rows]ᵀ E

@@ -307,45 +307,61 @@ def forward_block(X, r0, rows, Wp, Z):
             q += t
 
 
+# The backward product's panels of classes: at most this many bytes of the
+# block's error E (rows x a panel's vectors) per panel, so that E stays in
+# L2 while every feature tile of X passes over it (a panel of whole strips,
+# three vectors at least). One panel wherever the block's E fits.
+PANEL_BYTES = 256 << 10
+
+
 @njit(**JIT)
 def backward_block(X, r0, rows, E, G):
     """INOUT G (n, kp) += X[r0:r0 + rows]ᵀ E[:rows] (in G[:, :k]; k = E.shape[1]).
 
     E (rows + :func:`spare_rows`, k) at least, its entries past row rows -
     1 finite; G's columns from k on take the extra lanes. Not inlined, as
-    :func:`forward_block`.
+    :func:`forward_block`. Panels of classes outer (:data:`PANEL_BYTES`),
+    then the feature tiles, then the panel's strips: each feature tile of
+    X is read once per panel, the panel's part of E from L2.
     """
     n = X.shape[1]
     L = lanes(X)
     vectors = G.shape[1] // L
-    f0 = 0
-    while f0 < n:
-        t = _tile_rows(n - f0)
-        v = 0
-        while v < vectors:
-            c = _vectors(vectors - v)
-            if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
-                if c == 3:
-                    _backward_8x3(X, r0, rows, E, v * L, G, f0)
+    per_panel = max(3, PANEL_BYTES // (max(rows, 1) * L * itemsize(X)) // 3 * 3)
+    p0 = 0
+    while p0 < vectors:
+        p1 = min(vectors, p0 + per_panel)
+        if vectors - p1 < 3:  # no panel of a lone rest
+            p1 = vectors
+        f0 = 0
+        while f0 < n:
+            t = _tile_rows(n - f0)
+            v = p0
+            while v < p1:
+                c = _vectors(p1 - v)
+                if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
+                    if c == 3:
+                        _backward_8x3(X, r0, rows, E, v * L, G, f0)
+                    elif c == 2:
+                        _backward_8x2(X, r0, rows, E, v * L, G, f0)
+                    else:
+                        _backward_8x1(X, r0, rows, E, v * L, G, f0)
+                elif t == 4:
+                    if c == 3:
+                        _backward_4x3(X, r0, rows, E, v * L, G, f0)
+                    elif c == 2:
+                        _backward_4x2(X, r0, rows, E, v * L, G, f0)
+                    else:
+                        _backward_4x1(X, r0, rows, E, v * L, G, f0)
+                elif c == 3:
+                    _backward_1x3(X, r0, rows, E, v * L, G, f0)
                 elif c == 2:
-                    _backward_8x2(X, r0, rows, E, v * L, G, f0)
+                    _backward_1x2(X, r0, rows, E, v * L, G, f0)
                 else:
-                    _backward_8x1(X, r0, rows, E, v * L, G, f0)
-            elif t == 4:
-                if c == 3:
-                    _backward_4x3(X, r0, rows, E, v * L, G, f0)
-                elif c == 2:
-                    _backward_4x2(X, r0, rows, E, v * L, G, f0)
-                else:
-                    _backward_4x1(X, r0, rows, E, v * L, G, f0)
-            elif c == 3:
-                _backward_1x3(X, r0, rows, E, v * L, G, f0)
-            elif c == 2:
-                _backward_1x2(X, r0, rows, E, v * L, G, f0)
-            else:
-                _backward_1x1(X, r0, rows, E, v * L, G, f0)
-            v += c
-        f0 += t
+                    _backward_1x1(X, r0, rows, E, v * L, G, f0)
+                v += c
+            f0 += t
+        p0 = p1
 
 
 def padded_width(k: int, itemsize: int) -> int:
