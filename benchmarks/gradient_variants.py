@@ -351,7 +351,7 @@ def tile_blocks(args, rng) -> None:
 
     def rows_by(block_bytes):
         # The rule with _TILES_BLOCK_BYTES = block_bytes, for the products too.
-        def rows(n, itemsize, m, products=False):
+        def rows(n, itemsize, m, products=False, k=1):  # (as if G were small)
             saved = _dense._TILES_BLOCK_BYTES
             _dense._TILES_BLOCK_BYTES = block_bytes
             try:
