@@ -278,6 +278,11 @@ def test_gradient_variants_strips():
                       "--rounds", "1")
     assert_table(rows, 1)
     assert rows[2].startswith("| (600, 48, 40) |"), rows
+    # the first block setting the partial sums against a pass zeroing them
+    rows = run_script("benchmarks/gradient_variants.py", "set_first", "--shapes", "600x48x40",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (600, 48, 40) |"), rows
     # and the error in pairs of rows against the three sweeps
     rows = run_script("benchmarks/gradient_variants.py", "pairs", "--shapes", "600x48x40",
                       "--rounds", "1")

@@ -22,6 +22,8 @@
                                            [--shapes 20000x100x100,100000x20x100,...]
     python benchmarks/gradient_variants.py big_g [--dtype float64]
                                            [--shapes 1000x3000x1000,300x3000x3000,...]
+    python benchmarks/gradient_variants.py set_first [--dtype float64]
+                                           [--shapes 1000x3000x1000,1000x784x1000,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -474,16 +476,25 @@ def _rows_outer_forward():
     return forward
 
 
-def _tiles_kernels(forward, lanes_error):
+def _tiles_kernels(forward, lanes_error, zero_first=False):
     """Return {variant: (chunk, kernel)}: the tiles' gradient kernels with these pieces.
 
     ``forward``: the block's forward product; ``lanes_error``: the error of
-    rows of LANES_FROM classes or more (below, ``_block_error_tiles``).
+    rows of LANES_FROM classes or more (below, ``_block_error_tiles``);
+    ``zero_first``: each chunk's partial sum zeroed by a pass of its own,
+    every block's backward product adding into it (the way before the
+    first block's product set it).
     """
     from numba import njit, prange
 
-    from fastsoftmax._kernels import _fused, _outer
+    from fastsoftmax._kernels import _common, _fused, _outer
     from fastsoftmax._kernels._config import JIT, PJIT
+
+    @njit(inline="always", **JIT)
+    def adding(X, r0, rows, E, G, first):
+        _outer.backward_block(X, r0, rows, E, G, False)
+
+    backward = adding if zero_first else _fused._tiles_backward
 
     def pair(block_error, blocks, lanes):
         @njit(**JIT)
@@ -491,8 +502,10 @@ def _tiles_kernels(forward, lanes_error):
                   scratch, P):
             if lanes:
                 _fused._wide_vectors_float64(X)
+            if zero_first:
+                _common._zero2(gW[c])
             _fused._gemm_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss,
-                              bad_row, scratch, P, block_error, forward, _fused._tiles_backward,
+                              bad_row, scratch, P, block_error, forward, backward,
                               _outer.spare_rows(X, b.shape[0]), blocks)
 
         @njit(**PJIT)
@@ -548,6 +561,15 @@ def strips(args, rng) -> None:
                  ("strips outer", "row tiles outer"))
 
 
+def set_first(args, rng) -> None:
+    from fastsoftmax._kernels._fused import _block_error_pairs
+    from fastsoftmax._kernels._outer import forward_block
+
+    _kernel_swap(_tiles_kernels(forward_block, _block_error_pairs, zero_first=True),
+                 "each chunk's first block setting its partial sum against a pass zeroing it",
+                 args, rng, ("set", "zeroed"))
+
+
 def pairs(args, rng) -> None:
     from fastsoftmax._kernels._fused import _block_error_lanes
     from fastsoftmax._kernels._outer import forward_block
@@ -572,6 +594,8 @@ DEFAULTS = {
               "400x784x300"},
     "big_g": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,1000x784x1000,"
               "500x1500x1000,1000x3000x300,1000x3000x100,3000x784x100"},
+    "set_first": {"dtype": "float64", "shapes": "1000x3000x1000,1000x784x1000,300x3000x3000,"
+                  "1000x3000x100,3000x784x100,2000x100x1000,20000x100x100"},
     "pairs": {"dtype": "float32", "shapes": "20000x100x100,100000x20x100,60000x50x40,"
               "20000x100x64,50000x100x128,3000x784x100,1000x3000x100,2000x100x1000"},
     "strips": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,500x1500x1000,"
@@ -598,7 +622,8 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     {"transposed": transposed, "products": products, "fits": product_fits,
      "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
-     "split": split, "strips": strips, "pairs": pairs, "big_g": big_g}[args.what](args, rng)
+     "split": split, "strips": strips, "pairs": pairs, "big_g": big_g,
+     "set_first": set_first}[args.what](args, rng)
 
 
 if __name__ == "__main__":

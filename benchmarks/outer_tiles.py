@@ -49,7 +49,7 @@ def _kernels(R: int, C: int):
         for _ in range(reps):
             for f in range(0, n, R):
                 for j in range(0, cols, C * L):
-                    bwd_tile(X, 0, X.shape[0], E, j, G, f)
+                    bwd_tile(X, 0, X.shape[0], E, j, G, f, False)
 
     return forward, backward
 

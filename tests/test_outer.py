@@ -26,9 +26,9 @@ from fastsoftmax._kernels._outer import (
 
 
 @njit
-def _products(X, r0, rows, Wp, Z, E, G):
+def _products(X, r0, rows, Wp, Z, E, G, first):
     forward_block(X, r0, rows, Wp, Z)
-    backward_block(X, r0, rows, E, G)
+    backward_block(X, r0, rows, E, G, first)
 
 
 @njit
@@ -43,11 +43,14 @@ def _tol(dt):
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", [1, 3, 7, 8, 9, 16, 17, 30, 33, 100, 1500])
 @pytest.mark.parametrize("n,rows", [(1, 1), (5, 7), (6, 6), (13, 13), (21, 21), (50, 48)])
-def test_block_products_match_numpy(dt, k, n, rows, rng):
+@pytest.mark.parametrize("first", [False, True])
+def test_block_products_match_numpy(dt, k, n, rows, first, rng):
     """Z[:rows] = X[r0:r0 + rows] W and G[:, :k] += X[r0:r0 + rows]ᵀ E
-    (E the block's rows), from a block that does not start at row 0; the
-    memory past Z's spare rows untouched, and whatever lies in E's spare
-    rows (NaN here) only in G's padded columns."""
+    (E the block's rows; a chunk's first block: G[:, :k] = that product),
+    from a block that does not start at row 0; the memory past Z's spare
+    rows untouched, and whatever lies in E's spare rows (NaN here) only in
+    G's padded columns. k = 1500: the backward product in several panels
+    of classes."""
     itemsize = np.dtype(dt).itemsize
     r0 = 5
     X = rng.standard_normal((r0 + rows + 3, n)).astype(dt)
@@ -65,12 +68,12 @@ def test_block_products_match_numpy(dt, k, n, rows, rng):
     E[:rows] = rng.standard_normal((rows, k))
     G0 = rng.standard_normal((n, kp)).astype(dt)
     G = G0.copy()
-    _products(X, r0, rows, Wp, Z, E, G)
+    _products(X, r0, rows, Wp, Z, E, G, first)
     Xb = X[r0:r0 + rows].astype(np.float64)
     rtol, atol = _tol(dt)
     np.testing.assert_allclose(Z[:rows], Xb @ W.astype(np.float64), rtol=rtol, atol=atol * n)
     assert np.isnan(buf[-1]).all(), "the forward product wrote past the spare rows"
-    want = G0[:, :k].astype(np.float64) + Xb.T @ E[:rows].astype(np.float64)
+    want = (0 if first else G0[:, :k].astype(np.float64)) + Xb.T @ E[:rows].astype(np.float64)
     np.testing.assert_allclose(G[:, :k], want, rtol=rtol, atol=atol * rows)
 
 
@@ -85,7 +88,7 @@ def test_spare_rows_hold_the_padded_logits(dt, rng):
     Wp = np.zeros((n, kp), dt)
     Wp[:, :k] = rng.standard_normal((n, k))
     Z = np.full((rows + spare, k), np.nan, dt)
-    _products(X, 0, rows, Wp, Z, np.zeros_like(Z), np.zeros((n, kp), dt))
+    _products(X, 0, rows, Wp, Z, np.zeros_like(Z), np.zeros((n, kp), dt), False)
     past = Z[rows:].ravel()
     written = kp - k  # the last row's vector runs on by the padded classes
     assert (past[:written] == 0).all() and np.isnan(past[written:]).all()

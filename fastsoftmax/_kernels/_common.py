@@ -258,6 +258,21 @@ def _chunk_partials(c, m, G, g):
 
 
 @njit(inline="always", **JIT)
+def _chunk_partials_set(c, m, G, g):
+    """:func:`_chunk_partials` for passes whose first block's product sets G[c].
+
+    g[c] zeroed; G[c] only where the chunk has no rows (no block to set it).
+    """
+    start, stop = _chunk(m, G.shape[0], c)
+    Gc = G[c]
+    gc = g[c]
+    if start >= stop:
+        _zero2(Gc)
+    _zero1(gc)
+    return start, stop, Gc, gc
+
+
+@njit(inline="always", **JIT)
 def _softmax_row(z, mx, o, row_exp):
     """OUT o = softmax(z) for one row of maximum mx; ``o`` may be ``z``.
 

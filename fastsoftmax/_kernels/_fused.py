@@ -63,6 +63,7 @@ from ._common import (
     _ahead_share,
     _chunk,
     _chunk_partials,
+    _chunk_partials_set,
     _exp_flat,
     _exp_shifted,
     _max_chain,
@@ -537,6 +538,18 @@ def _chunk_start(c, m, gW, gb, bad_row):
     return start, stop, G, gbc
 
 
+@njit(inline="always", **JIT)
+def _chunk_start_set(c, m, gW, gb, bad_row):
+    """:func:`_chunk_start` for the GEMM strategy, whose first block's product sets gW[c].
+
+    (:func:`._common._chunk_partials_set`: no pass zeroing a partial sum of
+    n k entries before the first block writes it.)
+    """
+    start, stop, G, gbc = _chunk_partials_set(c, m, gW, gb)
+    bad_row[c] = -1
+    return start, stop, G, gbc
+
+
 # The float32 rows kernel's blocks with their error on transposed logits
 # (_block_error_t): ERROR_T_ROWS rows each, for up to ERROR_T_MAX_K
 # classes. Against the error four rows at a time (BENCHMARKS.md,
@@ -780,8 +793,8 @@ def _blas_backward(X, r0, rows, E, G, first):
 
 @njit(inline="always", **JIT)
 def _tiles_backward(X, r0, rows, E, G, first):
-    """INOUT G += X[r0:r0 + rows]ᵀ E[:rows] by the tiles of ._outer (G zeroed at the start)."""
-    backward_block(X, r0, rows, E, G)
+    """G (+)= X[r0:r0 + rows]ᵀ E[:rows] by the tiles of ._outer: the first block's sets G."""
+    backward_block(X, r0, rows, E, G, first)
 
 
 @njit(inline="always", **JIT)
@@ -835,7 +848,7 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
     """
     m, n = X.shape
     R = (scratch.shape[1] - spare) // blocks
-    start, stop, G, gbc = _chunk_start(c, m, gW, gb, bad_row)
+    start, stop, G, gbc = _chunk_start_set(c, m, gW, gb, bad_row)
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
     Zc = scratch[c]

@@ -62,6 +62,7 @@ from ._common import (
     _ahead_share,
     _chunk,
     _chunk_partials,
+    _chunk_partials_set,
     _exp_flat,
     _softmax_inplace,
     _touch,
@@ -366,7 +367,7 @@ def _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
     """
     m = X.shape[0]
     R = scratch.shape[1] // 2 - spare
-    start, stop, Gc, gcc = _chunk_partials(c, m, G, gc)
+    start, stop, Gc, gcc = _chunk_partials_set(c, m, G, gc)  # (the first block's sets G)
     cached = P.shape[0] != 0
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)

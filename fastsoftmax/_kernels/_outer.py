@@ -156,18 +156,19 @@ def _make_forward(R: int, V: int):
 
 
 def _make_backward(F: int, V: int):
-    """Return ``tile(X, r0, rows, E, j, G, f0)``: F features x V vectors of G.
+    """Return ``tile(X, r0, rows, E, j, G, f0, first)``: F features x V vectors of G.
 
     G[f0 + p, j + c] += Σ_{q < rows} X[r0 + q, f0 + p] E[q, j + c] for p
     < F and the classes j + c < kp of V whole vectors, E's row q read from
     E[q, j] on in its flat memory (past k: the next rows' entries, into
-    G's padding). X (m, n), E (R, k) and G (n, kp) C-contiguous, kp a
-    whole number of vectors.
+    G's padding); where ``first`` (a boolean), G's tile is set to the sum,
+    not read. X (m, n), E (R, k) and G (n, kp) C-contiguous, kp a whole
+    number of vectors.
     """
 
     def emit(context, b, sig, args):
-        X, r0, rows, E, j, G, f0 = args
-        xty, _, _, ety, _, gty, _ = sig.args
+        X, r0, rows, E, j, G, f0, first = args
+        xty, _, _, ety, _, gty, _, _ = sig.args
         ops = VectorOps(context, b, xty.dtype)
         L = ops.L
         (x, n), (e, k), (g, kp) = (_matrix(context, b, t, v)
@@ -184,15 +185,20 @@ def _make_backward(F: int, V: int):
 
         walks = [(b.gep(x, [b.add(b.mul(r0, n), f0)]), n), (b.gep(e, [j]), k)]
         sums = _loop(b, ops, rows, F * V, walks, step)
-        for p in range(F):
-            grow = b.gep(g, [b.add(b.mul(b.add(f0, _const(p)), kp), j)])
-            for v in range(V):
-                at = ops.at(grow, _const(v * L))
-                ops.store(b.fadd(ops.load(at), sums[p * V + v]), at)
+        ats = [ops.at(b.gep(g, [b.add(b.mul(b.add(f0, _const(p)), kp), j)]), _const(v * L))
+               for p in range(F) for v in range(V)]
+        # A chunk's first block sets G: no pass zeroing it before, no read.
+        with b.if_else(b.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (set_, add):
+            with set_:
+                for at, total in zip(ats, sums, strict=True):
+                    ops.store(total, at)
+            with add:
+                for at, total in zip(ats, sums, strict=True):
+                    ops.store(b.fadd(ops.load(at), total), at)
 
     @intrinsic
-    def tile(typingctx, X, r0, rows, E, j, G, f0):
-        return types.void(X, r0, rows, E, j, G, f0), tile_codegen(emit)
+    def tile(typingctx, X, r0, rows, E, j, G, f0, first):
+        return types.void(X, r0, rows, E, j, G, f0, first), tile_codegen(emit)
 
     return tile
 
@@ -315,11 +321,12 @@ PANEL_BYTES = 256 << 10
 
 
 @njit(**JIT)
-def backward_block(X, r0, rows, E, G):
+def backward_block(X, r0, rows, E, G, first):
     """INOUT G (n, kp) += X[r0:r0 + rows]ᵀ E[:rows] (in G[:, :k]; k = E.shape[1]).
 
-    E (rows + :func:`spare_rows`, k) at least, its entries past row rows -
-    1 finite; G's columns from k on take the extra lanes. Not inlined, as
+    Where ``first``, G = that product instead (G not read: a chunk's first
+    block). E (rows + :func:`spare_rows`, k) at least, its entries past row
+    rows - 1 finite; G's columns from k on take the extra lanes. Not inlined, as
     :func:`forward_block`. Panels of classes outer (:data:`PANEL_BYTES`),
     then the feature tiles, then the panel's strips: each feature tile of
     X is read once per panel, the panel's part of E from L2.
@@ -341,24 +348,24 @@ def backward_block(X, r0, rows, E, G):
                 c = _vectors(p1 - v)
                 if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
                     if c == 3:
-                        _backward_8x3(X, r0, rows, E, v * L, G, f0)
+                        _backward_8x3(X, r0, rows, E, v * L, G, f0, first)
                     elif c == 2:
-                        _backward_8x2(X, r0, rows, E, v * L, G, f0)
+                        _backward_8x2(X, r0, rows, E, v * L, G, f0, first)
                     else:
-                        _backward_8x1(X, r0, rows, E, v * L, G, f0)
+                        _backward_8x1(X, r0, rows, E, v * L, G, f0, first)
                 elif t == 4:
                     if c == 3:
-                        _backward_4x3(X, r0, rows, E, v * L, G, f0)
+                        _backward_4x3(X, r0, rows, E, v * L, G, f0, first)
                     elif c == 2:
-                        _backward_4x2(X, r0, rows, E, v * L, G, f0)
+                        _backward_4x2(X, r0, rows, E, v * L, G, f0, first)
                     else:
-                        _backward_4x1(X, r0, rows, E, v * L, G, f0)
+                        _backward_4x1(X, r0, rows, E, v * L, G, f0, first)
                 elif c == 3:
-                    _backward_1x3(X, r0, rows, E, v * L, G, f0)
+                    _backward_1x3(X, r0, rows, E, v * L, G, f0, first)
                 elif c == 2:
-                    _backward_1x2(X, r0, rows, E, v * L, G, f0)
+                    _backward_1x2(X, r0, rows, E, v * L, G, f0, first)
                 else:
-                    _backward_1x1(X, r0, rows, E, v * L, G, f0)
+                    _backward_1x1(X, r0, rows, E, v * L, G, f0, first)
                 v += c
             f0 += t
         p0 = p1
