@@ -20,7 +20,7 @@
                                            [--shapes 1000x3000x1000,300x3000x3000,...]
     python benchmarks/gradient_variants.py pairs [--dtype float32]
                                            [--shapes 20000x100x100,100000x20x100,...]
-    python benchmarks/gradient_variants.py big_g [--dtype float64]
+    python benchmarks/gradient_variants.py big_g [--dtype float64] [--products]
                                            [--shapes 1000x3000x1000,300x3000x3000,...]
     python benchmarks/gradient_variants.py set_first [--dtype float64]
                                            [--shapes 1000x3000x1000,1000x784x1000,...]
@@ -388,17 +388,25 @@ def big_g(args, rng) -> None:
     def small_g(n, itemsize, m, products=False, k=1):
         return rule(n, itemsize, m, products)  # (k = 1: as if G were small)
 
-    print(f"{dt.name}, the tiles' gradient, blocks by the large-G rule against the rule "
+    def large_g_products(n, itemsize, m, products=False, k=1):
+        # The gradient's rule for large G applied to the Hessian products too.
+        return rule(n, itemsize, m, False, k) if products else rule(n, itemsize, m, products, k)
+
+    what = "Hessian products" if args.products else "gradient"
+    variants = ((("rule", large_g_products), ("without", rule)) if args.products
+                else (("rule", rule), ("without", small_g)))
+    print(f"{dt.name}, the tiles' {what}, blocks by the large-G rule against the rule "
           f"without it; medians of {args.rounds} rounds of the best of {CALLS} calls")
     print("| (m, n, k) | G MiB | rows (rule) | ms | rows (without) | ms | rule / without |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for m, n, k, data, coef, b in _cases(args, rng):
         runs, rows = {}, {}
-        for name, fn in (("rule", rule), ("without", small_g)):
-            engine = Objective(data, "gemm", warm=True).engine
-            runs[name] = _patched(engine, "tiles_block_rows", fn, False, (coef, b))
+        for name, fn in variants:
+            engine = Objective(data, "gemm", mode="cached", warm=True).engine
+            call_args = _products_call(engine, coef, b, rng) if args.products else (coef, b)
+            runs[name] = _patched(engine, "tiles_block_rows", fn, args.products, call_args)
             runs[name]()  # the scratch made under its rule
-            rows[name] = fn(n, dt.itemsize, -(-m // engine._chunks()), k=k)
+            rows[name] = fn(n, dt.itemsize, -(-m // engine._chunks()), args.products, k=k)
         t = alternate(runs, args.rounds)
         mib = n * _dense.padded_width(k, dt.itemsize) * dt.itemsize / 2**20
         print(f"| ({m}, {n}, {k}) | {mib:.1f} | {rows['rule']} | {t['rule']:.2f} | "
@@ -614,7 +622,7 @@ def main(argv=None) -> None:
     ap.add_argument("--shapes")
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--products", action="store_true",
-                    help="tiles, tile_blocks: time the Hessian products, not the gradient")
+                    help="tiles, tile_blocks, big_g: time the Hessian products, not the gradient")
     args = ap.parse_args(argv)
     for name, value in DEFAULTS[args.what].items():
         if getattr(args, name) is None:
