@@ -375,6 +375,23 @@ def _block_error_pairs(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx
 
 
 @njit(inline="always", **JIT)
+def _pair_row_end(z, yi, gb, f, w, yz, s, weighted, loss, prod):
+    """Finish one row of a pair: the target's -f in z and gb, its loss terms; (loss, prod).
+
+    yz: the target's logit less the row's maximum; s: the row's sum of exps
+    (weighted: w log s added to the loss; else s multiplied into prod).
+    """
+    z[yi] -= f
+    gb[yi] -= f
+    loss -= w * yz
+    if weighted:
+        loss += w * np.log(s)
+    else:
+        prod *= s
+    return loss, prod
+
+
+@njit(inline="always", **JIT)
 def _error_pairs(Zb, nrows, r0, b, y, sw, weighted, scale, gb, P):
     """Run :func:`_block_error_pairs`' loop: (loss terms, -1) or (0, the first bad row)."""
     dt = Zb.dtype.type
@@ -398,21 +415,9 @@ def _error_pairs(Zb, nrows, r0, b, y, sw, weighted, scale, gb, P):
             return 0.0, q
         if fin1 == 0:
             return 0.0, q1
-        z0[y0] -= f0
-        gb[y0] -= f0
-        loss -= w0 * (t0 - m0)
-        if weighted:
-            loss += w0 * np.log(s0)
-        else:
-            prod *= s0
+        loss, prod = _pair_row_end(z0, y0, gb, f0, w0, t0 - m0, s0, weighted, loss, prod)
         if two:
-            z1[y1] -= f1
-            gb[y1] -= f1
-            loss -= w1 * (t1 - m1)
-            if weighted:
-                loss += w1 * np.log(s1)
-            else:
-                prod *= s1
+            loss, prod = _pair_row_end(z1, y1, gb, f1, w1, t1 - m1, s1, weighted, loss, prod)
         if prod > 1e250:
             loss += np.log(prod)
             prod = 1.0

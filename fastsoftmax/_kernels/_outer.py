@@ -15,7 +15,8 @@ vectors of classes (C = 3: 12 accumulators, 3 loads of W and 4 broadcasts
 per 12 FMAs, within AVX2's 16 registers), a loop over every feature, and
 the accumulators stored as they are: no horizontal sum. Backward, 4
 features x C vectors of classes, a loop over the block's rows: G's tile is
-loaded and stored once per block. The classes go 3 vectors at a time, a
+loaded and stored once per block (a chunk's first block stores it without
+the load). The classes go 3 vectors at a time, a
 rest of 4 as 2 + 2; row and feature counts that are not a multiple of four
 take 1-row (1-feature) tiles for the rest. Tiles of 6 rows x 2 vectors,
 prototyped first, ran as fast at even vector counts and up to 1.5x slower
