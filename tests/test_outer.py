@@ -92,3 +92,18 @@ def test_spare_rows_hold_the_padded_logits(dt, rng):
     past = Z[rows:].ravel()
     written = kp - k  # the last row's vector runs on by the padded classes
     assert (past[:written] == 0).all() and np.isnan(past[written:]).all()
+
+
+def test_chunk_partials_set_zeroes_only_empty_chunks():
+    """The GEMM passes' chunk start (_common._chunk_partials_set): a chunk
+    with rows leaves its partial sum G[c] to its first block's product (not
+    read, not zeroed), a chunk without rows gets G[c] = 0 (nothing else sets
+    it); the intercept's sums g[c] are zeroed either way."""
+    from fastsoftmax._kernels._common import _chunk_partials_set
+
+    G = np.full((3, 4, 5), np.nan)
+    g = np.full((3, 6), np.nan)
+    # 2 rows over 3 chunks: chunks 0 and 1 hold one row each, chunk 2 none
+    for c, (start, stop) in enumerate([(0, 1), (1, 2), (2, 2)]):
+        assert _chunk_partials_set(c, 2, G, g)[:2] == (start, stop)
+    assert np.isnan(G[:2]).all() and (G[2] == 0).all() and (g == 0).all()
