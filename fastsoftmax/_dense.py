@@ -302,7 +302,9 @@ _TILES_BLOCK_BYTES: int | None = 160 << 10 if WIDE_REGISTERS else None
 # 1000) float64, (300, 3000, 3000) both dtypes, (500, 1500, 1000) float64),
 # 0.99-1.01x at 6-12 MiB otherwise, and 1.10x at (1000, 3000, 300) float64
 # (7 MiB): the bound is 8 MiB (then 0.91-0.95x at 11-69 MiB in float64,
-# 0.99x at 6-7 MiB, where both take 48 rows).
+# 0.99x at 6-7 MiB, where both take 48 rows). The Hessian products keep
+# their rule: by this one 0.98-1.02x its time at 11-69 MiB (`big_g
+# --products`).
 _TILES_LARGE_G_BYTES = 8 << 20
 _TILES_LARGE_G_ROWS = 192
 
