@@ -459,26 +459,7 @@ def _rows_outer_forward():
             while v > 0:
                 c = _outer._vectors(v)
                 v -= c
-                if _outer.TILE == 8 and t == 8:
-                    if c == 3:
-                        _outer._forward_8x3(X, r0 + q, Wp, v * L, Z, q)
-                    elif c == 2:
-                        _outer._forward_8x2(X, r0 + q, Wp, v * L, Z, q)
-                    else:
-                        _outer._forward_8x1(X, r0 + q, Wp, v * L, Z, q)
-                elif t == 4:
-                    if c == 3:
-                        _outer._forward_4x3(X, r0 + q, Wp, v * L, Z, q)
-                    elif c == 2:
-                        _outer._forward_4x2(X, r0 + q, Wp, v * L, Z, q)
-                    else:
-                        _outer._forward_4x1(X, r0 + q, Wp, v * L, Z, q)
-                elif c == 3:
-                    _outer._forward_1x3(X, r0 + q, Wp, v * L, Z, q)
-                elif c == 2:
-                    _outer._forward_1x2(X, r0 + q, Wp, v * L, Z, q)
-                else:
-                    _outer._forward_1x1(X, r0 + q, Wp, v * L, Z, q)
+                _outer.forward_tile(X, r0 + q, Wp, v * L, Z, q, t, c)
             q += t
 
     return forward

@@ -259,6 +259,56 @@ def _vectors(left):
     return 2 if left >= 2 else 1
 
 
+@njit(inline="always", **JIT)
+def forward_tile(X, i, Wp, j, Z, zr, t, c):
+    """Run the forward tile of t rows (TILE, HALF_TILE or 1) x c vectors (3, 2 or 1) at (i, j)."""
+    if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
+        if c == 3:
+            _forward_8x3(X, i, Wp, j, Z, zr)
+        elif c == 2:
+            _forward_8x2(X, i, Wp, j, Z, zr)
+        else:
+            _forward_8x1(X, i, Wp, j, Z, zr)
+    elif t == 4:
+        if c == 3:
+            _forward_4x3(X, i, Wp, j, Z, zr)
+        elif c == 2:
+            _forward_4x2(X, i, Wp, j, Z, zr)
+        else:
+            _forward_4x1(X, i, Wp, j, Z, zr)
+    elif c == 3:
+        _forward_1x3(X, i, Wp, j, Z, zr)
+    elif c == 2:
+        _forward_1x2(X, i, Wp, j, Z, zr)
+    else:
+        _forward_1x1(X, i, Wp, j, Z, zr)
+
+
+@njit(inline="always", **JIT)
+def backward_tile(X, r0, rows, E, j, G, f0, first, t, c):
+    """Run the backward tile of t features (TILE, HALF_TILE or 1) x c vectors at (f0, j)."""
+    if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
+        if c == 3:
+            _backward_8x3(X, r0, rows, E, j, G, f0, first)
+        elif c == 2:
+            _backward_8x2(X, r0, rows, E, j, G, f0, first)
+        else:
+            _backward_8x1(X, r0, rows, E, j, G, f0, first)
+    elif t == 4:
+        if c == 3:
+            _backward_4x3(X, r0, rows, E, j, G, f0, first)
+        elif c == 2:
+            _backward_4x2(X, r0, rows, E, j, G, f0, first)
+        else:
+            _backward_4x1(X, r0, rows, E, j, G, f0, first)
+    elif c == 3:
+        _backward_1x3(X, r0, rows, E, j, G, f0, first)
+    elif c == 2:
+        _backward_1x2(X, r0, rows, E, j, G, f0, first)
+    else:
+        _backward_1x1(X, r0, rows, E, j, G, f0, first)
+
+
 @njit(**JIT)
 def forward_block(X, r0, rows, Wp, Z):
     """OUT Z[q] = X[r0 + q] @ Wp[:, :k] for q < rows (k = Z.shape[1] <= Wp.shape[1]).
@@ -291,26 +341,7 @@ def forward_block(X, r0, rows, Wp, Z):
         q = 0
         while q < rows:
             t = _tile_rows(rows - q)
-            if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
-                if c == 3:
-                    _forward_8x3(X, r0 + q, Wp, j, Z, q)
-                elif c == 2:
-                    _forward_8x2(X, r0 + q, Wp, j, Z, q)
-                else:
-                    _forward_8x1(X, r0 + q, Wp, j, Z, q)
-            elif t == 4:
-                if c == 3:
-                    _forward_4x3(X, r0 + q, Wp, j, Z, q)
-                elif c == 2:
-                    _forward_4x2(X, r0 + q, Wp, j, Z, q)
-                else:
-                    _forward_4x1(X, r0 + q, Wp, j, Z, q)
-            elif c == 3:
-                _forward_1x3(X, r0 + q, Wp, j, Z, q)
-            elif c == 2:
-                _forward_1x2(X, r0 + q, Wp, j, Z, q)
-            else:
-                _forward_1x1(X, r0 + q, Wp, j, Z, q)
+            forward_tile(X, r0 + q, Wp, j, Z, q, t, c)
             q += t
 
 
@@ -347,26 +378,7 @@ def backward_block(X, r0, rows, E, G, first):
             v = p0
             while v < p1:
                 c = _vectors(p1 - v)
-                if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
-                    if c == 3:
-                        _backward_8x3(X, r0, rows, E, v * L, G, f0, first)
-                    elif c == 2:
-                        _backward_8x2(X, r0, rows, E, v * L, G, f0, first)
-                    else:
-                        _backward_8x1(X, r0, rows, E, v * L, G, f0, first)
-                elif t == 4:
-                    if c == 3:
-                        _backward_4x3(X, r0, rows, E, v * L, G, f0, first)
-                    elif c == 2:
-                        _backward_4x2(X, r0, rows, E, v * L, G, f0, first)
-                    else:
-                        _backward_4x1(X, r0, rows, E, v * L, G, f0, first)
-                elif c == 3:
-                    _backward_1x3(X, r0, rows, E, v * L, G, f0, first)
-                elif c == 2:
-                    _backward_1x2(X, r0, rows, E, v * L, G, f0, first)
-                else:
-                    _backward_1x1(X, r0, rows, E, v * L, G, f0, first)
+                backward_tile(X, r0, rows, E, v * L, G, f0, first, t, c)
                 v += c
             f0 += t
         p0 = p1
