@@ -346,6 +346,25 @@ def tile_products(args, rng) -> None:
               f"{t['tiles'] / t['blas']:.2f} | {takes} |", flush=True)
 
 
+def _block_rules(args, rng, case, rules) -> tuple[dict, dict]:
+    """Time the tiles' gradient (``--products``: Hessian products) under each block rule.
+
+    ``case``: (m, n, k, data, coef, b); ``rules``: (name, rule) pairs, each
+    rule standing in for ``_dense.tiles_block_rows`` on an engine of its
+    own. Returns (medians by name, the rows each rule gives a chunk).
+    """
+    m, n, k, data, coef, b = case
+    itemsize = np.dtype(args.dtype).itemsize
+    runs, rows = {}, {}
+    for name, fn in rules:
+        engine = Objective(data, "gemm", mode="cached", warm=True).engine
+        call_args = _products_call(engine, coef, b, rng) if args.products else (coef, b)
+        runs[name] = _patched(engine, "tiles_block_rows", fn, args.products, call_args)
+        runs[name]()  # the scratch made under its rule
+        rows[name] = fn(n, itemsize, -(-m // engine._chunks()), args.products, k=k)
+    return alternate(runs, args.rounds), rows
+
+
 def tile_blocks(args, rng) -> None:
     dt = np.dtype(args.dtype)
     rule = _dense.tiles_block_rows
@@ -367,16 +386,10 @@ def tile_blocks(args, rng) -> None:
           f"{CALLS} calls")
     print("| (m, n, k) | rows (48-96 rule) | ms | rows (bytes rule) | ms | bytes / 48-96 |")
     print("|---|---:|---:|---:|---:|---:|")
-    for m, n, k, data, coef, b in _cases(args, rng):
-        runs, rows = {}, {}
-        for name, block_bytes in (("narrow", None), ("wide", wide)):
-            engine = Objective(data, "gemm", mode="cached", warm=True).engine
-            call_args = _products_call(engine, coef, b, rng) if args.products else (coef, b)
-            fn = rows_by(block_bytes)
-            runs[name] = _patched(engine, "tiles_block_rows", fn, args.products, call_args)
-            runs[name]()  # the scratch made under its rule
-            rows[name] = fn(n, dt.itemsize, -(-m // engine._chunks()))
-        t = alternate(runs, args.rounds)
+    for case in _cases(args, rng):
+        m, n, k = case[:3]
+        t, rows = _block_rules(args, rng, case,
+                               (("narrow", rows_by(None)), ("wide", rows_by(wide))))
         print(f"| ({m}, {n}, {k}) | {rows['narrow']} | {t['narrow']:.2f} | {rows['wide']} | "
               f"{t['wide']:.2f} | {t['wide'] / t['narrow']:.2f} |", flush=True)
 
@@ -399,15 +412,9 @@ def big_g(args, rng) -> None:
           f"without it; medians of {args.rounds} rounds of the best of {CALLS} calls")
     print("| (m, n, k) | G MiB | rows (rule) | ms | rows (without) | ms | rule / without |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for m, n, k, data, coef, b in _cases(args, rng):
-        runs, rows = {}, {}
-        for name, fn in variants:
-            engine = Objective(data, "gemm", mode="cached", warm=True).engine
-            call_args = _products_call(engine, coef, b, rng) if args.products else (coef, b)
-            runs[name] = _patched(engine, "tiles_block_rows", fn, args.products, call_args)
-            runs[name]()  # the scratch made under its rule
-            rows[name] = fn(n, dt.itemsize, -(-m // engine._chunks()), args.products, k=k)
-        t = alternate(runs, args.rounds)
+    for case in _cases(args, rng):
+        m, n, k = case[:3]
+        t, rows = _block_rules(args, rng, case, variants)
         mib = n * _dense.padded_width(k, dt.itemsize) * dt.itemsize / 2**20
         print(f"| ({m}, {n}, {k}) | {mib:.1f} | {rows['rule']} | {t['rule']:.2f} | "
               f"{rows['without']} | {t['without']:.2f} | {t['rule'] / t['without']:.2f} |",
