@@ -279,6 +279,15 @@ def test_gradient_variants_strips():
         assert rows[2].startswith("| (600, 48, 40) |"), rows
         if mode == "strips":
             assert rows[2].endswith("| gemm_tiles_lanes |"), rows
+    # The tiles' weights padded in one pass and the L2 term in the chunks'
+    # sum against the passes before: a row per coef layout (k = 48 and 64:
+    # W padded, and in float32 W read as it is).
+    for k in (48, 64):
+        rows = run_script("benchmarks/gradient_variants.py", "weights_pass", "--shapes",
+                          f"600x48x{k}", "--rounds", "1")
+        assert_table(rows, 2)
+        assert rows[2].startswith(f"| (600, 48, {k}) | (k, n) C |"), rows
+        assert rows[3].startswith(f"| (600, 48, {k}) | W.T |"), rows
 
 
 def test_gradient_variants_split():

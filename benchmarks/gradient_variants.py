@@ -24,6 +24,8 @@
                                            [--shapes 1000x3000x1000,300x3000x3000,...]
     python benchmarks/gradient_variants.py set_first [--dtype float64]
                                            [--shapes 1000x3000x1000,1000x784x1000,...]
+    python benchmarks/gradient_variants.py weights_pass [--dtype float32]
+                                           [--shapes 1000x3000x1000,1000x784x1000,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -575,6 +577,67 @@ def pairs(args, rng) -> None:
                  ("pairs", "sweeps"))
 
 
+def _two_pass_weights(engine):
+    """Patch ``engine`` (an instance) to take W and the L2 term as before this mode's change.
+
+    The tiles' Wp by a transposing copy of coef (NumPy's, from the
+    solvers' (k, n) coef), then the padding copy (NumPy's); the chunks'
+    sum, then the L2 term in a second pass over the sum and the unpadded W
+    (``_penalty.add_l2``). Returns the engine.
+    """
+    from fastsoftmax._kernels._fused import _sum_chunks
+    from fastsoftmax._launch import n_chunks
+    from fastsoftmax._penalty import add_l2, l2_penalty
+
+    unpadded = {}
+
+    def kernel_weights(variant, coef):
+        W = np.ascontiguousarray(coef.T)
+        unpadded["W"] = W
+        if not variant.startswith("gemm_tiles"):
+            return W
+        Wp, = engine._buffer("old padded weights", 1, lambda _: (
+            np.zeros((W.shape[0], _dense.padded_width(W.shape[1], W.dtype.itemsize)),
+                     W.dtype),))
+        Wp[:, :W.shape[1]] = W
+        return Wp
+
+    def to_coef(G, W, alpha=0.0):
+        out = np.empty((G.shape[1], engine.k), G.dtype)
+        _sum_chunks(G, W, G.dtype.type(0), out, np.empty(n_chunks(G.shape[1])))
+        squares = add_l2(out, unpadded["W"], alpha) if alpha else 0.0
+        if squares is None:
+            squares = 2 * l2_penalty(unpadded["W"], 1.0)
+        return out.T, squares
+
+    engine._kernel_weights = kernel_weights
+    engine._to_coef = to_coef
+    return engine
+
+
+def weights_pass(args, rng) -> None:
+    dt = np.dtype(args.dtype)
+    print(f"{dt.name}, the tiles' gradient with alpha 1e-4: W padded in one pass (none where "
+          f"k is whole vectors) and the L2 term in the chunks' sum, against a transposing copy, "
+          f"a padding copy and a second pass for the L2 term; coef (k, n) C-ordered (the "
+          f"solvers') and W's transposed view (loss_and_grad's); medians of {args.rounds} "
+          f"rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | coef | one pass ms | two passes ms | one / two | kernel |")
+    print("|---|---|---:|---:|---:|---|")
+    for m, n, k, data, coef, b in _cases(args, rng):
+        new = Objective(data, "gemm", warm=True).engine
+        old = _two_pass_weights(Objective(data, "gemm", warm=True).engine)
+        for layout, c in (("(k, n) C", coef), ("W.T", np.ascontiguousarray(coef.T).T)):
+            runs = {name: (lambda e=e, c=c, b=b: e.gradient(c, b, alpha=1e-4))
+                    for name, e in (("new", new), ("old", old))}
+            got, want = runs["new"](), runs["old"]()
+            assert np.allclose(got[1], want[1], rtol=1e-4, atol=1e-6) and np.isclose(
+                got[0], want[0], rtol=1e-6)
+            t = alternate(runs, args.rounds)
+            print(f"| ({m}, {n}, {k}) | {layout} | {t['new']:.2f} | {t['old']:.2f} | "
+                  f"{t['new'] / t['old']:.2f} | {new.describe()['kernel']} |", flush=True)
+
+
 # Each mode's defaults for the options left out (None).
 DEFAULTS = {
     "transposed": {"dtype": "float32", "ns": "50,64", "ks": "14,16,20,24,31", "work": 2e8},
@@ -597,6 +660,8 @@ DEFAULTS = {
     "strips": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,500x1500x1000,"
                "1000x784x1000,1000x3000x100,3000x1500x300,2000x100x1000,20000x100x100,"
                "10000x20x1000,69000x96x30"},
+    "weights_pass": {"dtype": "float32", "shapes": "1000x3000x1000,1000x784x1000,"
+                     "300x3000x3000,1000x3000x100,3000x784x100,20000x100x100,2000x100x1000"},
 }
 
 
@@ -619,7 +684,7 @@ def main(argv=None) -> None:
     {"transposed": transposed, "products": products, "fits": product_fits,
      "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
      "split": split, "strips": strips, "pairs": pairs, "big_g": big_g,
-     "set_first": set_first}[args.what](args, rng)
+     "set_first": set_first, "weights_pass": weights_pass}[args.what](args, rng)
 
 
 if __name__ == "__main__":

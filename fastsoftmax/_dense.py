@@ -37,8 +37,10 @@ from ._kernels._fused import (
     _loss_grad_rows,
     _loss_grad_tiles,
     _loss_grad_tiles_lanes,
+    _pad_copy,
     _rows_chunk,
     _sum_chunks,
+    _sum_chunks_one,
     _tiles_chunk,
     _tiles_chunk_lanes,
     rows_blocks,
@@ -73,6 +75,7 @@ from ._launch import (
     run_one_chunk,
     serial_call,
 )
+from ._penalty import _KERNEL_FROM as _L2_KERNEL_FROM
 from ._penalty import add_l2, penalize
 from ._threads import load_kernel_blas
 
@@ -135,6 +138,11 @@ _SPLIT_TILES_CHUNK_ROWS = 64
 # (BENCHMARKS.md, "Eleventh session"); below this size a parallel region
 # costs more than it saves.
 _PARALLEL_SUM_BYTES = 1 << 16
+
+# From this many weights the tiles' padded copy of W (Wp) is a parallel pass
+# (``_kernels._fused._pad_copy``), as the L2 term is from as many
+# (``_penalty._KERNEL_FROM``): a parallel region costs more below.
+_PARALLEL_COPY_FROM = _L2_KERNEL_FROM
 
 # Bytes between two threads' partial sums (see DenseEngine._accumulators).
 _PAD_BYTES = 128
@@ -618,37 +626,67 @@ class DenseEngine:
         return np.ascontiguousarray(coef.T)
 
     def _padded(self, W: np.ndarray, what: str) -> np.ndarray:
-        """Return W (n, k) in the tiles' Wp (n, kp): zero columns to whole vectors.
+        """Return W (n, k), any memory order, as the tiles' Wp (n, kp): zeros to whole vectors.
 
-        Written into the buffer ``what``, kept as the scratch is (its
-        padding, zeroed once, never written).
+        Where k is already a whole number of vectors and W is C-contiguous
+        (``loss_and_grad``'s W), W itself: the tiles load its rows
+        unaligned, where a copy into an aligned buffer cost more (a 24 MB
+        pass each call at (1000, 3000, 1000) float64: the gradient 1.03x
+        the time with W read unaligned, BENCHMARKS.md, "Sixty-second
+        session"). Otherwise written into the buffer ``what``, kept as the
+        scratch is (its padding, zeroed once, never written): a C-contiguous
+        W from :data:`_PARALLEL_COPY_FROM` entries by a parallel pass
+        (``_kernels._fused._pad_copy``); the transpose of the solvers' (k,
+        n) coef by NumPy's strided copy, one pass where a transposing copy
+        and then the padding copy were two.
         """
         n, k = W.shape
         kp = padded_width(k, self.dtype.itemsize)
+        if (kp == k and W.flags.c_contiguous and W.flags.writeable and W.flags.aligned
+                and W.dtype == self.dtype):
+            return W
         Wp, = self._buffer(what, 1, lambda _: (np.zeros((n, kp), dtype=self.dtype),))
-        Wp[:, :k] = W
+        if (W.size >= _PARALLEL_COPY_FROM and not self._serial and W.flags.c_contiguous
+                and W.dtype == self.dtype):
+            _pad_copy(W, Wp)
+        else:
+            Wp[:, :k] = W
         return Wp
 
-    def _to_coef(self, G: np.ndarray) -> np.ndarray:
-        """Sum the per-chunk parts; return them in coef layout (k, n), a fresh array.
+    def _to_coef(self, G: np.ndarray, W: np.ndarray,
+                 alpha: float = 0.0) -> tuple[np.ndarray, float]:
+        """Sum the per-chunk parts, add alpha W; return them in coef layout (k, n), and Σ W².
 
-        The GEMM strategy's sum is (n, k): its transposed view is returned
-        (Fortran-ordered), not a copy; a caller that wants (n, k) C-contiguous
-        gets it back by transposing, without a copy either. Sums of at least
-        :data:`_PARALLEL_SUM_BYTES` over several chunks are taken by a parallel
-        kernel (``_kernels._fused._sum_chunks``, the same numbers as NumPy's).
+        ``W``: the kernels' weights (or direction) whose rows line up with
+        G's: (k, n') for the rows strategy, (n, k) or the tiles' (n, kp) for
+        the GEMM strategy; its first columns are coef's entries. The sum is
+        a fresh array; the GEMM strategy's is (n, k), and its transposed view
+        is returned (Fortran-ordered), not a copy: a caller that wants (n, k)
+        C-contiguous gets it back by transposing, without a copy either.
+        The L2 term and the sum of squares (float64; 0.0 where alpha is 0)
+        come in the same pass as the sum (``_kernels._fused._sum_chunks``,
+        the chunks added in NumPy's order): in parallel from
+        :data:`_PARALLEL_SUM_BYTES` of partial sums over several chunks, or
+        from ``_penalty._KERNEL_FROM`` weights, else on the calling thread.
         """
         rows = self.strategy == "rows"
         # The columns in use: the rows strategy's rows are padded to n' >= n,
         # the tiles' to kp >= k (the padding is not read).
         cols = self.data.n_features if rows else self.k
-        if G.shape[0] == 1:  # one chunk (a serial call): its sums are the total
-            return G[0, :, :cols].copy() if rows else G[0, :, :cols].copy().T
-        if G.nbytes < _PARALLEL_SUM_BYTES:
-            return G[:, :, :cols].sum(axis=0) if rows else G[:, :, :cols].sum(axis=0).T
-        out = np.empty((G.shape[1], cols), dtype=G.dtype)
-        _sum_chunks(G, out)
-        return out if rows else out.T
+        chunks, a = G.shape[0], G.shape[1]
+        if chunks == 1 and not alpha:  # one chunk's sums are the total
+            out = G[0, :, :cols].copy()
+            return (out if rows else out.T), 0.0
+        out = np.empty((a, cols), dtype=G.dtype)
+        alpha_ = G.dtype.type(alpha)
+        if ((chunks > 1 and G.nbytes >= _PARALLEL_SUM_BYTES)
+                or (alpha and out.size >= _L2_KERNEL_FROM)):
+            parts = np.empty(n_chunks(a))
+            _sum_chunks(G, W, alpha_, out, parts)
+            squares = float(parts.sum())
+        else:
+            squares = float(_sum_chunks_one(G, W, alpha_, out))
+        return (out if rows else out.T), squares
 
     def _accumulators(self, chunks: int, width: int | None = None) -> tuple[np.ndarray, ...]:
         """Per-chunk partial sums: (chunks, k, n + pad) or (chunks, n, k), and (chunks, k + pad).
@@ -734,34 +772,45 @@ class DenseEngine:
     def gradient(self, coef, bias, P=None, alpha=0.0):
         """(J, its coef gradient in coef layout, intercept gradient), storing P.
 
-        J = Σ w_i CE_i / Σw + alpha/2 ||coef||² (the L2 term by
-        :func:`fastsoftmax._penalty.penalize`, after the pass). Raises
-        ValueError naming the first row whose logits are not finite.
+        J = Σ w_i CE_i / Σw + alpha/2 ||coef||² (the L2 term after the pass:
+        with the chunks' sum, :meth:`_to_coef`, or for the split pass by
+        :func:`fastsoftmax._penalty.penalize`). Raises ValueError naming the
+        first row whose logits are not finite.
         """
         data = self.data
         variant = self._gradient_variant()
         P = self.no_proba if P is None else P
-        weights = self._weights(coef)
+        weights = self._kernel_weights(variant, coef)
         if variant == "gemm_split":
             args, (G, gb, loss, bad_row) = self._gradient_split_args(weights, bias, P)
             _loss_grad_gemm_split(*args)
             self._check_rows(bad_row)
-            grad = G.T
         else:
             args, (g, gb, loss, bad_row) = self._gradient_args(variant, weights, bias, P)
             self._run(*_GRADIENT_KERNELS[variant], args)
             self._check_rows(bad_row)
-            grad = self._to_coef(g)
-        # The L2 term on the GEMM strategy's (n, k) sum and W, in one memory
-        # order: the compiled pass (_penalty.add_l2) takes arrays of one order.
         # One chunk's term is the sum (item: no NumPy reduction nor scalar).
         value = (loss.item(0) if loss.shape[0] == 1 else float(loss.sum())) / data.total_weight
-        if self.strategy == "rows":
-            value = penalize(value, grad, coef, alpha)
+        if variant == "gemm_split":
+            # The split pass's one (n, k) sum and W, in one memory order.
+            value = penalize(value, G, weights, alpha)
+            grad = G.T
         else:
-            value = penalize(value, grad.T, weights, alpha)
+            grad, squares = self._to_coef(g, weights, alpha)
+            value += 0.5 * alpha * squares  # Python floats: an overflow is inf
         call_ended(not self._serial)
         return value, grad, _chunks_total(gb, self.k)
+
+    def _kernel_weights(self, variant: str, coef: np.ndarray) -> np.ndarray:
+        """Return the weights kernel ``variant`` takes: the tiles' Wp, else :meth:`_weights`.
+
+        The tiles' Wp straight from coef's transposed view, in whatever
+        memory order: one copy (or none, :meth:`_padded`), not a transposing
+        copy and then the padding one.
+        """
+        if variant.startswith("gemm_tiles"):
+            return self._padded(coef.T, "padded weights")
+        return self._weights(coef)
 
     def _check_rows(self, bad_row: np.ndarray) -> None:
         """Raise ValueError naming the first row a pass found with non-finite logits."""
@@ -804,8 +853,6 @@ class DenseEngine:
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
                     *scratch)
 
-        if tiles:
-            weights = self._padded(weights, "padded weights")
         g, gb, loss, bad_row, *scratch = self._buffer("gradient", self._chunks(), make)
         args = (data.X, *data.kernel_targets(), self._scale, weights, bias,
                 g, gb, loss, bad_row, *scratch, P)
@@ -849,12 +896,12 @@ class DenseEngine:
             args, G, gc = self._hessp_split_args(coef, bias, P, V, cv)
             _hessp_gemm_split(*args)
             HV = G.T
+            if alpha:
+                add_l2(HV, V, alpha)
         else:
-            chunk_fn, kernel, args, G, gc = self._hessp_call(coef, bias, P, V, cv)
+            chunk_fn, kernel, args, G, gc, direction = self._hessp_call(coef, bias, P, V, cv)
             self._run(chunk_fn, kernel, args)
-            HV = self._to_coef(G)
-        if alpha:
-            add_l2(HV, V, alpha)
+            HV, _ = self._to_coef(G, direction, alpha)
         if out is not None:
             out[...] = HV
             HV = out
@@ -862,10 +909,11 @@ class DenseEngine:
         return HV, _chunks_total(gc, self.k)
 
     def _hessp_call(self, coef, bias, P, V, cv):
-        """(chunk function, kernel, arguments, G, gc) of H (V, cv) without the L2 term.
+        """(chunk function, kernel, arguments, G, gc, direction) of H (V, cv) without the L2 term.
 
         The rows or GEMM kernels (not the split pass, :meth:`_hessp_split_args`);
-        G and gc are the per-chunk sums the launch writes.
+        G and gc are the per-chunk sums the launch writes, ``direction`` the
+        kernel's copy (or view) of V whose rows line up with G's.
         """
         dt = self.dtype
         chunks = self._chunks()
@@ -873,10 +921,10 @@ class DenseEngine:
             def make(c):
                 return (*self._accumulators(c), self._row_scratch(c, HESSP_SCRATCH_ROWS))
             G, gc, scratch = self._buffer("hessp", chunks, make)
+            Vr = aligned_rows(V)
             args = (self.data.X, P, *self._weight_args(), self._weights(coef), bias,
-                    aligned_rows(V), cv, G, gc, scratch, self._width, self._blocks,
-                    HESSP_MICRO)
-            return _hessp_rows_chunk, _hessp_rows, args, G, gc
+                    Vr, cv, G, gc, scratch, self._width, self._blocks, HESSP_MICRO)
+            return _hessp_rows_chunk, _hessp_rows, args, G, gc, Vr
 
         variant = self._product_variant()
         transposed = variant == "gemm_t"
@@ -896,19 +944,21 @@ class DenseEngine:
                 return G, gc, np.empty((c, (2 * self.k + 2) * rows), dtype=dt)
             return G, gc, np.empty((c, 2 * self._rows, self.k), dtype=dt)
         G, gc, scratch = self._buffer("hessp_t" if transposed else "hessp", chunks, make_gemm)
-        W, Vt = self._weights(coef), np.ascontiguousarray(V.T)
-        if tiles:
-            W, Vt = self._padded(W, "padded weights"), self._padded(Vt, "padded direction")
+        if tiles:  # each padded from the transposed view in one copy (or none)
+            W, Vt = self._padded(coef.T, "padded weights"), self._padded(V.T, "padded direction")
+        else:
+            W, Vt = self._weights(coef), np.ascontiguousarray(V.T)
         args = (self.data.X, P, *self._weight_args(), W, bias, Vt, cv, G, gc, scratch)
         if transposed:
-            return _hessp_gemm_t_chunk, _hessp_gemm_t, args, G, gc
-        if tiles:
-            if self.k >= LANES_FROM:
-                return _hessp_tiles_chunk_lanes, _hessp_tiles_lanes, args, G, gc
-            return _hessp_tiles_chunk, _hessp_tiles, args, G, gc
-        if self.k >= LANES_FROM:
-            return _hessp_gemm_chunk_lanes, _hessp_gemm_lanes, args, G, gc
-        return _hessp_gemm_chunk, _hessp_gemm, args, G, gc
+            kernels = _hessp_gemm_t_chunk, _hessp_gemm_t
+        elif tiles:
+            kernels = ((_hessp_tiles_chunk_lanes, _hessp_tiles_lanes) if self.k >= LANES_FROM
+                       else (_hessp_tiles_chunk, _hessp_tiles))
+        elif self.k >= LANES_FROM:
+            kernels = _hessp_gemm_chunk_lanes, _hessp_gemm_lanes
+        else:
+            kernels = _hessp_gemm_chunk, _hessp_gemm
+        return *kernels, args, G, gc, Vt
 
     def _hessp_split_args(self, coef, bias, P, V, cv):
         """(arguments, G (n, k), gc) of :func:`~._kernels._hessp._hessp_gemm_split`: H (V, cv)."""
@@ -944,7 +994,7 @@ class DenseEngine:
             kernel = _hessp_gemm_split
             args = self._hessp_split_args(coef, bias, self.no_proba, V, cv)[0]
         else:
-            chunk_fn, kernel, args, _, _ = self._hessp_call(coef, bias, self.no_proba, V, cv)
+            chunk_fn, kernel, args, *_ = self._hessp_call(coef, bias, self.no_proba, V, cv)
             if self._serial:
                 kernel, args = chunk_fn, (0, *args)
         return [(kernel, tuple(kernel.typeof_pyval(a) for a in args))]
@@ -956,8 +1006,8 @@ class DenseEngine:
         stored P has the same type).
         """
         k, n, dt = self.k, self.data.n_features, self.dtype
-        weights, bias = self._weights(np.zeros((k, n), dt)), np.zeros(k, dt)
         variant = self._gradient_variant()
+        weights, bias = self._kernel_weights(variant, np.zeros((k, n), dt)), np.zeros(k, dt)
         kernel: Any
         if variant == "gemm_split":
             kernel = _loss_grad_gemm_split

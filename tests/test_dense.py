@@ -129,13 +129,15 @@ def test_outer_tiles_rule(monkeypatch):
     X, y, W, b, sw = make_problem(np.random.default_rng(0), 300, 100, 40, np.float32)
     engine = PublicObjective(X, y, 40, None, strategy="gemm").objective.engine
     assert engine.describe()["kernel"] == engine.describe()["products"] == "gemm_tiles_lanes"
-    # 300 rows of 400 bytes (one chunk, a small call): blocks of 96 (AVX2's
-    # rule), or one block of them (AVX-512's)
+    # 300 rows of 400 bytes: one chunk for a cold call, two where earlier
+    # calls ran in a loop (_launch.serial_call); blocks of 96 (AVX2's
+    # rule), or one block of a chunk's rows (AVX-512's)
+    rows = -(-300 // engine._chunks())
     monkeypatch.setattr(_dense, "_TILES_BLOCK_BYTES", None)
-    assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 96
+    assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, rows) == 96
     assert _dense.tiles_block_rows(200, 4, 1000) == 48
     monkeypatch.setattr(_dense, "_TILES_BLOCK_BYTES", 160 << 10)
-    assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, 300) == 300
+    assert engine.describe()["block_rows"] == _dense.tiles_block_rows(100, 4, rows) == rows
     # the most rows from 384, halving, whose block of X takes at most 160 KiB
     assert _dense.tiles_block_rows(50, 8, 1000) == 384
     assert _dense.tiles_block_rows(100, 8, 1000) == 192
@@ -614,19 +616,53 @@ def test_gemm_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape,cols", [((2, 7, 5), 5), ((3, 40, 19), 17), ((2, 1, 3), 3),
-                                        ((5, 3, 8), 8), ((16, 33, 24), 20)])
-def test_sum_chunks_equals_numpy(dt, shape, cols, rng):
-    """_kernels._fused._sum_chunks: the chunks' sum over the first cols
-    columns, bit for bit NumPy's sum over the chunk axis, whatever the
-    chunk count next to the rows and the threads."""
-    from fastsoftmax._kernels._fused import _sum_chunks
+                                        ((5, 3, 8), 8), ((16, 33, 24), 20), ((1, 9, 6), 4)])
+@pytest.mark.parametrize("alpha", [0.0, 0.3])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_sum_chunks_equals_numpy(dt, shape, cols, alpha, parts, rng):
+    """_kernels._fused._sum_chunks (and _sum_chunks_one): the chunks' sum over
+    the first cols columns, bit for bit NumPy's sum over the chunk axis,
+    whatever the chunk count next to the rows and the parts; then alpha W
+    added as _penalty.add_l2 adds it, and Σ W² (float64) returned. W wider
+    than cols (the tiles' padded Wp): its extra columns are not read."""
+    from fastsoftmax._kernels._fused import _sum_chunks, _sum_chunks_one
+    from fastsoftmax._penalty import l2_penalty
 
     G = rng.standard_normal(shape).astype(dt)
-    G0 = G.copy()
+    W = rng.standard_normal((shape[1], shape[2] + 3)).astype(dt)
+    W[:, cols:] = np.nan  # never read
+    G0, W0 = G.copy(), W.copy()
+    want = G[:, :, :cols].sum(axis=0)
+    want += dt(alpha) * W[:, :cols]
+    want_squares = l2_penalty(W[:, :cols], 1.0) * 2 if alpha else 0.0
+    # Without the L2 term bit for bit; with it, to the last bits (fast-math
+    # may fuse the multiply and add).
+    rtol = 0 if not alpha else (1e-14 if dt == np.float64 else 1e-6)
     out = np.full((shape[1], cols), np.nan, dt)
-    _sum_chunks(G, out)
-    np.testing.assert_array_equal(out, G[:, :, :cols].sum(axis=0))
+    squares = np.empty(parts)
+    _sum_chunks(G, W, dt(alpha), out, squares)
+    np.testing.assert_allclose(out, want, rtol=rtol, atol=rtol)
+    assert squares.sum() == pytest.approx(want_squares, rel=1e-12)
+    out[...] = np.nan
+    assert _sum_chunks_one(G, W, dt(alpha), out) == pytest.approx(want_squares, rel=1e-12)
+    np.testing.assert_allclose(out, want, rtol=rtol, atol=rtol)
     np.testing.assert_array_equal(G, G0)
+    np.testing.assert_array_equal(W, W0)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape", [(1, 1), (31, 33), (70, 100), (129, 5)])
+def test_pad_copy_writes_only_the_first_columns(dt, shape, rng):
+    """_kernels._fused._pad_copy: Wp[:, :k] = W, Wp's padding untouched."""
+    from fastsoftmax._kernels._fused import _pad_copy
+
+    W = rng.standard_normal(shape).astype(dt)
+    W0 = W.copy()
+    Wp = np.full((shape[0], shape[1] + 7), -1.0, dt)
+    _pad_copy(W, Wp)
+    np.testing.assert_array_equal(Wp[:, :shape[1]], W)
+    assert (Wp[:, shape[1]:] == -1).all()
+    np.testing.assert_array_equal(W, W0)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -233,22 +233,25 @@ def test_alpha_on_many_weights_matches_reference(n, k, dt, rng):
 @pytest.mark.parametrize("strategy", ["rows", "gemm"])
 def test_alpha_on_many_weights_in_solver_layout_takes_the_compiled_pass(strategy, dt, rng,
                                                                         monkeypatch):
-    # The solvers' coef is (k, n) C-contiguous; the GEMM strategy's gradient
-    # is the transpose of an (n, k) sum: the engine hands the L2 term arrays
-    # of one memory order (its sum and W), so the compiled pass runs.
+    # The solvers' coef is (k, n) C-contiguous, the gradient the sum of the
+    # chunks' (n, k) or (k, n') parts: the engine adds the L2 term in the
+    # compiled pass that sums them (_kernels._fused._sum_chunks, reading the
+    # kernels' own copy of the weights), not in a second pass.
+    import fastsoftmax._dense as dense
     import fastsoftmax._kernels._vector as vector
     from fastsoftmax._penalty import _KERNEL_FROM
 
     calls = []
-    kernel = vector._add_scaled
-    monkeypatch.setattr(vector, "_add_scaled", lambda *a: calls.append(1) or kernel(*a))
+    kernel = dense._sum_chunks
+    monkeypatch.setattr(dense, "_sum_chunks", lambda *a: calls.append(a[2]) or kernel(*a))
+    monkeypatch.setattr(vector, "_add_scaled", None)  # not called
     n, k = 1400, 48
     assert n * k >= _KERNEL_FROM
     X, y, W, b, _ = make_problem(rng, 64, n, k, dt)
     obj = PublicObjective(X, y, k, strategy=strategy, n_threads=2)
     assert obj.strategy == strategy
     assert_close(obj(W, b, 0.3), truth(X, y, W, b, alpha=0.3), dt)
-    assert calls == [1]
+    assert calls == [dt(0.3)]
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

@@ -24,8 +24,8 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
 
 Both write per-chunk partial sums (a leading chunk axis on every
 accumulator: no shared array is written from inside ``prange``); the caller
-reduces them (:func:`_sum_chunks` once they are large) and adds the L2
-penalty. For few rows over a large n k, :func:`_loss_grad_gemm_split` splits
+reduces them and adds the L2 penalty in one pass (:func:`_sum_chunks`, in
+parallel once they are large). For few rows over a large n k, :func:`_loss_grad_gemm_split` splits
 the backward product by features instead and writes the one gradient. Each
 parallel kernel is a ``prange`` over chunks calling one compiled chunk
 function (:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller
@@ -1084,27 +1084,71 @@ def _loss_grad_gemm_t(X, y, Y, sw, soft, weighted, scale, W, b,
                       gW, gb, loss, bad_row, scratch, P)
 
 
-@njit(**PJIT)
-def _sum_chunks(G, out):
-    """OUT out (a, b) = the sum over c of G[c, :, :b], rows of out split over the threads.
+@njit(inline="always", **JIT)
+def _reduce_rows(G, W, alpha, out, r0, r1):
+    """OUT out[r] = Σ_c G[c, r, :b] + alpha W[r, :b] for r0 <= r < r1; return Σ W[r, :b]².
 
-    G (n_chunks, a, b') with b' >= b: the per-chunk partial sums of the
-    kernels above (and of ``_hessp``), one chunk per thread in force, so
-    the rows of out go in as many parts. Each row of out adds the chunks in
-    order, c = 0, 1, ..., as NumPy's ``G.sum(axis=0)`` does, so the result
-    is the same bit for bit; only the rows are shared out.
+    The chunks are added in order, c = 0, 1, ..., as NumPy's
+    ``G.sum(axis=0)`` does, then the L2 term as ``_penalty.add_l2`` adds
+    it; the squares are summed in float64 (none where alpha is 0, and W is
+    not read).
     """
-    chunks, a = G.shape[0], out.shape[0]
-    b = out.shape[1]
-    parts = max(1, min(a, chunks))
-    for p in prange(parts):
-        r0, r1 = _chunk(a, parts, p)
-        for r in range(r0, r1):
-            o = out[r]
-            g = G[0, r]
+    chunks, b = G.shape[0], out.shape[1]
+    squares = 0.0
+    for r in range(r0, r1):
+        o = out[r]
+        g = G[0, r]
+        for j in range(b):
+            o[j] = g[j]
+        for c in range(1, chunks):
+            g = G[c, r]
             for j in range(b):
-                o[j] = g[j]
-            for c in range(1, chunks):
-                g = G[c, r]
-                for j in range(b):
-                    o[j] += g[j]
+                o[j] += g[j]
+        if alpha != 0:
+            w = W[r]
+            for j in range(b):
+                v = w[j]
+                o[j] += alpha * v
+                v64 = np.float64(v)
+                squares += v64 * v64
+    return squares
+
+
+@njit(**PJIT)
+def _sum_chunks(G, W, alpha, out, parts):
+    """OUT out (a, b) = Σ_c G[c, :, :b] + alpha W[:, :b]; parts[p] = part p's Σ W² (float64).
+
+    G (n_chunks, a, b') and W (a, b'') with b', b'' >= b, both row-major:
+    the per-chunk partial sums of the kernels above (and of ``_hessp``)
+    and the kernels' own weights (or direction), whose rows line up with
+    G's. The rows of out go in len(parts) parts over the threads; each row
+    is :func:`_reduce_rows`'s, the same numbers whatever the parts.
+    Reducing and adding the L2 term in one pass reads W and writes the
+    gradient once, not twice.
+    """
+    a = out.shape[0]
+    n_parts = parts.shape[0]
+    for p in prange(n_parts):
+        r0, r1 = _chunk(a, n_parts, p)
+        parts[p] = _reduce_rows(G, W, alpha, out, r0, r1)
+
+
+@njit(**JIT)
+def _sum_chunks_one(G, W, alpha, out):
+    """:func:`_sum_chunks` on the calling thread, returning Σ W²: for small sums."""
+    return _reduce_rows(G, W, alpha, out, 0, out.shape[0])
+
+
+@njit(**PJIT)
+def _pad_copy(W, Wp):
+    """OUT Wp[:, :k] = W (n, k), C-contiguous, the rows split over the threads.
+
+    The tiles' padded weights (``_outer``'s Wp, its padding left as it is).
+    NumPy's copy runs on one thread: 0.8 ms of a 27 ms gradient at (1000,
+    3000, 1000) float32 (BENCHMARKS.md, "Sixty-second session").
+    """
+    k = W.shape[1]
+    for i in prange(W.shape[0]):
+        w, s = Wp[i], W[i]
+        for j in range(k):
+            w[j] = s[j]
