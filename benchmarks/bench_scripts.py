@@ -288,6 +288,11 @@ def test_gradient_variants_strips():
         assert_table(rows, 2)
         assert rows[2].startswith(f"| (600, 48, {k}) | (k, n) C |"), rows
         assert rows[3].startswith(f"| (600, 48, {k}) | W.T |"), rows
+    # L-BFGS with coef in the engine's order against C-ordered.
+    rows = run_script("benchmarks/gradient_variants.py", "lbfgs_order", "--shapes", "600x48x40",
+                      "--rounds", "1")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (600, 48, 40) | gemm |"), rows
 
 
 def test_gradient_variants_split():

@@ -26,6 +26,8 @@
                                            [--shapes 1000x3000x1000,1000x784x1000,...]
     python benchmarks/gradient_variants.py weights_pass [--dtype float32]
                                            [--shapes 1000x3000x1000,1000x784x1000,...]
+    python benchmarks/gradient_variants.py lbfgs_order [--dtype float64]
+                                           [--shapes 1000x3000x1000,1000x784x1000,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
 (``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
@@ -70,6 +72,7 @@ Markdown table; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import warnings
 
 import numpy as np
 from _common import best_of  # benchmarks/ is on the path of a script run from it
@@ -638,6 +641,42 @@ def weights_pass(args, rng) -> None:
                   f"{t['new'] / t['old']:.2f} | {new.describe()['kernel']} |", flush=True)
 
 
+class _COrdered:
+    """An objective without its ``coef_order``: L-BFGS then holds coef C-ordered (as before)."""
+
+    def __init__(self, inner):
+        self.inner, self.dtype = inner, inner.dtype
+
+    def loss_grad(self, *args):
+        return self.inner.loss_grad(*args)
+
+
+def lbfgs_order(args, rng) -> None:
+    from fastsoftmax._solvers.lbfgs import lbfgs
+
+    dt = np.dtype(args.dtype)
+    iters = 10
+    print(f"{dt.name}, L-BFGS ({iters} iterations, alpha 1e-4) with its flat vector in the "
+          f"engine's memory order (coef F-ordered for the GEMM strategy) against C-ordered; "
+          f"medians of {args.rounds} rounds of the best of {CALLS} fits")
+    print("| (m, n, k) | strategy | engine's order s | C order s | engine's / C | kernel |")
+    print("|---|---|---:|---:|---:|---|")
+    for m, n, k, data, _, _ in _cases(args, rng):
+        objective = Objective(data, "gemm", warm=True)
+        start = np.zeros((k, n), dt), np.zeros(k, dt)
+
+        def fit(obj, start=start):
+            return lambda: lbfgs(obj, *start, 1e-4, max_iter=iters, tol=0.0)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the iteration limit, on purpose
+            t = alternate({"new": fit(objective), "old": fit(_COrdered(objective))},
+                          args.rounds)
+        print(f"| ({m}, {n}, {k}) | {objective.strategy} | {t['new'] / 1e3:.3f} | "
+              f"{t['old'] / 1e3:.3f} | {t['new'] / t['old']:.2f} | "
+              f"{objective.engine.describe()['kernel']} |", flush=True)
+
+
 # Each mode's defaults for the options left out (None).
 DEFAULTS = {
     "transposed": {"dtype": "float32", "ns": "50,64", "ks": "14,16,20,24,31", "work": 2e8},
@@ -660,6 +699,8 @@ DEFAULTS = {
     "strips": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,500x1500x1000,"
                "1000x784x1000,1000x3000x100,3000x1500x300,2000x100x1000,20000x100x100,"
                "10000x20x1000,69000x96x30"},
+    "lbfgs_order": {"dtype": "float64", "shapes": "1000x3000x1000,1000x784x1000,"
+                    "3000x784x100,20000x100x100,60000x784x10"},
     "weights_pass": {"dtype": "float32", "shapes": "1000x3000x1000,1000x784x1000,"
                      "300x3000x3000,1000x3000x100,3000x784x100,20000x100x100,2000x100x1000"},
 }
@@ -684,7 +725,8 @@ def main(argv=None) -> None:
     {"transposed": transposed, "products": products, "fits": product_fits,
      "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
      "split": split, "strips": strips, "pairs": pairs, "big_g": big_g,
-     "set_first": set_first, "weights_pass": weights_pass}[args.what](args, rng)
+     "set_first": set_first, "weights_pass": weights_pass,
+     "lbfgs_order": lbfgs_order}[args.what](args, rng)
 
 
 if __name__ == "__main__":

@@ -200,6 +200,18 @@ class Objective:
 
         _side_compile.start(self.engine.hessp_kernels)
 
+    @property
+    def coef_order(self) -> str:
+        """The memory order of coef (k, n) that the engine takes and returns without a copy.
+
+        "F" for the dense GEMM strategy, whose kernels read W = coefᵀ
+        C-contiguous and whose gradient is the transpose of an (n, k) sum;
+        "C" otherwise. A solver that keeps its coef in this order (L-BFGS's
+        flat vector) spares a transposing copy each way on every call.
+        """
+        return "F" if isinstance(self.engine, DenseEngine) and self.engine.strategy == "gemm" \
+            else "C"
+
     def _bias(self, intercept: np.ndarray | None) -> np.ndarray:
         return intercept if intercept is not None else np.zeros(self.n_classes, self.dtype)
 

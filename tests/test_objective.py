@@ -62,3 +62,42 @@ def test_matvec_scale_and_out_give_the_product_along_the_scaled_direction(engine
     tol = dict(rtol=2e-6, atol=2e-6) if dt == np.float32 else dict(rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(got[0], want[0], **tol)
     np.testing.assert_allclose(got[1], want[1], **tol)
+
+
+@pytest.mark.parametrize("strategy, order", [("rows", "C"), ("gemm", "F")])
+def test_lbfgs_keeps_coef_in_the_engines_order(strategy, order, rng):
+    """L-BFGS's flat vector holds coef in the engine's memory order
+    (Objective.coef_order): the engine gets coef and hands back its gradient
+    in that order, no transposing copy either way; the fit reaches the
+    optimum it reaches with coef held C-ordered, and returns a C-contiguous
+    coef."""
+    from fastsoftmax._solvers.lbfgs import lbfgs
+
+    X, y, W, b, _ = make_problem(rng, 400, 30, 5, np.float64)
+    objective = PublicObjective(X, y, 5, strategy=strategy).objective
+    assert objective.coef_order == order
+    seen = []
+    gradient = objective.engine.gradient
+
+    def spy(coef, *args, **kwargs):
+        seen.append(coef.flags.f_contiguous if order == "F" else coef.flags.c_contiguous)
+        out = gradient(coef, *args, **kwargs)
+        seen.append(out[1].flags.f_contiguous if order == "F" else out[1].flags.c_contiguous)
+        return out
+
+    objective.engine.gradient = spy
+    coef0, b0 = np.zeros((5, 30)), np.zeros(5)
+    got = lbfgs(objective, coef0, b0, 0.1, max_iter=500, tol=1e-10)
+    assert seen and all(seen)
+    assert got.coef.flags.c_contiguous and got.converged
+
+    class COrdered:  # the same objective without its order: coef held C-ordered
+        def __init__(self, inner):
+            self.inner, self.dtype = inner, inner.dtype
+
+        def loss_grad(self, *args):
+            return self.inner.loss_grad(*args)
+
+    want = lbfgs(COrdered(objective), coef0, b0, 0.1, max_iter=500, tol=1e-10)
+    np.testing.assert_allclose(got.coef, want.coef, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(got.intercept, want.intercept, rtol=0, atol=1e-7)

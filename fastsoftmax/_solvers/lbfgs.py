@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,9 +26,16 @@ def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alph
     fit_b = intercept0 is not None
     size = k * n
     curve: list[float] = []
+    # The flat vector holds coef in the engine's memory order (F for the
+    # dense GEMM strategy: W (n, k) row by row), so that neither the
+    # engine's weights nor its gradient is a transposing copy: two passes
+    # of n k strided entries on every evaluation (BENCHMARKS.md,
+    # "Sixty-second session").
+    order: Literal["C", "F"] = "F" if getattr(objective, "coef_order", "C") == "F" else "C"
 
     def unpack(theta):
-        coef = theta[:size].reshape(k, n).astype(dt)
+        flat = theta[:size]
+        coef = (flat.reshape(n, k).T if order == "F" else flat.reshape(k, n)).astype(dt)
         intercept = theta[size:].astype(dt) if fit_b else None
         return coef, intercept
 
@@ -38,7 +45,7 @@ def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alph
         except ValueError:  # the logits overflowed at this trial point
             return np.inf, np.zeros_like(theta)
         grad = np.empty_like(theta)
-        grad[:size] = g_coef.ravel()
+        grad[:size] = g_coef.ravel(order)
         if fit_b:
             grad[size:] = g_int
         return loss, grad
@@ -52,7 +59,7 @@ def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alph
         if validation is not None and monitor.update(*unpack(intermediate_result.x), curve[-1]):
             raise StopIteration
 
-    theta0 = np.concatenate([coef0.ravel(), intercept0 if fit_b else []]).astype(np.float64)
+    theta0 = np.concatenate([coef0.ravel(order), intercept0 if fit_b else []]).astype(np.float64)
     # ftol at float64's epsilon whatever the data's dtype, as scikit-learn
     # does: the loss is summed in float64 even for float32 data, so it keeps
     # improving well below float32's epsilon, and ftol = 64 eps(float32)
@@ -74,5 +81,6 @@ def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alph
                            f"largest gradient entry {np.abs(res.jac).max():.2e} > tol={tol:g}; "
                            "increase max_iter or standardise the features.")
     converged = bool(res.success) or res.status == 99  # 99: stopped by the monitor
-    return monitor.result(*unpack(theta), n_iter=int(res.nit), loss_curve=curve,
-                          converged=converged)
+    coef, intercept = unpack(theta)
+    return monitor.result(np.ascontiguousarray(coef), intercept, n_iter=int(res.nit),
+                          loss_curve=curve, converged=converged)
