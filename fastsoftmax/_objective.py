@@ -205,12 +205,14 @@ class Objective:
         """The memory order of coef (k, n) that the engine takes and returns without a copy.
 
         "F" for the dense GEMM strategy, whose kernels read W = coefᵀ
-        C-contiguous and whose gradient is the transpose of an (n, k) sum;
-        "C" otherwise. A solver that keeps its coef in this order (L-BFGS's
-        flat vector) spares a transposing copy each way on every call.
+        C-contiguous and whose gradient is the transpose of an (n, k) sum,
+        and for the sparse kernels, whose gradient is too; "C" for the rows
+        strategy. A solver that keeps its coef in this order (L-BFGS's flat
+        vector, as Newton's) spares a transposing copy each way on every
+        call.
         """
-        return "F" if isinstance(self.engine, DenseEngine) and self.engine.strategy == "gemm" \
-            else "C"
+        rows = isinstance(self.engine, DenseEngine) and self.engine.strategy == "rows"
+        return "C" if rows else "F"
 
     def _bias(self, intercept: np.ndarray | None) -> np.ndarray:
         return intercept if intercept is not None else np.zeros(self.n_classes, self.dtype)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from _helpers import PublicObjective, make_problem, product
 
 from fastsoftmax import reference as ref
@@ -64,7 +65,7 @@ def test_matvec_scale_and_out_give_the_product_along_the_scaled_direction(engine
     np.testing.assert_allclose(got[1], want[1], **tol)
 
 
-@pytest.mark.parametrize("strategy, order", [("rows", "C"), ("gemm", "F")])
+@pytest.mark.parametrize("strategy, order", [("rows", "C"), ("gemm", "F"), ("sparse", "F")])
 def test_lbfgs_keeps_coef_in_the_engines_order(strategy, order, rng):
     """L-BFGS's flat vector holds coef in the engine's memory order
     (Objective.coef_order): the engine gets coef and hands back its gradient
@@ -74,6 +75,9 @@ def test_lbfgs_keeps_coef_in_the_engines_order(strategy, order, rng):
     from fastsoftmax._solvers.lbfgs import lbfgs
 
     X, y, W, b, _ = make_problem(rng, 400, 30, 5, np.float64)
+    if strategy == "sparse":
+        X[np.abs(X) < 1] = 0
+        X, strategy = sp.csr_matrix(X), None
     objective = PublicObjective(X, y, 5, strategy=strategy).objective
     assert objective.coef_order == order
     seen = []

@@ -27,10 +27,10 @@ def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alph
     size = k * n
     curve: list[float] = []
     # The flat vector holds coef in the engine's memory order (F for the
-    # dense GEMM strategy: W (n, k) row by row), so that neither the
-    # engine's weights nor its gradient is a transposing copy: two passes
-    # of n k strided entries on every evaluation (BENCHMARKS.md,
-    # "Sixty-second session").
+    # dense GEMM strategy and the sparse kernels: W (n, k) row by row, as
+    # Newton's), so that neither the engine's weights nor its gradient is a
+    # transposing copy: two passes of n k strided entries on every
+    # evaluation (BENCHMARKS.md, "Sixty-second session").
     order: Literal["C", "F"] = "F" if getattr(objective, "coef_order", "C") == "F" else "C"
 
     def unpack(theta):
