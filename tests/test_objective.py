@@ -4,6 +4,8 @@ Its numbers are checked per engine: test_dense.py, test_sparse.py."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -105,3 +107,15 @@ def test_lbfgs_keeps_coef_in_the_engines_order(strategy, order, rng):
     want = lbfgs(COrdered(objective), coef0, b0, 0.1, max_iter=500, tol=1e-10)
     np.testing.assert_allclose(got.coef, want.coef, rtol=0, atol=1e-7)
     np.testing.assert_allclose(got.intercept, want.intercept, rtol=0, atol=1e-7)
+    # Batch gradient descent keeps its coef in that order too: the same steps.
+    from fastsoftmax._solvers.bgd import bgd
+
+    seen.clear()
+    settings = dict(max_iter=20, tol=0.0, n_iter_no_change=100, eta0=0.5,
+                    learning_rate="constant", momentum=0.9, nesterov=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the iteration limit, on purpose
+        got = bgd(objective, coef0, b0, 0.1, **settings)
+        want = bgd(COrdered(objective), coef0, b0, 0.1, **settings)
+    assert len(seen) == 2 * 21 * 2 and all(seen[:42])
+    np.testing.assert_allclose(got.coef, want.coef, rtol=0, atol=1e-12)

@@ -25,7 +25,11 @@ def bgd(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alpha:
     iterations.
     """
     dt = objective.dtype
-    params = [coef0.copy()] + ([] if intercept0 is None else [intercept0.copy()])
+    # coef in the engine's memory order (``Objective.coef_order``), as its
+    # gradients come: the steps' arithmetic then runs on contiguous arrays
+    # of one order, and the engine takes coef without a transposing copy.
+    order = getattr(objective, "coef_order", "C")
+    params = [coef0.copy(order=order)] + ([] if intercept0 is None else [intercept0.copy()])
     velocity = [np.zeros_like(p) for p in params]
     loss, grads = _split(objective.loss_grad(*_pair(params), alpha))
     curve = [loss]
