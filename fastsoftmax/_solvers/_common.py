@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,6 +37,15 @@ class FitResult:
     converged: bool = False
     diverged: bool = False
     state: Any = None  # the SGD state to continue from (partial_fit), else None
+
+
+def coef_order(objective: Any) -> Literal["C", "F"]:
+    """Return the memory order of coef (k, n) that ``objective``'s engine takes and returns.
+
+    ``Objective.coef_order``; "C" for an objective that does not say (the
+    Dask objective's sums are C-ordered).
+    """
+    return "F" if getattr(objective, "coef_order", "C") == "F" else "C"
 
 
 def warn_diverged(solver: str, eta: float, it: int) -> None:

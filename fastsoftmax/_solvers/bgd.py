@@ -6,7 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Callback, FitResult, Monitor, rose, warn_diverged, warn_not_converged
+from ._common import (
+    Callback,
+    FitResult,
+    Monitor,
+    coef_order,
+    rose,
+    warn_diverged,
+    warn_not_converged,
+)
 
 
 def bgd(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alpha: float, *,
@@ -28,8 +36,9 @@ def bgd(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alpha:
     # coef in the engine's memory order (``Objective.coef_order``), as its
     # gradients come: the steps' arithmetic then runs on contiguous arrays
     # of one order, and the engine takes coef without a transposing copy.
-    order = getattr(objective, "coef_order", "C")
-    params = [coef0.copy(order=order)] + ([] if intercept0 is None else [intercept0.copy()])
+    params = [coef0.copy(order=coef_order(objective))]
+    if intercept0 is not None:
+        params.append(intercept0.copy())
     velocity = [np.zeros_like(p) for p in params]
     loss, grads = _split(objective.loss_grad(*_pair(params), alpha))
     curve = [loss]

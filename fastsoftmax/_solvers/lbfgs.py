@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from ._common import Callback, FitResult, Monitor, warn_not_converged
+from ._common import Callback, FitResult, Monitor, coef_order, warn_not_converged
 
 
 def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alpha: float, *,
@@ -31,7 +31,7 @@ def lbfgs(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alph
     # Newton's), so that neither the engine's weights nor its gradient is a
     # transposing copy: two passes of n k strided entries on every
     # evaluation (BENCHMARKS.md, "Sixty-second session").
-    order: Literal["C", "F"] = "F" if getattr(objective, "coef_order", "C") == "F" else "C"
+    order = coef_order(objective)
 
     def unpack(theta):
         flat = theta[:size]
