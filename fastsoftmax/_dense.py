@@ -631,8 +631,8 @@ class DenseEngine:
         Where k is already a whole number of vectors and W is C-contiguous
         (``loss_and_grad``'s W), W itself: the tiles load its rows
         unaligned, where a copy into an aligned buffer cost more (a 24 MB
-        pass each call at (1000, 3000, 1000) float64: the gradient 1.03x
-        the time with W read unaligned, BENCHMARKS.md, "Sixty-second
+        pass each call: at (1000, 3000, 1000) float64 the gradient took
+        0.97x the time reading W unaligned, BENCHMARKS.md, "Sixty-second
         session"). Otherwise written into the buffer ``what``, kept as the
         scratch is (its padding, zeroed once, never written): a C-contiguous
         W from :data:`_PARALLEL_COPY_FROM` entries by a parallel pass
@@ -663,8 +663,8 @@ class DenseEngine:
         a fresh array; the GEMM strategy's is (n, k), and its transposed view
         is returned (Fortran-ordered), not a copy: a caller that wants (n, k)
         C-contiguous gets it back by transposing, without a copy either.
-        The L2 term and the sum of squares (float64; 0.0 where alpha is 0)
-        come in the same pass as the sum (``_kernels._fused._sum_chunks``,
+        The L2 term and the sum of squares (float64, by rows; 0.0 where alpha
+        is 0) come in the same pass as the sum (``_kernels._fused._sum_chunks``,
         the chunks added in NumPy's order): in parallel from
         :data:`_PARALLEL_SUM_BYTES` of partial sums over several chunks, or
         from ``_penalty._KERNEL_FROM`` weights, else on the calling thread.
@@ -678,15 +678,16 @@ class DenseEngine:
             out = G[0, :, :cols].copy()
             return (out if rows else out.T), 0.0
         out = np.empty((a, cols), dtype=G.dtype)
+        # Each row's squares, summed here: the same number whatever the
+        # threads (the L2 term's pass summed per thread before).
+        squares = np.empty(a if alpha else 0)
         alpha_ = G.dtype.type(alpha)
         if ((chunks > 1 and G.nbytes >= _PARALLEL_SUM_BYTES)
                 or (alpha and out.size >= _L2_KERNEL_FROM)):
-            parts = np.empty(n_chunks(a))
-            _sum_chunks(G, W, alpha_, out, parts)
-            squares = float(parts.sum())
+            _sum_chunks(G, W, alpha_, out, squares, n_chunks(a))
         else:
-            squares = float(_sum_chunks_one(G, W, alpha_, out))
-        return (out if rows else out.T), squares
+            _sum_chunks_one(G, W, alpha_, out, squares)
+        return (out if rows else out.T), float(squares.sum())
 
     def _accumulators(self, chunks: int, width: int | None = None) -> tuple[np.ndarray, ...]:
         """Per-chunk partial sums: (chunks, k, n + pad) or (chunks, n, k), and (chunks, k + pad).

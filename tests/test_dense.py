@@ -623,8 +623,9 @@ def test_sum_chunks_equals_numpy(dt, shape, cols, alpha, parts, rng):
     """_kernels._fused._sum_chunks (and _sum_chunks_one): the chunks' sum over
     the first cols columns, bit for bit NumPy's sum over the chunk axis,
     whatever the chunk count next to the rows and the parts; then alpha W
-    added as _penalty.add_l2 adds it, and Σ W² (float64) returned. W wider
-    than cols (the tiles' padded Wp): its extra columns are not read."""
+    added as _penalty.add_l2 adds it, and each row's Σ W² (float64), the
+    same whatever the parts. W wider than cols (the tiles' padded Wp): its
+    extra columns are not read."""
     from fastsoftmax._kernels._fused import _sum_chunks, _sum_chunks_one
     from fastsoftmax._penalty import l2_penalty
 
@@ -639,13 +640,15 @@ def test_sum_chunks_equals_numpy(dt, shape, cols, alpha, parts, rng):
     # may fuse the multiply and add).
     rtol = 0 if not alpha else (1e-14 if dt == np.float64 else 1e-6)
     out = np.full((shape[1], cols), np.nan, dt)
-    squares = np.empty(parts)
-    _sum_chunks(G, W, dt(alpha), out, squares)
+    squares = np.full(shape[1] if alpha else 0, np.nan)
+    _sum_chunks(G, W, dt(alpha), out, squares, parts)
     np.testing.assert_allclose(out, want, rtol=rtol, atol=rtol)
     assert squares.sum() == pytest.approx(want_squares, rel=1e-12)
     out[...] = np.nan
-    assert _sum_chunks_one(G, W, dt(alpha), out) == pytest.approx(want_squares, rel=1e-12)
+    squares_one = np.full_like(squares, np.nan)
+    _sum_chunks_one(G, W, dt(alpha), out, squares_one)
     np.testing.assert_allclose(out, want, rtol=rtol, atol=rtol)
+    np.testing.assert_array_equal(squares_one, squares)  # whatever the parts
     np.testing.assert_array_equal(G, G0)
     np.testing.assert_array_equal(W, W0)
 

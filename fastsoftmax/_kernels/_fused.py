@@ -83,6 +83,7 @@ from ._rowvec import (
     exp_row,
     scale_add_row,
 )
+from ._vector import add_scaled_row
 from ._width import _wide_vectors_float64, _wide_vectors_marked
 
 
@@ -1085,16 +1086,15 @@ def _loss_grad_gemm_t(X, y, Y, sw, soft, weighted, scale, W, b,
 
 
 @njit(inline="always", **JIT)
-def _reduce_rows(G, W, alpha, out, r0, r1):
-    """OUT out[r] = Σ_c G[c, r, :b] + alpha W[r, :b] for r0 <= r < r1; return Σ W[r, :b]².
+def _reduce_rows(G, W, alpha, out, squares, r0, r1):
+    """OUT out[r] = Σ_c G[c, r, :b] + alpha W[r, :b], squares[r] = Σ W[r, :b]² for r0 <= r < r1.
 
     The chunks are added in order, c = 0, 1, ..., as NumPy's
     ``G.sum(axis=0)`` does, then the L2 term as ``_penalty.add_l2`` adds
-    it; the squares are summed in float64 (none where alpha is 0, and W is
-    not read).
+    it; each row's squares in float64 (none where alpha is 0: W and
+    squares are then not touched).
     """
     chunks, b = G.shape[0], out.shape[1]
-    squares = 0.0
     for r in range(r0, r1):
         o = out[r]
         g = G[0, r]
@@ -1105,38 +1105,31 @@ def _reduce_rows(G, W, alpha, out, r0, r1):
             for j in range(b):
                 o[j] += g[j]
         if alpha != 0:
-            w = W[r]
-            for j in range(b):
-                v = w[j]
-                o[j] += alpha * v
-                v64 = np.float64(v)
-                squares += v64 * v64
-    return squares
+            squares[r] = add_scaled_row(o, W[r], alpha, b)
 
 
 @njit(**PJIT)
-def _sum_chunks(G, W, alpha, out, parts):
-    """OUT out (a, b) = Σ_c G[c, :, :b] + alpha W[:, :b]; parts[p] = part p's Σ W² (float64).
+def _sum_chunks(G, W, alpha, out, squares, parts):
+    """OUT out (a, b) = Σ_c G[c, :, :b] + alpha W[:, :b]; squares (a,) each row's Σ W² (float64).
 
     G (n_chunks, a, b') and W (a, b'') with b', b'' >= b, both row-major:
     the per-chunk partial sums of the kernels above (and of ``_hessp``)
     and the kernels' own weights (or direction), whose rows line up with
-    G's. The rows of out go in len(parts) parts over the threads; each row
-    is :func:`_reduce_rows`'s, the same numbers whatever the parts.
-    Reducing and adding the L2 term in one pass reads W and writes the
-    gradient once, not twice.
+    G's. The rows go in ``parts`` parts over the threads; each row is
+    :func:`_reduce_rows`'s, so the numbers do not depend on the parts (the
+    caller sums ``squares``). Reducing and adding the L2 term in one pass
+    reads W and writes the gradient once, not twice.
     """
     a = out.shape[0]
-    n_parts = parts.shape[0]
-    for p in prange(n_parts):
-        r0, r1 = _chunk(a, n_parts, p)
-        parts[p] = _reduce_rows(G, W, alpha, out, r0, r1)
+    for p in prange(parts):
+        r0, r1 = _chunk(a, parts, p)
+        _reduce_rows(G, W, alpha, out, squares, r0, r1)
 
 
 @njit(**JIT)
-def _sum_chunks_one(G, W, alpha, out):
-    """:func:`_sum_chunks` on the calling thread, returning Σ W²: for small sums."""
-    return _reduce_rows(G, W, alpha, out, 0, out.shape[0])
+def _sum_chunks_one(G, W, alpha, out, squares):
+    """:func:`_sum_chunks` on the calling thread: for small sums."""
+    _reduce_rows(G, W, alpha, out, squares, 0, out.shape[0])
 
 
 @njit(**PJIT)

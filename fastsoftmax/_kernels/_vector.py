@@ -82,6 +82,23 @@ def _dot_scaled(a, b, s, parts):
         parts[c, 0] = acc
 
 
+@njit(inline="always", **JIT)
+def add_scaled_row(g, w, alpha, n):
+    """Add alpha w[:n] to g[:n]; return Σ w[j]² in float64: one row (or slice) of the L2 term.
+
+    g and w 1-D, indexed from 0 (see the module's docstring). The loop of
+    :func:`_add_scaled_one`, :func:`_add_scaled` and of the chunks' sum
+    that adds the term (``_fused._sum_chunks``).
+    """
+    acc = 0.0
+    for j in range(n):
+        v = w[j]
+        g[j] += alpha * v
+        v64 = np.float64(v)
+        acc += v64 * v64
+    return acc
+
+
 @njit(**JIT)
 def _add_scaled_one(g, w, alpha):
     """Add alpha w to g; return Σ w² in float64: :func:`_add_scaled` on the calling thread.
@@ -92,12 +109,7 @@ def _add_scaled_one(g, w, alpha):
     """
     acc = 0.0
     for i in range(g.shape[0]):
-        gi, wi = g[i], w[i]
-        for j in range(g.shape[1]):
-            v = wi[j]
-            gi[j] += alpha * v
-            v64 = np.float64(v)
-            acc += v64 * v64
+        acc += add_scaled_row(g[i], w[i], alpha, g.shape[1])
     return acc
 
 
@@ -113,11 +125,4 @@ def _add_scaled(g, w, alpha, parts):
     n_chunks = parts.shape[0]
     for c in prange(n_chunks):
         lo, hi = _chunk(size, n_chunks, c)
-        gc, wc = g[lo:hi], w[lo:hi]
-        acc = 0.0
-        for i in range(hi - lo):
-            v = wc[i]
-            gc[i] += alpha * v
-            v64 = np.float64(v)
-            acc += v64 * v64
-        parts[c, 0] = acc
+        parts[c, 0] = add_scaled_row(g[lo:hi], w[lo:hi], alpha, hi - lo)
