@@ -607,7 +607,7 @@ def _two_pass_weights(engine):
 
     def to_coef(G, W, alpha=0.0):
         out = np.empty((G.shape[1], engine.k), G.dtype)
-        _sum_chunks(G, W, G.dtype.type(0), out, np.empty(n_chunks(G.shape[1])))
+        _sum_chunks(G, W, G.dtype.type(0), out, np.empty(0), n_chunks(G.shape[1]))
         squares = add_l2(out, unpadded["W"], alpha) if alpha else 0.0
         if squares is None:
             squares = 2 * l2_penalty(unpadded["W"], 1.0)

@@ -1,9 +1,13 @@
 """The L2 penalty α/2 ‖coef‖²: the one definition every objective uses.
 
-The dense engine and the Dask objective add it with these functions after
-their pass over X; the sparse kernels add the same term inside their
-column pass (:func:`fastsoftmax._sparse.loss_and_grad`), summing ‖W‖² in
-float64 as :func:`l2_penalty` does, and are tested against it.
+The Dask objective and the dense engine's split pass add it with these
+functions after their pass over X; the dense engine's other kernels add
+the same term in the pass that sums the threads' partial gradients
+(``_kernels._fused._sum_chunks``, through the row loop these functions'
+compiled passes share, ``_kernels._vector.add_scaled_row``), and the
+sparse kernels inside their column pass
+(:func:`fastsoftmax._sparse.loss_and_grad`), summing ‖W‖² in float64 as
+:func:`l2_penalty` does, and are tested against it.
 """
 
 from __future__ import annotations
