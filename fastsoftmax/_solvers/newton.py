@@ -31,7 +31,7 @@ import numpy as np
 
 from .._kernels._vector import _cg_direction, _cg_update, _dot_scaled
 from .._launch import n_chunks
-from ._common import Callback, FitResult, Monitor, warn_not_converged
+from ._common import Callback, FitResult, Monitor, coef_order, warn_not_converged
 
 # Armijo sufficient-decrease constant and the backtracking factor.
 ARMIJO = 1e-4
@@ -205,11 +205,11 @@ def newton(objective: Any, coef0: np.ndarray, intercept0: np.ndarray | None, alp
     # On an empty cache the Hessian products' kernel compiles in a second
     # process meanwhile, where a core is spare (fastsoftmax._side_compile).
     objective.compile_hessp_aside()
-    H = objective.hessian(coef0, intercept0, alpha)
-    grad = H.grad_coef
     packing = _Packing(coef0, intercept0, objective.dtype,
-                       transposed=grad.flags.f_contiguous and not grad.flags.c_contiguous)
+                       transposed=coef_order(objective) == "F")
     x = packing.pack(coef0, intercept0)
+    # From the first point on, coef in the engine's memory order.
+    H = objective.hessian(*packing.unpack(x), alpha)
     product = np.empty_like(x)  # the Hessian products' vector, reused
     curve: list[float] = []
     monitor = Monitor(0.0, n_iter_no_change, validation, alpha)
