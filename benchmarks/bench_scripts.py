@@ -348,3 +348,11 @@ def test_dask_rounds_script():
                       "--rounds", "1")
     assert_table(rows, 2)
     assert rows[2].startswith("| (400, 5, 3) | 0 | evaluation |"), rows
+
+
+def test_against_commit_script():
+    # One tiny shape, one round: this checkout against HEAD in a temporary
+    # worktree (removed after), a row with both times and both kernels.
+    rows = run_script("benchmarks/against_commit.py", "--quick")
+    assert_table(rows, 1)
+    assert rows[2].startswith("| (300, 20, 40) |"), rows

@@ -258,6 +258,46 @@ def _exp_row_ir(typingctx, z, mx, out):
     return z.dtype(z, mx, out), codegen
 
 
+def _fmax(b, x, y):
+    """Return x > y ? x : y (one ``vmaxps``; where either is NaN, y).
+
+    Not ``llvm.maxnum``, whose NaN rule (the other operand) costs a compare
+    and a blend beside the max where neither operand is a constant, nor
+    ``llvm.vector.reduce.fmax``, which x86 lowers lane by lane to scalar
+    maxima with a NaN check each: a chain of 15 (float32, AVX-512) in every
+    row's maximum. The maxima here are of rows checked for finite entries
+    (a row with NaN is reported, its maximum unused), and without NaN the
+    two rules agree.
+    """
+    return b.select(b.fcmp_ordered(">", x, y), x, y)
+
+
+def _halving(b, v, combine):
+    """Return v's lanes combined by halves, ``combine(lo, hi)`` on vectors half as wide.
+
+    One order of the operations wherever the code is inlined (the sums: strict
+    adds, so the same rounding in every kernel that sums a row this way).
+    """
+    width = v.type.count
+    while width > 1:
+        width //= 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, width), list(range(width))))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, width),
+                                                list(range(width, 2 * width))))
+        v = combine(lo, hi)
+    return b.extract_element(v, ir.Constant(_I32, 0))
+
+
+def _halving_max(b, v):
+    """Return the maximum of v's lanes (:func:`_fmax` by halves)."""
+    return _halving(b, v, lambda x, y: _fmax(b, x, y))
+
+
+def _halving_sum(b, v):
+    """Return the sum of v's lanes by halves, strict adds: one order wherever it is inlined."""
+    return _halving(b, v, b.fadd)
+
+
 def _make_max(bias: bool):
     """Return ``max_finite(z, b)``: (max of z, every entry finite).
 
@@ -275,7 +315,6 @@ def _make_max(bias: bool):
             row = _Row(context, b, sig, args)
             ops, (ptr, bp) = row.ops, row.ptrs
             L, vec = ops.L, ops.vec
-            maxnum = row.fn(b, "maxnum", vec, [vec, vec])
             fabs = row.fn(b, "fabs", vec, [vec])
             mask_t = ir.VectorType(_I1, L)
             big = ir.Constant(vec, [_big(sig.args[0].dtype)] * L)
@@ -291,12 +330,11 @@ def _make_max(bias: bool):
                 if mask is not None:
                     v = b.select(mask, v, low)
                     fin = b.or_(fin, b.not_(mask))
-                return [b.call(maxnum, [vals[0], v]), b.and_(vals[1], fin)]
+                return [_fmax(b, vals[0], v), b.and_(vals[1], fin)]
 
             mx, fin = _row_loop(b, ops, row.n, [low, ir.Constant(mask_t, [1] * L)], step)
-            rmax = row.fn(b, "vector.reduce.fmax", ops.fty, [vec])
             rand = _intrinsic_fn(b.module, f"llvm.vector.reduce.and.v{L}i1", _I1, [mask_t])
-            return context.make_tuple(b, ret, [b.call(rmax, [mx]), b.call(rand, [fin])])
+            return context.make_tuple(b, ret, [_halving_max(b, mx), b.call(rand, [fin])])
 
         return ret(z, bz), codegen
 
@@ -400,18 +438,6 @@ def _hvp_update_ir(typingctx, u, p, pu, d, g):
 ERROR_PAIR_VECTORS = 8
 
 
-def _halving_sum(b, v):
-    """Return the sum of v's lanes by halves, strict adds: one order wherever it is inlined."""
-    width = v.type.count
-    while width > 1:
-        width //= 2
-        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, width), list(range(width))))
-        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, width),
-                                                list(range(width, 2 * width))))
-        v = b.fadd(lo, hi)
-    return b.extract_element(v, ir.Constant(_I32, 0))
-
-
 @intrinsic
 def _error_pair_ir(typingctx, z0, z1, bias, gb, p0, p1, fw0, fw1, store_p):
     """Two rows' error in one pass, in registers.
@@ -446,12 +472,10 @@ def _error_pair_ir(typingctx, z0, z1, bias, gb, p0, p1, fw0, fw1, store_p):
         zp0, zp1, bp, gp, pp0, pp1 = row.ptrs
         fws = [context.cast(b, a, t, types.float64) for a, t in zip(args[6:8], sig.args[6:8],
                                                                       strict=True)]
-        # P's stores masked by store_p: one code path with P and without,
-        # hence the same numbers (two branches were compiled to two orders).
-        keep = _splat(b, ir.VectorType(_I1, L), args[8])
-        maxnum = row.fn(b, "maxnum", vec, [vec, vec])
+        # P's stores alone behind store_p, after every value they store is
+        # computed: the error's code is one path with P and without.
+        store_p = args[8]
         fabs = row.fn(b, "fabs", vec, [vec])
-        rmax = row.fn(b, "vector.reduce.fmax", fty, [vec])
         big = ir.Constant(vec, [_big(sig.args[0].dtype)] * L)
         low = ir.Constant(vec, [float("-inf")] * L)
         mask_t = ir.VectorType(_I1, L)
@@ -490,8 +514,7 @@ def _error_pair_ir(typingctx, z0, z1, bias, gb, p0, p1, fw0, fw1, store_p):
                            + [b.or_(b.fcmp_ordered("<=", b.call(fabs, [t[-1]]), big),
                                     b.not_(tail))])
                 last = b.select(tail, t[-1], low)
-                mx = b.call(rmax, [tree(lambda x, y: b.call(maxnum, [x, y]),
-                                        t[:-1] + [last])])
+                mx = _halving_max(b, tree(lambda x, y: _fmax(b, x, y), t[:-1] + [last]))
                 mxv = _splat(b, vec, mx)
                 es = [exp(x, mxv) for x in t]
                 es[-1] = b.select(tail, es[-1], ops.zero)
@@ -514,10 +537,10 @@ def _error_pair_ir(typingctx, z0, z1, bias, gb, p0, p1, fw0, fw1, store_p):
                 f = b.fdiv(fw, b.fpext(total, fw.type) if fw.type != fty else total)
                 f = _splat(b, vec, b.fptrunc(f, fty) if fw.type != fty else f)
                 err = [b.fmul(e, f) for e in es]
-                inv = _splat(b, vec, b.fdiv(one, total))
-                for v, e in enumerate(es):
-                    pmask = keep if masks[v] is None else b.and_(keep, masks[v])
-                    ops.store(b.fmul(e, inv), ops.at(pp, _const(v * L)), pmask)
+                with b.if_then(store_p):
+                    inv = _splat(b, vec, b.fdiv(one, total))
+                    for v, e in enumerate(es):
+                        ops.store(b.fmul(e, inv), ops.at(pp, _const(v * L)), masks[v])
                 for v, x in enumerate(err):
                     ops.store(x, ops.at(zp, _const(v * L)), masks[v])
                 errs.append(err)

@@ -1,0 +1,128 @@
+"""loss_and_grad of this checkout against the same at a git revision, processes alternating.
+
+    python benchmarks/against_commit.py [--base HEAD] [--dtype float32]
+                                        [--shapes 20000x100x100,100000x20x100,...]
+                                        [--rounds 5] [--strategy gemm] [--quick]
+
+A kernel change cannot keep its old form beside the new one in one process
+when what changed is code generated below Numba (an IR intrinsic, a rule
+inlined into every kernel). This script times the two versions of the whole
+package instead: ``--base`` checked out into a temporary git worktree, then
+``--rounds`` rounds of one process of each version in turn (base first),
+each process timing every shape (``fastsoftmax.loss_and_grad``, alpha 1e-4,
+default thread count, the medians of 9 batches of 10 calls after 5 untimed
+calls, which take the compile or the cache load). The table gives the
+medians over the rounds and their ratio (this checkout's time over the
+base's: below 1, this checkout is faster).
+
+The calibration's wisdom belongs to one version of the kernels' sources
+(``fastsoftmax._calibration``): after a kernel change this checkout has
+none until ``python -m fastsoftmax bench --calibrate``, and may choose
+another strategy than the base. ``--strategy rows`` or ``gemm``
+(``FASTSOFTMAX_STRATEGY`` in both processes) compares the kernels of one
+strategy; without it, each version chooses as a user's process would.
+Each process's kernel name is printed beside its time.
+
+``--quick``: one tiny shape, one round of 1 batch (a smoke test; the base
+still compiles its kernels once, into the worktree).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = "20000x100x100,100000x20x100,3000x784x100,10000x20x1000,2000x100x1000"
+
+
+def worker(dtype: str, shapes: str, batches: int) -> None:
+    """Time loss_and_grad at each shape with the fastsoftmax importable here; print JSON."""
+    import time
+
+    import fastsoftmax as fs
+    from fastsoftmax._data import make_dataset
+    from fastsoftmax._objective import Objective
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for shape in shapes.split(","):
+        m, n, k = (int(v) for v in shape.split("x"))
+        X = rng.standard_normal((m, n)).astype(dtype)
+        y = rng.integers(0, k, m)
+        W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
+        b = np.zeros(k, dtype)
+        for _ in range(5):
+            fs.loss_and_grad(X, y, W, b, alpha=1e-4)
+        times = []
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            for _ in range(10):
+                fs.loss_and_grad(X, y, W, b, alpha=1e-4)
+            times.append((time.perf_counter() - t0) / 10)
+        data = make_dataset(X, y.astype(np.int64), None, None, k)
+        out[shape] = (statistics.median(times), Objective(data).engine.describe()["kernel"])
+    print(json.dumps(out))
+
+
+def run(tree: Path, args) -> dict:
+    """One worker process on the package in ``tree``; {shape: (seconds, kernel)}."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    if args.strategy:
+        env["FASTSOFTMAX_STRATEGY"] = args.strategy
+    cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--worker",
+           "--dtype", args.dtype, "--shapes", args.shapes, "--batches", str(args.batches)]
+    done = subprocess.run(cmd, cwd=tree, env=env, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="HEAD")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--shapes", default=SHAPES)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=9)
+    parser.add_argument("--strategy", choices=("rows", "gemm"), default=None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.dtype, args.shapes, args.batches)
+        return
+    if args.quick:
+        args.shapes, args.rounds, args.batches = "300x20x40", 1, 1
+    with tempfile.TemporaryDirectory(prefix="fastsoftmax-base-") as tmp:
+        base = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), args.base],
+                       cwd=ROOT, check=True)
+        try:
+            runs: dict[str, list[dict]] = {"base": [], "this": []}
+            for _ in range(args.rounds):
+                runs["base"].append(run(base, args))
+                runs["this"].append(run(ROOT, args))
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT,
+                           check=False)
+    rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    print(f"loss_and_grad ms, {args.dtype}, this checkout against {args.base} ({rev}), "
+          f"medians of {args.rounds} alternating processes; strategy: "
+          f"{args.strategy or 'as each version chooses'}")
+    print("| (m, n, k) | base ms | this ms | this / base | base kernel | this kernel |")
+    print("|---|---:|---:|---:|---|---|")
+    for shape in args.shapes.split(","):
+        t = {v: statistics.median(r[shape][0] for r in rs) * 1e3 for v, rs in runs.items()}
+        kern = {v: rs[-1][shape][1] for v, rs in runs.items()}
+        print(f"| ({shape.replace('x', ', ')}) | {t['base']:.3f} | {t['this']:.3f} | "
+              f"{t['this'] / t['base']:.2f} | {kern['base']} | {kern['this']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
