@@ -471,7 +471,7 @@ def _rows_outer_forward():
             while v > 0:
                 c = _outer._vectors(v)
                 v -= c
-                _outer.forward_tile(X, r0 + q, Wp, v * L, Z, q, t, c)
+                _outer.forward_tile(X, r0 + q, Wp, v * L, Z, q, 0, X.shape[1], True, t, c)
             q += t
 
     return forward

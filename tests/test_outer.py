@@ -16,6 +16,8 @@ from numba import njit
 
 from fastsoftmax._kernels._config import VECTOR_BYTES
 from fastsoftmax._kernels._outer import (
+    FORWARD_PANEL_BYTES,
+    _panel_features,
     backward_block,
     forward_block,
     padded_classes,
@@ -92,6 +94,42 @@ def test_spare_rows_hold_the_padded_logits(dt, rng):
     past = Z[rows:].ravel()
     written = kp - k  # the last row's vector runs on by the padded classes
     assert (past[:written] == 0).all() and np.isnan(past[written:]).all()
+
+
+@njit
+def _panel(X, rows):
+    return _panel_features(X, rows)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k", [7, 33, 100])
+def test_forward_panels_of_features(dt, k, rng):
+    """A block whose rows of X outgrow FORWARD_PANEL_BYTES: the forward
+    product in panels of features (the last a short one), each adding into
+    the logits the one before stored, Z as NumPy's and nothing written past
+    the spare rows; a non-finite entry of X in a later panel leaves the rows
+    before its own finite (what a row's last vector adds into the next
+    row's first entries is that row's padded lanes)."""
+    itemsize = np.dtype(dt).itemsize
+    rows = 24
+    panel = FORWARD_PANEL_BYTES // (rows * itemsize)
+    n = 2 * panel + 37  # (up to 2 panels' worth: one panel)
+    X = rng.standard_normal((rows, n)).astype(dt)
+    assert _panel(X, rows) == panel < n
+    kp, spare = padded_width(k, itemsize), spare_rows_for(k, itemsize)
+    W = rng.standard_normal((n, k)).astype(dt)
+    Wp = np.zeros((n, kp), dt)
+    Wp[:, :k] = W
+    buf = np.full((rows + spare + 1, k), np.nan, dt)
+    Z = buf[:rows + spare]
+    forward_block(X, 0, rows, Wp, Z)
+    rtol, atol = _tol(dt)
+    np.testing.assert_allclose(Z[:rows], X.astype(np.float64) @ W.astype(np.float64),
+                               rtol=rtol, atol=atol * n)
+    assert np.isnan(buf[-1]).all(), "the forward product wrote past the spare rows"
+    X[5, n - 3] = np.inf
+    forward_block(X, 0, rows, Wp, Z)
+    assert np.isfinite(Z[:5]).all() and not np.isfinite(Z[5]).any()
 
 
 def test_chunk_partials_set_zeroes_only_empty_chunks():

@@ -111,18 +111,21 @@ def _loop(b, ops, count, accs_n, walks, step):
 
 
 def _make_forward(R: int, V: int):
-    """Return ``tile(X, i, Wp, j, Z, zr)``: R rows x V vectors of logits.
+    """Return ``tile(X, i, Wp, j, Z, zr, f0, count, first)``: R rows x V vectors of logits.
 
-    Z[zr + q, j + c] = X[i + q] . Wp[:, j + c] for q < R and the classes
-    j + c < kp of V whole vectors, stored from Z[zr + q, j] on in Z's flat
-    memory: past k, into the next rows (see the module's docstring). X (m,
-    n) C-contiguous; Wp (n, kp) C-contiguous, kp a whole number of vectors,
-    zero-padded; Z (., k) C-contiguous. No bias: the error pass adds it.
+    Z[zr + q, j + c] (+)= X[i + q, f0:f0 + count] . Wp[f0:f0 + count, j +
+    c] for q < R and the classes j + c < kp of V whole vectors, stored from
+    Z[zr + q, j] on in Z's flat memory: past k, into the next rows (see the
+    module's docstring); where ``first`` (a boolean) Z's tile is set to the
+    sum, else the sum is added into it (a panel of features after the
+    first). X (m, n) C-contiguous; Wp (n, kp) C-contiguous, kp a whole
+    number of vectors, zero-padded; Z (., k) C-contiguous. No bias: the
+    error pass adds it.
     """
 
     def emit(context, b, sig, args):
-        X, i, Wp, j, Z, zr = args
-        xty, _, wty, _, zty, _ = sig.args
+        X, i, Wp, j, Z, zr, f0, count, first = args
+        xty, _, wty, _, zty, *_ = sig.args
         ops = VectorOps(context, b, xty.dtype)
         L = ops.L
         (x, n), (w, kp), (z, k) = (_matrix(context, b, t, v)
@@ -140,18 +143,24 @@ def _make_forward(R: int, V: int):
                 out += [b.call(ops.fma, [xb, wv[v], accs[q * V + v]]) for v in range(V)]
             return out
 
-        walks = [(b.gep(x, [b.mul(i, n)]), _const(1)), (b.gep(w, [j]), kp)]
-        sums = _loop(b, ops, n, R * V, walks, step)
+        walks = [(b.gep(x, [b.add(b.mul(i, n), f0)]), _const(1)),
+                 (b.gep(w, [b.add(b.mul(f0, kp), j)]), kp)]
+        sums = _loop(b, ops, count, R * V, walks, step)
         # Rows in order, each row's vectors in order: a row's last vector,
         # which runs on into the next row, is stored before that row's own.
-        for q in range(R):
-            zrow = b.gep(z, [b.add(b.mul(b.add(zr, _const(q)), k), j)])
-            for v in range(V):
-                ops.store(sums[q * V + v], ops.at(zrow, _const(v * L)))
+        ats = [ops.at(b.gep(z, [b.add(b.mul(b.add(zr, _const(q)), k), j)]), _const(v * L))
+               for q in range(R) for v in range(V)]
+        with b.if_else(b.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (set_, add):
+            with set_:
+                for at, total in zip(ats, sums, strict=True):
+                    ops.store(total, at)
+            with add:
+                for at, total in zip(ats, sums, strict=True):
+                    ops.store(b.fadd(ops.load(at), total), at)
 
     @intrinsic
-    def tile(typingctx, X, i, Wp, j, Z, zr):
-        return types.void(X, i, Wp, j, Z, zr), tile_codegen(emit)
+    def tile(typingctx, X, i, Wp, j, Z, zr, f0, count, first):
+        return types.void(X, i, Wp, j, Z, zr, f0, count, first), tile_codegen(emit)
 
     return tile
 
@@ -260,28 +269,28 @@ def _vectors(left):
 
 
 @njit(inline="always", **JIT)
-def forward_tile(X, i, Wp, j, Z, zr, t, c):
+def forward_tile(X, i, Wp, j, Z, zr, f0, count, first, t, c):
     """Run the forward tile of t rows (TILE, HALF_TILE or 1) x c vectors (3, 2 or 1) at (i, j)."""
     if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
         if c == 3:
-            _forward_8x3(X, i, Wp, j, Z, zr)
+            _forward_8x3(X, i, Wp, j, Z, zr, f0, count, first)
         elif c == 2:
-            _forward_8x2(X, i, Wp, j, Z, zr)
+            _forward_8x2(X, i, Wp, j, Z, zr, f0, count, first)
         else:
-            _forward_8x1(X, i, Wp, j, Z, zr)
+            _forward_8x1(X, i, Wp, j, Z, zr, f0, count, first)
     elif t == 4:
         if c == 3:
-            _forward_4x3(X, i, Wp, j, Z, zr)
+            _forward_4x3(X, i, Wp, j, Z, zr, f0, count, first)
         elif c == 2:
-            _forward_4x2(X, i, Wp, j, Z, zr)
+            _forward_4x2(X, i, Wp, j, Z, zr, f0, count, first)
         else:
-            _forward_4x1(X, i, Wp, j, Z, zr)
+            _forward_4x1(X, i, Wp, j, Z, zr, f0, count, first)
     elif c == 3:
-        _forward_1x3(X, i, Wp, j, Z, zr)
+        _forward_1x3(X, i, Wp, j, Z, zr, f0, count, first)
     elif c == 2:
-        _forward_1x2(X, i, Wp, j, Z, zr)
+        _forward_1x2(X, i, Wp, j, Z, zr, f0, count, first)
     else:
-        _forward_1x1(X, i, Wp, j, Z, zr)
+        _forward_1x1(X, i, Wp, j, Z, zr, f0, count, first)
 
 
 @njit(inline="always", **JIT)
@@ -328,21 +337,55 @@ def forward_block(X, r0, rows, Wp, Z):
     in float32, 0.95-1.06x elsewhere (the runs' spread: the same cells
     0.97-1.00x in a run of nine rounds; BENCHMARKS.md, "Sixty-first
     session").
+
+    Panels of features outermost where the block's rows of X outgrow
+    :data:`FORWARD_PANEL_BYTES` (:func:`_panel_features`): each panel's
+    tiles add into the logits the panel before stored. In a later panel a
+    row's last vector adds its padded lanes, zeros for finite X, into the
+    next row's first entries (a non-finite entry of X makes its own row's
+    logits non-finite, and that row comes first).
     """
+    n = X.shape[1]
     k = Z.shape[1]
     L = lanes(X)
-    # The last vectors first: the tiles of vector 0, which write each row's
-    # first entries, run after the others have run on into them.
-    v = -(-k // L)
-    while v > 0:
-        c = _vectors(v)
-        v -= c
-        j = v * L
-        q = 0
-        while q < rows:
-            t = _tile_rows(rows - q)
-            forward_tile(X, r0 + q, Wp, j, Z, q, t, c)
-            q += t
+    panel = _panel_features(X, rows)
+    f0 = 0
+    while f0 < n:
+        count = min(panel, n - f0)
+        first = f0 == 0
+        # The last vectors first: the tiles of vector 0, which write each
+        # row's first entries, run after the others have run on into them.
+        v = -(-k // L)
+        while v > 0:
+            c = _vectors(v)
+            v -= c
+            j = v * L
+            q = 0
+            while q < rows:
+                t = _tile_rows(rows - q)
+                forward_tile(X, r0 + q, Wp, j, Z, q, f0, count, first, t, c)
+                q += t
+        f0 += count
+
+
+# The forward product's panels of features: at most this many bytes of the
+# block's rows of X per panel, so that the panel stays in L2 while every
+# strip of classes passes over it, and the strip of Wp's panel beside it.
+# One panel for up to two panels' worth. On two threads of the Zen 5 host
+# (1 MiB of L2 a core), blocks of 192 rows, the forward product alone at
+# (1000, 3000, 1000) float64 (4.6 MiB of X a block) took 0.86-0.92x the
+# time in panels of 256-1,024 features; at 784 features, and in float32
+# at 784 and 3,000 features, 0.98-1.05x (BENCHMARKS.md, "Sixty-third
+# session").
+FORWARD_PANEL_BYTES = 768 << 10
+
+
+@njit(inline="always", **JIT)
+def _panel_features(X, rows):
+    """Features a panel of :func:`forward_block`: all of X's unless they make three panels."""
+    n = X.shape[1]
+    panel = max(FORWARD_PANEL_BYTES // (max(rows, 1) * itemsize(X)), 64)
+    return n if n <= 2 * panel else panel
 
 
 # The backward product's panels of classes: at most this many bytes of the
