@@ -349,28 +349,31 @@ def _block_error_lanes(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx
 
 @njit(inline="always", **JIT)
 def _block_error_pairs(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx, s, P):
-    """:func:`_block_error_lanes` two rows at a time in one pass (float32, AVX-512).
+    """:func:`_block_error_lanes` two rows at a time in one pass (AVX-512).
 
-    Float32 rows of at most ``_rowvec.ERROR_PAIR_VECTORS`` vectors of
-    classes (128) with hard labels: each pair of rows by
+    Rows of at most ``_rowvec.ERROR_PAIR_VECTORS`` vectors of classes (128
+    in float32, 64 in float64) with hard labels: each pair of rows by
     :func:`._rowvec.error_pair`, which keeps the rows in registers from
     their load to their store (the bias, maximum, exp, sum, scaling, P and
     the sum into ``gb``); the target's logit read before, its -w scale
-    after. Other rows, soft labels, float64 and hosts without AVX-512 (16
-    vector registers): :func:`_block_error_lanes`. A row whose logits are
-    not finite is found with its pair: the pair's rows are then written
-    and gb holds their terms (the caller raises).
+    after. Other rows, soft labels and hosts without AVX-512 (16 vector
+    registers): :func:`_block_error_lanes`. A row whose logits are not
+    finite is found with its pair: the pair's rows are then written and gb
+    holds their terms (the caller raises).
 
     The tiles' whole gradient against the three sweeps (two threads, the
     Zen 5 host; ``benchmarks/gradient_variants.py pairs --rounds 7``):
     float32 0.81-0.96x the time on rows of 20-100 features and 40-128
     classes, 0.96-0.99x on rows of 784-3,000 features (where the error is
-    a small part of the pass). In float64 (a scratch script, 20-100
-    features, 40-64 classes) 0.98-1.13x: float64 keeps the sweeps.
+    a small part of the pass). In float64 at 33-64 classes and 20-100
+    features, 0.82-0.95x (``benchmarks/against_commit.py --dtype float64
+    --strategy gemm``, once each row's maximum no longer went through
+    scalar maxima; 0.98-1.13x before, when float64 kept the sweeps;
+    BENCHMARKS.md, "Sixty-third session").
     """
     k = Zb.shape[1]
     if ROW_VECTORS:  # (pruned before typing on hosts without AVX-512)
-        if Zb.itemsize == 4 and not soft and k <= ERROR_PAIR_VECTORS * (VECTOR_BYTES // 4):
+        if not soft and k <= ERROR_PAIR_VECTORS * (VECTOR_BYTES // Zb.itemsize):
             return _error_pairs(Zb, nrows, r0, b, y, sw, weighted, scale, gb, P)
     return _block_error_lanes(Zb, nrows, r0, b, y, Y, sw, soft, weighted, scale, gb, mx, s, P)
 
