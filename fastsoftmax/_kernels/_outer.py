@@ -110,6 +110,20 @@ def _loop(b, ops, count, accs_n, walks, step):
     return sums
 
 
+def _set_or_add(b, ops, first, ats, sums):
+    """Store each vector of ``sums`` at its address of ``ats``, or add it into what is there.
+
+    ``first`` (an IR boolean): set (the memory not read), else add.
+    """
+    with b.if_else(b.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (set_, add):
+        with set_:
+            for at, total in zip(ats, sums, strict=True):
+                ops.store(total, at)
+        with add:
+            for at, total in zip(ats, sums, strict=True):
+                ops.store(b.fadd(ops.load(at), total), at)
+
+
 def _make_forward(R: int, V: int):
     """Return ``tile(X, i, Wp, j, Z, zr, f0, count, first)``: R rows x V vectors of logits.
 
@@ -150,13 +164,7 @@ def _make_forward(R: int, V: int):
         # which runs on into the next row, is stored before that row's own.
         ats = [ops.at(b.gep(z, [b.add(b.mul(b.add(zr, _const(q)), k), j)]), _const(v * L))
                for q in range(R) for v in range(V)]
-        with b.if_else(b.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (set_, add):
-            with set_:
-                for at, total in zip(ats, sums, strict=True):
-                    ops.store(total, at)
-            with add:
-                for at, total in zip(ats, sums, strict=True):
-                    ops.store(b.fadd(ops.load(at), total), at)
+        _set_or_add(b, ops, first, ats, sums)
 
     @intrinsic
     def tile(typingctx, X, i, Wp, j, Z, zr, f0, count, first):
@@ -198,13 +206,7 @@ def _make_backward(F: int, V: int):
         ats = [ops.at(b.gep(g, [b.add(b.mul(b.add(f0, _const(p)), kp), j)]), _const(v * L))
                for p in range(F) for v in range(V)]
         # A chunk's first block sets G: no pass zeroing it before, no read.
-        with b.if_else(b.icmp_unsigned("!=", first, ir.Constant(first.type, 0))) as (set_, add):
-            with set_:
-                for at, total in zip(ats, sums, strict=True):
-                    ops.store(total, at)
-            with add:
-                for at, total in zip(ats, sums, strict=True):
-                    ops.store(b.fadd(ops.load(at), total), at)
+        _set_or_add(b, ops, first, ats, sums)
 
     @intrinsic
     def tile(typingctx, X, r0, rows, E, j, G, f0, first):
