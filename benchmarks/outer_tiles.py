@@ -40,7 +40,7 @@ def _kernels(R: int, C: int):
         for _ in range(reps):
             for q in range(0, rows, R):
                 for j in range(0, cols, C * L):
-                    fwd_tile(X, q, Wp, j, Z, q)
+                    fwd_tile(X, q, Wp, j, Z, q, 0, X.shape[1], True)
 
     @njit(**JIT)
     def backward(X, E, G, reps):
