@@ -78,7 +78,9 @@ def run(tree: Path, args) -> dict:
         env["FASTSOFTMAX_STRATEGY"] = args.strategy
     cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--worker",
            "--dtype", args.dtype, "--shapes", args.shapes, "--batches", str(args.batches)]
-    done = subprocess.run(cmd, cwd=tree, env=env, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the timing process on {tree} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -100,8 +102,10 @@ def main(argv=None) -> None:
         args.shapes, args.rounds, args.batches = "300x20x40", 1, 1
     with tempfile.TemporaryDirectory(prefix="fastsoftmax-base-") as tmp:
         base = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), args.base],
-                       cwd=ROOT, check=True)
+        added = subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base),
+                                args.base], cwd=ROOT, capture_output=True, text=True)
+        if added.returncode != 0:
+            raise SystemExit(f"cannot check out --base {args.base!r}: {added.stderr.strip()}")
         try:
             runs: dict[str, list[dict]] = {"base": [], "this": []}
             for _ in range(args.rounds):

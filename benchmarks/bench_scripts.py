@@ -350,9 +350,30 @@ def test_dask_rounds_script():
     assert rows[2].startswith("| (400, 5, 3) | 0 | evaluation |"), rows
 
 
+def _git_checkout():
+    try:
+        inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=HERE.parent,
+                                capture_output=True, text=True)
+    except OSError:  # no git at all
+        return False
+    return inside.returncode == 0 and inside.stdout.strip() == "true"
+
+
+@pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: no revision to compare")
 def test_against_commit_script():
     # One tiny shape, one round: this checkout against HEAD in a temporary
     # worktree (removed after), a row with both times and both kernels.
     rows = run_script("benchmarks/against_commit.py", "--quick")
     assert_table(rows, 1)
     assert rows[2].startswith("| (300, 20, 40) |"), rows
+
+
+@pytest.mark.skipif(not _git_checkout(), reason="not a git checkout")
+def test_against_commit_names_a_bad_base():
+    # A revision git cannot check out: a one-line error naming it.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
+                          "--base", "no-such-revision", "--quick"], cwd=HERE.parent, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "cannot check out --base 'no-such-revision'" in out.stderr, out.stderr
