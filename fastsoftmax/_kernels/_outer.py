@@ -124,17 +124,18 @@ def _set_or_add(b, ops, first, ats, sums):
                 ops.store(b.fadd(ops.load(at), total), at)
 
 
-def _make_forward(R: int, V: int):
-    """Return ``tile(X, i, Wp, j, Z, zr, f0, count, first)``: R rows x V vectors of logits.
+def _forward_emit(R: int, V: int):
+    """Return the IR emitter of R rows x V vectors of logits (:func:`_make_forward`).
 
-    Z[zr + q, j + c] (+)= X[i + q, f0:f0 + count] . Wp[f0:f0 + count, j +
-    c] for q < R and the classes j + c < kp of V whole vectors, stored from
-    Z[zr + q, j] on in Z's flat memory: past k, into the next rows (see the
-    module's docstring); where ``first`` (a boolean) Z's tile is set to the
-    sum, else the sum is added into it (a panel of features after the
-    first). X (m, n) C-contiguous; Wp (n, kp) C-contiguous, kp a whole
-    number of vectors, zero-padded; Z (., k) C-contiguous. No bias: the
-    error pass adds it.
+    ``tile(X, i, Wp, j, Z, zr, f0, count, first)``: Z[zr + q, j + c] (+)=
+    X[i + q, f0:f0 + count] . Wp[f0:f0 + count, j + c] for q < R and the
+    classes j + c < kp of V whole vectors, stored from Z[zr + q, j] on in
+    Z's flat memory: past k, into the next rows (see the module's
+    docstring); where ``first`` (a boolean) Z's tile is set to the sum,
+    else the sum is added into it (a panel of features after the first).
+    X (m, n) C-contiguous; Wp (n, kp) C-contiguous, kp a whole number of
+    vectors, zero-padded; Z (., k) C-contiguous. No bias: the error pass
+    adds it.
     """
 
     def emit(context, b, sig, args):
@@ -166,27 +167,23 @@ def _make_forward(R: int, V: int):
                for q in range(R) for v in range(V)]
         _set_or_add(b, ops, first, ats, sums)
 
-    @intrinsic
-    def tile(typingctx, X, i, Wp, j, Z, zr, f0, count, first):
-        return types.void(X, i, Wp, j, Z, zr, f0, count, first), tile_codegen(emit)
-
-    return tile
+    return emit
 
 
-def _make_backward(F: int, V: int):
-    """Return ``tile(X, r0, rows, E, j, G, f0, first)``: F features x V vectors of G.
+def _backward_emit(F: int, V: int):
+    """Return the IR emitter of F features x V vectors of G (:func:`_make_backward`).
 
-    G[f0 + p, j + c] += Σ_{q < rows} X[r0 + q, f0 + p] E[q, j + c] for p
-    < F and the classes j + c < kp of V whole vectors, E's row q read from
-    E[q, j] on in its flat memory (past k: the next rows' entries, into
-    G's padding); where ``first`` (a boolean), G's tile is set to the sum,
-    not read. X (m, n), E (R, k) and G (n, kp) C-contiguous, kp a whole
-    number of vectors.
+    ``tile(X, r0, rows, E, j, G, f0, first)``: G[f0 + p, j + c] +=
+    Σ_{q < rows} X[r0 + q, f0 + p] E[q, j + c] for p < F and the classes
+    j + c < kp of V whole vectors, E's row q read from E[q, j] on in its
+    flat memory (past k: the next rows' entries, into G's padding); where
+    ``first`` (a boolean), G's tile is set to the sum, not read. X (m, n),
+    E (R, k) and G (n, kp) C-contiguous, kp a whole number of vectors.
     """
 
     def emit(context, b, sig, args):
         X, r0, rows, E, j, G, f0, first = args
-        xty, _, _, ety, _, gty, _, _ = sig.args
+        xty, _, _, ety, _, gty, *_ = sig.args
         ops = VectorOps(context, b, xty.dtype)
         L = ops.L
         (x, n), (e, k), (g, kp) = (_matrix(context, b, t, v)
@@ -208,31 +205,75 @@ def _make_backward(F: int, V: int):
         # A chunk's first block sets G: no pass zeroing it before, no read.
         _set_or_add(b, ops, first, ats, sums)
 
+    return emit
+
+
+def _make_forward(R: int, V: int):
+    """Return ``tile(X, i, Wp, j, Z, zr, f0, count, first)``, :func:`_forward_emit`'s alone.
+
+    Any R x V, not only :data:`SHAPES`: ``benchmarks/outer_tiles.py``
+    measures shapes the kernels do not run.
+    """
+
     @intrinsic
-    def tile(typingctx, X, r0, rows, E, j, G, f0, first):
-        return types.void(X, r0, rows, E, j, G, f0, first), tile_codegen(emit)
+    def tile(typingctx, X, i, Wp, j, Z, zr, f0, count, first):
+        return (types.void(X, i, Wp, j, Z, zr, f0, count, first),
+                tile_codegen(_forward_emit(R, V)))
 
     return tile
 
 
-_forward_8x3 = _make_forward(8, 3)
-_forward_8x2 = _make_forward(8, 2)
-_forward_8x1 = _make_forward(8, 1)
-_forward_4x3 = _make_forward(HALF_TILE, 3)
-_forward_4x2 = _make_forward(HALF_TILE, 2)
-_forward_4x1 = _make_forward(HALF_TILE, 1)
-_forward_1x3 = _make_forward(1, 3)
-_forward_1x2 = _make_forward(1, 2)
-_forward_1x1 = _make_forward(1, 1)
-_backward_8x3 = _make_backward(8, 3)
-_backward_8x2 = _make_backward(8, 2)
-_backward_8x1 = _make_backward(8, 1)
-_backward_4x3 = _make_backward(HALF_TILE, 3)
-_backward_4x2 = _make_backward(HALF_TILE, 2)
-_backward_4x1 = _make_backward(HALF_TILE, 1)
-_backward_1x3 = _make_backward(1, 3)
-_backward_1x2 = _make_backward(1, 2)
-_backward_1x1 = _make_backward(1, 1)
+def _make_backward(F: int, V: int):
+    """Return ``tile(X, r0, rows, E, j, G, f0, first)``: :func:`_backward_emit`'s, any F x V."""
+
+    @intrinsic
+    def tile(typingctx, X, r0, rows, E, j, G, f0, first):
+        return types.void(X, r0, rows, E, j, G, f0, first), tile_codegen(_backward_emit(F, V))
+
+    return tile
+
+
+# The tiles a block runs: TILE, HALF_TILE and 1 rows (features) by 3, 2
+# and 1 vectors of classes; without AVX-512 TILE is HALF_TILE and the
+# 8-row tiles are not emitted.
+SHAPES = tuple((t, c) for t in sorted({TILE, HALF_TILE, 1}, reverse=True) for c in (3, 2, 1))
+
+
+def _switch(make):
+    """Return the codegen of a tile whose last two arguments, t and c, choose its shape.
+
+    One LLVM switch on (t, c) over :data:`SHAPES`, each case the tile
+    ``make(t, c)`` emits on the other arguments; a shape not in SHAPES
+    runs nothing.
+    """
+
+    def emit(context, b, sig, args):
+        *rest, t, c = args
+        shape = b.add(b.mul(t, _const(4)), c)
+        done = b.append_basic_block("tile.done")
+        switch = b.switch(shape, done)
+        for R, V in SHAPES:
+            case = b.append_basic_block(f"tile.{R}x{V}")
+            switch.add_case(_const(4 * R + V), case)
+            b.position_at_end(case)
+            make(R, V)(context, b, sig, rest)
+            b.branch(done)
+        b.position_at_end(done)
+
+    return tile_codegen(emit)
+
+
+@intrinsic
+def forward_tile(typingctx, X, i, Wp, j, Z, zr, f0, count, first, t, c):
+    """Run the forward tile of t rows (TILE, HALF_TILE or 1) x c vectors (3, 2 or 1) at (i, j)."""
+    return (types.void(X, i, Wp, j, Z, zr, f0, count, first, t, c),
+            _switch(_forward_emit))
+
+
+@intrinsic
+def backward_tile(typingctx, X, r0, rows, E, j, G, f0, first, t, c):
+    """Run the backward tile of t features (TILE, HALF_TILE or 1) x c vectors at (f0, j)."""
+    return types.void(X, r0, rows, E, j, G, f0, first, t, c), _switch(_backward_emit)
 
 
 @njit(inline="always", **JIT)
@@ -268,56 +309,6 @@ def _vectors(left):
     if left >= 3 and left != 4:
         return 3
     return 2 if left >= 2 else 1
-
-
-@njit(inline="always", **JIT)
-def forward_tile(X, i, Wp, j, Z, zr, f0, count, first, t, c):
-    """Run the forward tile of t rows (TILE, HALF_TILE or 1) x c vectors (3, 2 or 1) at (i, j)."""
-    if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
-        if c == 3:
-            _forward_8x3(X, i, Wp, j, Z, zr, f0, count, first)
-        elif c == 2:
-            _forward_8x2(X, i, Wp, j, Z, zr, f0, count, first)
-        else:
-            _forward_8x1(X, i, Wp, j, Z, zr, f0, count, first)
-    elif t == 4:
-        if c == 3:
-            _forward_4x3(X, i, Wp, j, Z, zr, f0, count, first)
-        elif c == 2:
-            _forward_4x2(X, i, Wp, j, Z, zr, f0, count, first)
-        else:
-            _forward_4x1(X, i, Wp, j, Z, zr, f0, count, first)
-    elif c == 3:
-        _forward_1x3(X, i, Wp, j, Z, zr, f0, count, first)
-    elif c == 2:
-        _forward_1x2(X, i, Wp, j, Z, zr, f0, count, first)
-    else:
-        _forward_1x1(X, i, Wp, j, Z, zr, f0, count, first)
-
-
-@njit(inline="always", **JIT)
-def backward_tile(X, r0, rows, E, j, G, f0, first, t, c):
-    """Run the backward tile of t features (TILE, HALF_TILE or 1) x c vectors at (f0, j)."""
-    if TILE == 8 and t == 8:  # (pruned before typing where TILE is 4)
-        if c == 3:
-            _backward_8x3(X, r0, rows, E, j, G, f0, first)
-        elif c == 2:
-            _backward_8x2(X, r0, rows, E, j, G, f0, first)
-        else:
-            _backward_8x1(X, r0, rows, E, j, G, f0, first)
-    elif t == 4:
-        if c == 3:
-            _backward_4x3(X, r0, rows, E, j, G, f0, first)
-        elif c == 2:
-            _backward_4x2(X, r0, rows, E, j, G, f0, first)
-        else:
-            _backward_4x1(X, r0, rows, E, j, G, f0, first)
-    elif c == 3:
-        _backward_1x3(X, r0, rows, E, j, G, f0, first)
-    elif c == 2:
-        _backward_1x2(X, r0, rows, E, j, G, f0, first)
-    else:
-        _backward_1x1(X, r0, rows, E, j, G, f0, first)
 
 
 @njit(**JIT)
