@@ -377,3 +377,19 @@ def test_against_commit_names_a_bad_base():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "cannot check out --base 'no-such-revision'" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--help"], "the first argument is the dtype, float32 or float64, not '--help'"),
+    (["float64", "grad", "nope"], "unknown entry point 'nope'"),
+    (["float32", "rows:0"], "'rows:0': rows:N takes a whole number of features N >= 1"),
+])
+def test_compile_time_names_a_bad_argument(argv, message):
+    # Checked before any entry point runs: a message naming it, no traceback.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/compile_time.py", *argv],
+                         cwd=HERE.parent, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert [line for line in out.stdout.splitlines() if not line.startswith("import")] == [], \
+        out.stdout

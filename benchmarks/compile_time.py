@@ -86,10 +86,31 @@ def compile_events() -> list[tuple[str, float]]:
     return done
 
 
+ENTRY_POINTS = ("grad", "softmax", "proba", "calibrate", "sparse")
+
+
+def _bad_argument(dtype: str, what: list[str]) -> str | None:
+    """Return what is wrong with the command line (None: nothing)."""
+    from fastsoftmax._params import SOLVERS
+
+    if dtype not in ("float32", "float64"):
+        return f"the first argument is the dtype, float32 or float64, not {dtype!r}"
+    for name in what:
+        if name.startswith("rows:"):
+            if not name[len("rows:"):].isdigit() or int(name[len("rows:"):]) < 1:
+                return f"{name!r}: rows:N takes a whole number of features N >= 1"
+        elif name not in (*ENTRY_POINTS, *LARGE, *SOLVERS):
+            return f"unknown entry point {name!r}"
+    return None
+
+
 def main(argv):
     dtype = argv[0] if argv else "float32"
     by_kernel = "kernels" in argv[1:]
     what = [a for a in argv[1:] if a != "kernels"] or ["grad", "softmax", "lbfgs", "sgd"]
+    bad = _bad_argument(dtype, what)
+    if bad is not None:
+        raise SystemExit(f"compile_time.py: {bad}\n\n{__doc__}")
     events = compile_events() if by_kernel else []
     rng = np.random.default_rng(0)
     # Large enough (m n k = 1.5e6) for the solvers' parallel kernels, as a
