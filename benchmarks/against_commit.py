@@ -8,7 +8,8 @@ A kernel change cannot keep its old form beside the new one in one process
 when what changed is code generated below Numba (an IR intrinsic, a rule
 inlined into every kernel). This script times the two versions of the whole
 package instead: ``--base`` checked out into a temporary git worktree, then
-``--rounds`` rounds of one process of each version in turn (base first),
+``--rounds`` rounds of one process of each version in turn (base first in
+the first round, then each round in the reverse order of the last),
 each process timing every shape (``fastsoftmax.loss_and_grad``, alpha 1e-4,
 default thread count, the medians of 9 batches of 10 calls after 5 untimed
 calls, which take the compile or the cache load). The table gives the
@@ -108,9 +109,16 @@ def main(argv=None) -> None:
             raise SystemExit(f"cannot check out --base {args.base!r}: {added.stderr.strip()}")
         try:
             runs: dict[str, list[dict]] = {"base": [], "this": []}
-            for _ in range(args.rounds):
-                runs["base"].append(run(base, args))
-                runs["this"].append(run(ROOT, args))
+            # Each round's order the reverse of the last (base, this; this,
+            # base; ...): a cost that falls on the first process of a
+            # round, or one that drifts through the run, weighs on both
+            # versions alike. In an A/A run (--base HEAD, three rounds,
+            # base always first) the first process took 1.05-1.19x the
+            # second's time at every one of nine shapes.
+            for r in range(args.rounds):
+                order = (("base", base), ("this", ROOT))
+                for version, tree in order if r % 2 == 0 else order[::-1]:
+                    runs[version].append(run(tree, args))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT,
                            check=False)
