@@ -393,3 +393,18 @@ def test_compile_time_names_a_bad_argument(argv, message):
     assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert [line for line in out.stdout.splitlines() if not line.startswith("import")] == [], \
         out.stdout
+
+
+def test_class_remainder_script():
+    # Tiny blocks, one round: the rest's products checked against NumPy
+    # inside the script, a row per n; a k without a rest is refused.
+    rows = run_script("benchmarks/class_remainder.py", "--ns", "20,33", "--rows", "8",
+                      "--blocks", "1", "--flops", "1e5", "--rounds", "1")
+    assert_table(rows, 2)
+    assert rows[2].startswith("| 20 |") and rows[3].startswith("| 33 |"), rows
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/class_remainder.py",
+                          "--k", "32"], cwd=HERE.parent, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0 and "--k 32: no rest after whole vectors" in out.stderr, \
+        out.stderr
