@@ -62,7 +62,7 @@ from ._kernels._hessp import (
     _hessp_tiles_chunk_lanes,
     _hessp_tiles_lanes,
 )
-from ._kernels._outer import padded_width, spare_rows_for
+from ._kernels._outer import padded_width, rest_rows_for, spare_rows_for
 from ._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 from ._launch import (
     aligned_empty,
@@ -846,7 +846,10 @@ class DenseEngine:
                 # and below LANES_FROM classes the block transposed.
                 rows = tiles_block_rows(data.n_features, dt.itemsize, -(-data.n_rows // c),
                                         k=self.k)
-                rows = rows * (2 if self.k < LANES_FROM else 1)
+                # From LANES_FROM classes, the rest's W and G
+                # (_fused._tiles_chunk_lanes) in the last rows.
+                rows = (2 * rows if self.k < LANES_FROM else
+                        rows + rest_rows_for(self.k, data.n_features, dt.itemsize))
                 scratch = (np.zeros((c, rows + spare_rows_for(self.k, dt.itemsize), self.k),
                                     dtype=dt),)
             else:

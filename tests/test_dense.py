@@ -32,11 +32,14 @@ from _helpers import (
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numba import njit
 
 import fastsoftmax as fs
 from fastsoftmax import _dense, _launch
 from fastsoftmax import reference as ref
 from fastsoftmax._dense import PROBA_BUDGET, choose_mode
+from fastsoftmax._kernels._config import VECTOR_BYTES
+from fastsoftmax._kernels._outer import REST_MIN_FEATURES, rest_classes, rest_rows, rest_rows_for
 
 STRATEGIES = ("rows", "gemm")
 MODES = ("cached", "recompute")
@@ -223,6 +226,62 @@ def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, mo
                                   weights=weights, soft=soft)
     got = _objective_for(X, y, sw, k, strategy, soft)(W, b, alpha)
     assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
+
+
+@njit
+def _rest(X, k):
+    return rest_classes(X, k), rest_rows(X, k)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_rest_classes_rule(dt):
+    """_outer.rest_classes: the classes past whole vectors (at most a quarter
+    of a vector, k above one vector, rows of REST_MIN_FEATURES features or
+    more); rest_rows_for (the scratch's size) agrees with the kernels' own."""
+    L = VECTOR_BYTES // np.dtype(dt).itemsize
+    n0 = REST_MIN_FEATURES
+    for n in (n0 - 1, n0, 784):
+        for k in (L - 1, L, L + 1, L + L // 4, L + L // 4 + 1, 2 * L, 6 * L + L // 4, 100):
+            r, rows = _rest(np.zeros((1, n), dt), k)
+            want = k % L if (n >= n0 and k > L and 4 * (k % L) <= L) else 0
+            assert r == want, (n, k)
+            assert rows == rest_rows_for(k, n, np.dtype(dt).itemsize) == -(-2 * r * n // k)
+
+
+@pytest.mark.parametrize("k", [33, 36, 98, 100])
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_tiles_with_a_rest_of_classes_match_reference(k, mode, dt, rng, monkeypatch):
+    """The tiles' kernel with the last classes by the rows kernels' tiles
+    (_fused._tiles_chunk_lanes, where _outer.rest_classes is not 0: rows of
+    130 features): every option at once against the float64 truth, on 203
+    rows (chunks whose blocks end in 1-3 rows after the 4-row groups)."""
+    _force("gemm_tiles", monkeypatch)
+    _launch_mode(monkeypatch, mode)
+    X, y, W, b, sw = make_problem(rng, 203, 130, k, dt, intercept=True, weights=True,
+                                  soft=True)
+    obj = _objective_for(X, y, sw, k, "gemm", True)
+    assert obj.objective.engine.describe()["kernel"] == "gemm_tiles_lanes"
+    got = obj(W, b, 0.3)
+    assert_close(got, truth(X, y, W, b, alpha=0.3, sample_weight=sw), dt)
+
+
+@pytest.mark.parametrize("row", [0, 101, 102, 200, 202])
+@pytest.mark.parametrize("feature", [5, 129])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_tiles_with_a_rest_catch_nonfinite_x(row, feature, dt, monkeypatch):
+    """A NaN of X in a row of a chunk's 4-row groups or of its last rows
+    (chunks of 101 and 102 rows), in the first or the last feature: named
+    by the error, with all-zero weights (the rest's logits take it too)."""
+    _force("gemm_tiles", monkeypatch)
+    _launch_mode(monkeypatch, "parallel")
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((203, 130)).astype(dt)
+    X[row, feature] = np.nan
+    # 33 classes: a rest of one in both dtypes (whole vectors of 16 and 8)
+    obj = _objective_for(X, rng.integers(0, 33, 203), None, 33, "gemm", False)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
+        obj(np.zeros((130, 33), dt), np.zeros(33, dt))
 
 
 @pytest.mark.parametrize("k", range(1, 14))

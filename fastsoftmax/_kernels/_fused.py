@@ -74,7 +74,16 @@ from ._common import (
 )
 from ._config import JIT, PJIT, VECTOR_BYTES, itemsize
 from ._micro import _accumulate1, _eight_rows, _logits1
-from ._outer import backward_block, forward_block, spare_rows
+from ._outer import (
+    backward_block,
+    backward_vectors,
+    forward_block,
+    forward_vectors,
+    lanes,
+    rest_classes,
+    rest_rows,
+    spare_rows,
+)
 from ._rowvec import (
     ERROR_PAIR_VECTORS,
     ROW_VECTORS,
@@ -907,18 +916,89 @@ def _tiles_chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
                spare_rows(X, b.shape[0]), 2)
 
 
+@njit(inline="always", **JIT)
+def _rest_forward(X, r0, rows, Wr, zero_b, Z, kv):
+    """OUT Z[q, kv:] = X[r0 + q] @ Wrᵀ for q < rows: the rest's logits by the rows kernels' tiles.
+
+    Wr (r, n): the rest's columns of W transposed; zero_b (r,) zeros (the
+    error pass adds the bias).
+    """
+    Zr = Z[:, kv:]
+    h = 0
+    while h + 4 <= rows:
+        logits_prefetching(X, r0 + h, 4, Wr, zero_b, Zr, h, 0, 0)
+        h += 4
+    while h < rows:
+        _logits1(X[r0 + h], Wr, zero_b, Zr[h])
+        h += 1
+
+
+@njit(inline="always", **JIT)
+def _rest_backward(X, r0, rows, E, kv, Gr):
+    """INOUT Gr (r, n) += (X[r0:r0 + rows]ᵀ E[:rows, kv:])ᵀ: the rest's gradient, transposed."""
+    Er = E[:, kv:]
+    n = X.shape[1]
+    h = 0
+    while h + 4 <= rows:
+        accumulate4_ahead(X, r0 + h, r0 + h + 1, r0 + h + 2, r0 + h + 3, Er, h, Gr, 0, n, 0, 0)
+        h += 4
+    while h < rows:
+        _accumulate1(X[r0 + h], Er[h], Gr)
+        h += 1
+
+
 @njit(**JIT)
 def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
                        gW, gb, loss, bad_row, scratch, P):
     """:func:`_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes.
 
-    The error row by row (:func:`_block_error_lanes`): scratch (n_chunks, R
-    + ``_outer.spare_rows``, k).
+    The error row by row (:func:`_block_error_pairs`): scratch (n_chunks, R
+    + ``_outer.spare_rows`` + ``_outer.rest_rows``, k). The classes of
+    whole vectors on the tiles; the r = ``_outer.rest_classes`` classes past
+    them, where there are any, by the rows kernels' tiles: their columns of
+    W copied transposed into the scratch's last rows (Wr, r x n) at the
+    chunk's start, their gradient summed there transposed (Gr) and set into
+    the chunk's partial sum at its end.
     """
     _wide_vectors_float64(X)
-    _gemm_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
-               scratch, P, _block_error_pairs, forward_block, _tiles_backward,
-               spare_rows(X, b.shape[0]), 1)
+    m, n = X.shape
+    k = b.shape[0]
+    r = rest_classes(X, k)
+    kv = k - r
+    vectors = -(-kv // lanes(X))
+    spare = spare_rows(X, k)
+    R = scratch.shape[1] - spare - rest_rows(X, k)
+    start, stop, G, gbc = _chunk_start_set(c, m, gW, gb, bad_row)
+    mx = np.empty(R, dtype=X.dtype)
+    s = np.empty(R, dtype=X.dtype)
+    Zc = scratch[c]
+    rest = Zc[R + spare:].reshape(-1)
+    Wr = rest[:r * n].reshape(r, n)
+    Gr = rest[r * n:2 * r * n].reshape(r, n)
+    zero_b = np.zeros(r, dtype=X.dtype)
+    for f in range(n):
+        for j in range(r):
+            Wr[j, f] = Wp[f, kv + j]
+            Gr[j, f] = 0
+    acc = 0.0
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        forward_vectors(X, r0, rr, Wp, Zc, vectors)
+        if r > 0:
+            _rest_forward(X, r0, rr, Wr, zero_b, Zc, kv)
+        part, bad = _block_error_pairs(Zc, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
+                                       mx, s, P)
+        if bad >= 0:
+            bad_row[c] = r0 + bad
+            break
+        acc += part
+        backward_vectors(X, r0, rr, Zc, G, r0 == start, vectors)
+        if r > 0:
+            _rest_backward(X, r0, rr, Zc, kv, Gr)
+    for f in range(n):
+        for j in range(r):
+            G[f, kv + j] = Gr[j, f]
+    loss[c] = acc
 
 
 @njit(**PJIT)

@@ -44,6 +44,12 @@ classes' logits, zeros), and :func:`backward_block` reads them as extra
 lanes that multiply into G's padded columns, which nothing reads. Z needs
 :func:`spare_rows` rows beyond the block's last, so that the last row's
 vector stays within it.
+
+A padded vector costs what a whole one does: 100 float32 classes run as
+112. Where the classes past the last whole vector are few
+(:func:`rest_classes`), the gradient's kernel runs only the whole vectors
+here (:func:`forward_vectors`, :func:`backward_vectors`) and leaves the
+rest to the rows kernels' tiles (``_fused._tiles_chunk_lanes``).
 """
 
 from llvmlite import ir
@@ -315,6 +321,18 @@ def _vectors(left):
 def forward_block(X, r0, rows, Wp, Z):
     """OUT Z[q] = X[r0 + q] @ Wp[:, :k] for q < rows (k = Z.shape[1] <= Wp.shape[1]).
 
+    :func:`forward_vectors` over every vector of Z's classes.
+    """
+    forward_vectors(X, r0, rows, Wp, Z, -(-Z.shape[1] // lanes(X)))
+
+
+@njit(**JIT)
+def forward_vectors(X, r0, rows, Wp, Z, vectors):
+    """OUT Z[q, :vectors L] = X[r0 + q] @ Wp[:, :vectors L] for q < rows (L: :func:`lanes`).
+
+    The first ``vectors`` whole vectors of classes; where they cover Z's k
+    classes or more, the last one runs on into the next row (below).
+
     Z (rows + :func:`spare_rows`, k) at least: the entries past row rows - 1
     are overwritten. Not inlined: the kernels of one dtype (gradient and
     Hessian products, one or two calls each) share one compiled copy.
@@ -339,7 +357,6 @@ def forward_block(X, r0, rows, Wp, Z):
     logits non-finite, and that row comes first).
     """
     n = X.shape[1]
-    k = Z.shape[1]
     L = lanes(X)
     panel = _panel_features(X, rows)
     f0 = 0
@@ -348,7 +365,7 @@ def forward_block(X, r0, rows, Wp, Z):
         first = f0 == 0
         # The last vectors first: the tiles of vector 0, which write each
         # row's first entries, run after the others have run on into them.
-        v = -(-k // L)
+        v = vectors
         while v > 0:
             c = _vectors(v)
             v -= c
@@ -392,6 +409,15 @@ PANEL_BYTES = 256 << 10
 def backward_block(X, r0, rows, E, G, first):
     """INOUT G (n, kp) += X[r0:r0 + rows]ᵀ E[:rows] (in G[:, :k]; k = E.shape[1]).
 
+    :func:`backward_vectors` over every vector of G's columns.
+    """
+    backward_vectors(X, r0, rows, E, G, first, G.shape[1] // lanes(X))
+
+
+@njit(**JIT)
+def backward_vectors(X, r0, rows, E, G, first, vectors):
+    """INOUT G[:, :vectors L] (+)= X[r0:r0 + rows]ᵀ E[:rows, :vectors L] (L: :func:`lanes`).
+
     Where ``first``, G = that product instead (G not read: a chunk's first
     block). E (rows + :func:`spare_rows`, k) at least, its entries past row
     rows - 1 finite; G's columns from k on take the extra lanes. Not inlined, as
@@ -401,7 +427,6 @@ def backward_block(X, r0, rows, E, G, first):
     """
     n = X.shape[1]
     L = lanes(X)
-    vectors = G.shape[1] // L
     per_panel = max(3, PANEL_BYTES // (max(rows, 1) * L * itemsize(X)) // 3 * 3)
     p0 = 0
     while p0 < vectors:
@@ -418,6 +443,50 @@ def backward_block(X, r0, rows, E, G, first):
                 v += c
             f0 += t
         p0 = p1
+
+
+# The rest (rest_classes) on rows of at least this many features: the rows
+# kernels' tiles end each dot product in a horizontal sum, and on short
+# rows those sums outweigh the vector they save.
+REST_MIN_FEATURES = 96
+
+
+@njit(inline="always", **JIT)
+def rest_classes(X, k):
+    """r: the last classes past whole vectors that the tiles leave to a chunk's rest (0: none).
+
+    On the tiles, a vector's padded lanes cost what its classes do: k =
+    100 float32 classes run as 112. r classes along the features instead
+    (dot products with r rows of Wᵀ, as the rows kernels' tiles take them)
+    cost r / L of a vector's multiply-adds, and their horizontal sums. So
+    where r is at most a quarter of a vector, k holds a whole one and rows
+    have :data:`REST_MIN_FEATURES` features or more. On two threads of the
+    Zen 5 host, the whole gradient against all classes on the tiles
+    (``benchmarks/against_commit.py``, GEMM strategy, four rounds): float32
+    0.86-0.92x the time at 200-784 features (k = 36 and 100), 0.94-0.97x
+    at 100 and 3,000; with every rest of up to half a vector, 0.99x at 64
+    features and 1.09-1.23x at 20-50, 0.99-1.02x with r = 8 of 16 (k =
+    1000); float64 0.96-0.99x with r = 2 of 8 (k = 98), 0.99-1.00x with 4
+    of 8 (BENCHMARKS.md, "Sixty-fourth session").
+    """
+    L = lanes(X)
+    r = k % L
+    return r if k > L and 4 * r <= L and X.shape[1] >= REST_MIN_FEATURES else 0
+
+
+@njit(inline="always", **JIT)
+def rest_rows(X, k):
+    """Rows of k entries a chunk's scratch holds beyond its blocks' for the rest's W and G."""
+    return -(-2 * rest_classes(X, k) * X.shape[1] // k)
+
+
+def rest_rows_for(k: int, n: int, itemsize: int) -> int:
+    """Return :func:`rest_rows` for k classes, n features of ``itemsize`` bytes."""
+    lanes_ = VECTOR_BYTES // itemsize
+    r = k % lanes_
+    if not (k > lanes_ and 4 * r <= lanes_ and n >= REST_MIN_FEATURES):
+        r = 0
+    return -(-2 * r * n // k)
 
 
 def padded_width(k: int, itemsize: int) -> int:
