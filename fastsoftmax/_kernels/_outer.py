@@ -116,6 +116,33 @@ def _loop(b, ops, count, accs_n, walks, step):
     return sums
 
 
+def _outer_step(b, ops, vectors_at, scalars_at, accs):
+    """Emit one step of an outer-product tile; return the new accumulators.
+
+    The len(accs) / len(scalars_at) vectors from ``vectors_at`` on, and
+    for each pointer of ``scalars_at`` (a tile's row or feature) its entry
+    broadcast and multiplied into them: accs[p V + v] += x_p * vector v.
+    """
+    V = len(accs) // len(scalars_at)
+    vectors = [ops.load(ops.at(vectors_at, _const(v * ops.L))) for v in range(V)]
+    out = []
+    for p, at in enumerate(scalars_at):
+        xb = _splat(b, ops, b.load(at))
+        out += [b.call(ops.fma, [xb, vectors[v], accs[p * V + v]]) for v in range(V)]
+    return out
+
+
+def _tile_addresses(b, ops, base, row0, stride, j, rows, V):
+    """Return the addresses of a tile's vectors: rows row0 ... of ``stride`` entries, from column j.
+
+    Row by row, each row's V vectors in order (the order of
+    :func:`_outer_step`'s accumulators).
+    """
+    return [ops.at(b.gep(base, [b.add(b.mul(b.add(row0, _const(q)), stride), j)]),
+                   _const(v * ops.L))
+            for q in range(rows) for v in range(V)]
+
+
 def _set_or_add(b, ops, first, ats, sums):
     """Store each vector of ``sums`` at its address of ``ats``, or add it into what is there.
 
@@ -148,7 +175,6 @@ def _forward_emit(R: int, V: int):
         X, i, Wp, j, Z, zr, f0, count, first = args
         xty, _, wty, _, zty, *_ = sig.args
         ops = VectorOps(context, b, xty.dtype)
-        L = ops.L
         (x, n), (w, kp), (z, k) = (_matrix(context, b, t, v)
                                    for t, v in ((xty, X), (wty, Wp), (zty, Z)))
         # Every row's entry from one pointer (X[i, f]) at offsets q n, and
@@ -157,21 +183,14 @@ def _forward_emit(R: int, V: int):
 
         def step(ptrs, accs):
             xf, wrow = ptrs
-            wv = [ops.load(ops.at(wrow, _const(v * L))) for v in range(V)]
-            out = []
-            for q in range(R):
-                xb = _splat(b, ops, b.load(b.gep(xf, [offsets[q]])))
-                out += [b.call(ops.fma, [xb, wv[v], accs[q * V + v]]) for v in range(V)]
-            return out
+            return _outer_step(b, ops, wrow, [b.gep(xf, [o]) for o in offsets], accs)
 
         walks = [(b.gep(x, [b.add(b.mul(i, n), f0)]), _const(1)),
                  (b.gep(w, [b.add(b.mul(f0, kp), j)]), kp)]
         sums = _loop(b, ops, count, R * V, walks, step)
         # Rows in order, each row's vectors in order: a row's last vector,
         # which runs on into the next row, is stored before that row's own.
-        ats = [ops.at(b.gep(z, [b.add(b.mul(b.add(zr, _const(q)), k), j)]), _const(v * L))
-               for q in range(R) for v in range(V)]
-        _set_or_add(b, ops, first, ats, sums)
+        _set_or_add(b, ops, first, _tile_addresses(b, ops, z, zr, k, j, R, V), sums)
 
     return emit
 
@@ -191,25 +210,17 @@ def _backward_emit(F: int, V: int):
         X, r0, rows, E, j, G, f0, first = args
         xty, _, _, ety, _, gty, *_ = sig.args
         ops = VectorOps(context, b, xty.dtype)
-        L = ops.L
         (x, n), (e, k), (g, kp) = (_matrix(context, b, t, v)
                                    for t, v in ((xty, X), (ety, E), (gty, G)))
 
         def step(ptrs, accs):
             xrow, erow = ptrs
-            ev = [ops.load(ops.at(erow, _const(v * L))) for v in range(V)]
-            out = []
-            for p in range(F):
-                xb = _splat(b, ops, b.load(b.gep(xrow, [_const(p)])))
-                out += [b.call(ops.fma, [xb, ev[v], accs[p * V + v]]) for v in range(V)]
-            return out
+            return _outer_step(b, ops, erow, [b.gep(xrow, [_const(p)]) for p in range(F)], accs)
 
         walks = [(b.gep(x, [b.add(b.mul(r0, n), f0)]), n), (b.gep(e, [j]), k)]
         sums = _loop(b, ops, rows, F * V, walks, step)
-        ats = [ops.at(b.gep(g, [b.add(b.mul(b.add(f0, _const(p)), kp), j)]), _const(v * L))
-               for p in range(F) for v in range(V)]
         # A chunk's first block sets G: no pass zeroing it before, no read.
-        _set_or_add(b, ops, first, ats, sums)
+        _set_or_add(b, ops, first, _tile_addresses(b, ops, g, f0, kp, j, F, V), sums)
 
     return emit
 
