@@ -2,7 +2,8 @@
 
     python benchmarks/against_commit.py [--base HEAD] [--dtype float32]
                                         [--shapes 20000x100x100,100000x20x100,...]
-                                        [--rounds 5] [--strategy gemm] [--quick]
+                                        [--rounds 5] [--strategy gemm] [--products]
+                                        [--quick]
 
 A kernel change cannot keep its old form beside the new one in one process
 when what changed is code generated below Numba (an IR intrinsic, a rule
@@ -24,11 +25,17 @@ another strategy than the base. ``--strategy rows`` or ``gemm``
 strategy; without it, each version chooses as a user's process would.
 Each process's kernel name is printed beside its time.
 
+``--products``: Hessian-vector products instead, as a Newton step takes
+them (``Objective.hessian`` once: one gradient pass storing the
+probabilities; then ``Hessian.matvec`` with a direction and an intercept
+part timed), the products' kernel printed.
+
 ``--quick``: one tiny shape, one round of 1 batch (a smoke test; the base
 still compiles its kernels once, into the worktree).
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -43,8 +50,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "20000x100x100,100000x20x100,3000x784x100,10000x20x1000,2000x100x1000"
 
 
-def worker(dtype: str, shapes: str, batches: int) -> None:
-    """Time loss_and_grad at each shape with the fastsoftmax importable here; print JSON."""
+def worker(dtype: str, shapes: str, batches: int, products: bool) -> None:
+    """Time loss_and_grad (or Hessian products) at each shape with the fastsoftmax importable here.
+
+    Prints JSON: {shape: (seconds, kernel)}.
+    """
     import time
 
     import fastsoftmax as fs
@@ -59,16 +69,26 @@ def worker(dtype: str, shapes: str, batches: int) -> None:
         y = rng.integers(0, k, m)
         W = (0.01 * rng.standard_normal((n, k))).astype(dtype)
         b = np.zeros(k, dtype)
+        data = make_dataset(X, y.astype(np.int64), None, None, k)
+        obj = Objective(data)
+        if products:  # a Newton step's: P stored by one gradient pass, then products
+            H = obj.hessian(np.ascontiguousarray(W.T), b, 1e-4)
+            V = rng.standard_normal((k, n)).astype(dtype)
+            c = rng.standard_normal(k).astype(dtype)
+
+            call = functools.partial(H.matvec, V, c)
+        else:
+            call = functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4)
         for _ in range(5):
-            fs.loss_and_grad(X, y, W, b, alpha=1e-4)
+            call()
         times = []
         for _ in range(batches):
             t0 = time.perf_counter()
             for _ in range(10):
-                fs.loss_and_grad(X, y, W, b, alpha=1e-4)
+                call()
             times.append((time.perf_counter() - t0) / 10)
-        data = make_dataset(X, y.astype(np.int64), None, None, k)
-        out[shape] = (statistics.median(times), Objective(data).engine.describe()["kernel"])
+        kernel = obj.engine.describe()["products" if products else "kernel"]
+        out[shape] = (statistics.median(times), kernel)
     print(json.dumps(out))
 
 
@@ -79,6 +99,8 @@ def run(tree: Path, args) -> dict:
         env["FASTSOFTMAX_STRATEGY"] = args.strategy
     cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--worker",
            "--dtype", args.dtype, "--shapes", args.shapes, "--batches", str(args.batches)]
+    if args.products:
+        cmd.append("--products")
     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"the timing process on {tree} failed:\n{done.stderr[-2000:]}")
@@ -93,11 +115,12 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=9)
     parser.add_argument("--strategy", choices=("rows", "gemm"), default=None)
+    parser.add_argument("--products", action="store_true")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.dtype, args.shapes, args.batches)
+        worker(args.dtype, args.shapes, args.batches, args.products)
         return
     if args.quick:
         args.shapes, args.rounds, args.batches = "300x20x40", 1, 1
@@ -124,7 +147,8 @@ def main(argv=None) -> None:
                            check=False)
     rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.strip()
-    print(f"loss_and_grad ms, {args.dtype}, this checkout against {args.base} ({rev}), "
+    what = "Hessian products (P stored)" if args.products else "loss_and_grad"
+    print(f"{what} ms, {args.dtype}, this checkout against {args.base} ({rev}), "
           f"medians of {args.rounds} alternating processes; strategy: "
           f"{args.strategy or 'as each version chooses'}")
     print("| (m, n, k) | base ms | this ms | this / base | base kernel | this kernel |")

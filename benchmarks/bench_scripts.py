@@ -368,6 +368,19 @@ def test_against_commit_script():
     assert rows[2].startswith("| (300, 20, 40) |"), rows
 
 
+@pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: no revision to compare")
+def test_against_commit_script_times_hessian_products():
+    # --products: the same table for Hessian products, titled so.
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
+                          "--quick", "--products"], cwd=HERE.parent, capture_output=True,
+                         text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent),
+                                                                          str(HERE)])))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Hessian products (P stored) ms, float32"), out.stdout
+    assert "| (300, 20, 40) |" in out.stdout
+
+
 @pytest.mark.skipif(not _git_checkout(), reason="not a git checkout")
 def test_against_commit_names_a_bad_base():
     # A revision git cannot check out: a one-line error naming it.

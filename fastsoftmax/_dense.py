@@ -849,7 +849,7 @@ class DenseEngine:
                 # From LANES_FROM classes, the rest's W and G
                 # (_fused._tiles_chunk_lanes) in the last rows.
                 rows = (2 * rows if self.k < LANES_FROM else
-                        rows + rest_rows_for(self.k, data.n_features, dt.itemsize))
+                        rows + rest_rows_for(self.k, data.n_features, dt.itemsize, 2))
                 scratch = (np.zeros((c, rows + spare_rows_for(self.k, dt.itemsize), self.k),
                                     dtype=dt),)
             else:
@@ -940,8 +940,10 @@ class DenseEngine:
                 G, gc = self._accumulators(c, padded_width(self.k, dt.itemsize))
                 rows = tiles_block_rows(self.data.n_features, dt.itemsize,
                                         -(-self.data.n_rows // c), products=True)
-                rows += spare_rows_for(self.k, dt.itemsize)
-                return G, gc, np.zeros((c, 2 * rows, self.k), dtype=dt)
+                rows = 2 * (rows + spare_rows_for(self.k, dt.itemsize))
+                if self.k >= LANES_FROM:  # the rest's three arrays (_hessp_tiles_chunk_lanes)
+                    rows += rest_rows_for(self.k, self.data.n_features, dt.itemsize, 3)
+                return G, gc, np.zeros((c, rows, self.k), dtype=dt)
             G, gc = self._accumulators(c)
             if transposed:  # Uᵀ and Pᵀ (k R each) and two rows of R
                 rows = transposed_product_rows(self.k, dt.itemsize, self._rows)

@@ -229,8 +229,8 @@ def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, mo
 
 
 @njit
-def _rest(X, k):
-    return rest_classes(X, k), rest_rows(X, k)
+def _rest(X, k, arrays):
+    return rest_classes(X, k), rest_rows(X, k, arrays)
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
@@ -242,10 +242,12 @@ def test_rest_classes_rule(dt):
     n0 = REST_MIN_FEATURES
     for n in (n0 - 1, n0, 784):
         for k in (L - 1, L, L + 1, L + L // 4, L + L // 4 + 1, 2 * L, 6 * L + L // 4, 100):
-            r, rows = _rest(np.zeros((1, n), dt), k)
-            want = k % L if (n >= n0 and k > L and 4 * (k % L) <= L) else 0
-            assert r == want, (n, k)
-            assert rows == rest_rows_for(k, n, np.dtype(dt).itemsize) == -(-2 * r * n // k)
+            for arrays in (2, 3):
+                r, rows = _rest(np.zeros((1, n), dt), k, arrays)
+                want = k % L if (n >= n0 and k > L and 4 * (k % L) <= L) else 0
+                assert r == want, (n, k)
+                assert (rows == rest_rows_for(k, n, np.dtype(dt).itemsize, arrays)
+                        == -(-arrays * r * n // k))
 
 
 @pytest.mark.parametrize("k", [33, 36, 98, 100])
@@ -264,6 +266,26 @@ def test_tiles_with_a_rest_of_classes_match_reference(k, mode, dt, rng, monkeypa
     assert obj.objective.engine.describe()["kernel"] == "gemm_tiles_lanes"
     got = obj(W, b, 0.3)
     assert_close(got, truth(X, y, W, b, alpha=0.3, sample_weight=sw), dt)
+
+
+@pytest.mark.parametrize("k", [33, 36, 98, 100])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_tiles_products_with_a_rest_of_classes_match_reference(k, mode, dt, launch, rng,
+                                                                monkeypatch):
+    """The tiles' Hessian products with the last classes by the rows
+    kernels' tiles (_hessp._hessp_tiles_chunk_lanes, rows of 130 features),
+    P stored and recomputed, serial and parallel: every option at once
+    against the reference, on 203 rows, two directions at one point."""
+    strategy = _force_products("gemm_tiles", monkeypatch)
+    X, y, W, b, sw = make_problem(rng, 203, 130, k, dt, intercept=True, weights=True,
+                                  soft=True)
+    H = product(X, y, W, b, sw, 0.3, n_threads=2, strategy=strategy, mode=mode)
+    assert H.objective.engine.describe()["products"] == "gemm_tiles_lanes"
+    for _ in range(2):
+        V = rng.standard_normal(W.shape).astype(dt)
+        c = rng.standard_normal(k).astype(dt)
+        assert_hessp_close(H, X, y, W, b, V, c, 0.3, sw)
 
 
 @pytest.mark.parametrize("row", [0, 101, 102, 200, 202])

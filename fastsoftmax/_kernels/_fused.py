@@ -917,7 +917,7 @@ def _tiles_chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
 
 
 @njit(inline="always", **JIT)
-def _rest_forward(X, r0, rows, Wr, zero_b, Z, kv):
+def rest_forward(X, r0, rows, Wr, zero_b, Z, kv):
     """OUT Z[q, kv:] = X[r0 + q] @ Wrᵀ for q < rows: the rest's logits by the rows kernels' tiles.
 
     Wr (r, n): the rest's columns of W transposed; zero_b (r,) zeros (the
@@ -934,7 +934,7 @@ def _rest_forward(X, r0, rows, Wr, zero_b, Z, kv):
 
 
 @njit(inline="always", **JIT)
-def _rest_backward(X, r0, rows, E, kv, Gr):
+def rest_backward(X, r0, rows, E, kv, Gr):
     """INOUT Gr (r, n) += (X[r0:r0 + rows]ᵀ E[:rows, kv:])ᵀ: the rest's gradient, transposed."""
     Er = E[:, kv:]
     n = X.shape[1]
@@ -945,6 +945,30 @@ def _rest_backward(X, r0, rows, E, kv, Gr):
     while h < rows:
         _accumulate1(X[r0 + h], Er[h], Gr)
         h += 1
+
+
+@njit(inline="always", **JIT)
+def rest_array(scratch_rows, r, n, a):
+    """Return the rest's a-th (r, n) array (a = 0, 1, ...) of a chunk's last scratch rows."""
+    return scratch_rows.reshape(-1)[a * r * n:(a + 1) * r * n].reshape(r, n)
+
+
+@njit(inline="always", **JIT)
+def rest_transposed(Wp, kv, Wr):
+    """OUT Wr (r, n) = Wp[:, kv:kv + r]ᵀ: the rest's columns laid out for the rows tiles."""
+    r, n = Wr.shape
+    for f in range(n):
+        for j in range(r):
+            Wr[j, f] = Wp[f, kv + j]
+
+
+@njit(inline="always", **JIT)
+def rest_store(G, kv, Gr):
+    """OUT G[:, kv:kv + r] = Grᵀ: the rest's sum, summed transposed, into a chunk's partial sum."""
+    r, n = Gr.shape
+    for f in range(n):
+        for j in range(r):
+            G[f, kv + j] = Gr[j, f]
 
 
 @njit(**JIT)
@@ -967,25 +991,22 @@ def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
     kv = k - r
     vectors = -(-kv // lanes(X))
     spare = spare_rows(X, k)
-    R = scratch.shape[1] - spare - rest_rows(X, k)
+    R = scratch.shape[1] - spare - rest_rows(X, k, 2)
     start, stop, G, gbc = _chunk_start_set(c, m, gW, gb, bad_row)
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
     Zc = scratch[c]
-    rest = Zc[R + spare:].reshape(-1)
-    Wr = rest[:r * n].reshape(r, n)
-    Gr = rest[r * n:2 * r * n].reshape(r, n)
+    Wr = rest_array(Zc[R + spare:], r, n, 0)
+    Gr = rest_array(Zc[R + spare:], r, n, 1)
     zero_b = np.zeros(r, dtype=X.dtype)
-    for f in range(n):
-        for j in range(r):
-            Wr[j, f] = Wp[f, kv + j]
-            Gr[j, f] = 0
+    rest_transposed(Wp, kv, Wr)
+    Gr[:] = 0
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
         forward_vectors(X, r0, rr, Wp, Zc, vectors)
         if r > 0:
-            _rest_forward(X, r0, rr, Wr, zero_b, Zc, kv)
+            rest_forward(X, r0, rr, Wr, zero_b, Zc, kv)
         part, bad = _block_error_pairs(Zc, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
                                        mx, s, P)
         if bad >= 0:
@@ -994,10 +1015,8 @@ def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
         acc += part
         backward_vectors(X, r0, rr, Zc, G, r0 == start, vectors)
         if r > 0:
-            _rest_backward(X, r0, rr, Zc, kv, Gr)
-    for f in range(n):
-        for j in range(r):
-            G[f, kv + j] = Gr[j, f]
+            rest_backward(X, r0, rr, Zc, kv, Gr)
+    rest_store(G, kv, Gr)
     loss[c] = acc
 
 

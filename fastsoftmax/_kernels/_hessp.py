@@ -79,9 +79,22 @@ from ._fused import (
     _blas_forward,
     _panel_features,
     _tiles_backward,
+    rest_array,
+    rest_backward,
+    rest_forward,
+    rest_store,
+    rest_transposed,
 )
 from ._micro import _accumulate1, _accumulate4_cols, _eight_rows, _logits1, _logits4
-from ._outer import forward_block, spare_rows
+from ._outer import (
+    backward_vectors,
+    forward_block,
+    forward_vectors,
+    lanes,
+    rest_classes,
+    rest_rows,
+    spare_rows,
+)
 from ._rowvec import bias_dot_row, bias_max_finite_row, exp_row, hvp_update_row, scale_row
 from ._sparse import (
     ROW_AHEAD,
@@ -415,10 +428,56 @@ def _hessp_tiles_chunk(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scrat
 
 @njit(**JIT)
 def _hessp_tiles_chunk_lanes(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
-    """:func:`_hessp_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
-    _hessp_gemm_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
-                     _proba_rows_lanes, _block_hvp_lanes, forward_block, _tiles_backward,
-                     spare_rows(X, b.shape[0]))
+    """:func:`_hessp_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes.
+
+    As the gradient's ``_fused._tiles_chunk_lanes``: the classes of whole
+    vectors on the tiles, the r = ``_outer.rest_classes`` classes past
+    them, where there are any, by the rows kernels' tiles. scratch
+    (n_chunks, 2 (R + ``_outer.spare_rows``) + ``_outer.rest_rows``, k):
+    the blocks of P and U, then the rest's direction (Vr, r x n), product
+    (Hr, summed transposed) and, recomputing P, weights (Wr), copied
+    transposed at the chunk's start.
+    """
+    m, n = X.shape
+    k = b.shape[0]
+    r = rest_classes(X, k)
+    kv = k - r
+    vectors = -(-kv // lanes(X))
+    spare = spare_rows(X, k)
+    R = (scratch.shape[1] - rest_rows(X, k, 3)) // 2 - spare
+    start, stop, Gc, gcc = _chunk_partials_set(c, m, G, gc)
+    cached = P.shape[0] != 0
+    mx = np.empty(R, dtype=X.dtype)
+    s = np.empty(R, dtype=X.dtype)
+    Pc = scratch[c, :R + spare]
+    Uc = scratch[c, R + spare:2 * (R + spare)]
+    rest = scratch[c, 2 * (R + spare):]
+    Vr = rest_array(rest, r, n, 0)
+    Hr = rest_array(rest, r, n, 1)
+    Wr = rest_array(rest, r, n, 2)
+    zero_b = np.zeros(r, dtype=X.dtype)
+    rest_transposed(Vp, kv, Vr)
+    Hr[:] = 0
+    if not cached:
+        rest_transposed(Wp, kv, Wr)
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        if cached:
+            Pb = P[r0:r0 + rr]
+        else:
+            forward_vectors(X, r0, rr, Wp, Pc, vectors)
+            if r > 0:
+                rest_forward(X, r0, rr, Wr, zero_b, Pc, kv)
+            Pb = Pc[:rr]
+            _proba_rows_lanes(Pb, b, mx, s)
+        forward_vectors(X, r0, rr, Vp, Uc, vectors)
+        if r > 0:
+            rest_forward(X, r0, rr, Vr, zero_b, Uc, kv)
+        _block_hvp_lanes(Pb, Uc[:rr], cv, r0, sw, weighted, scale, gcc, mx)
+        backward_vectors(X, r0, rr, Uc, Gc, r0 == start, vectors)
+        if r > 0:
+            rest_backward(X, r0, rr, Uc, kv, Hr)
+    rest_store(Gc, kv, Hr)
 
 
 @njit(**PJIT)

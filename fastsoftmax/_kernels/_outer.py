@@ -47,9 +47,10 @@ vector stays within it.
 
 A padded vector costs what a whole one does: 100 float32 classes run as
 112. Where the classes past the last whole vector are few
-(:func:`rest_classes`), the gradient's kernel runs only the whole vectors
-here (:func:`forward_vectors`, :func:`backward_vectors`) and leaves the
-rest to the rows kernels' tiles (``_fused._tiles_chunk_lanes``).
+(:func:`rest_classes`), the gradient's kernel and the Hessian products'
+run only the whole vectors here (:func:`forward_vectors`,
+:func:`backward_vectors`) and leave the rest to the rows kernels' tiles
+(``_fused._tiles_chunk_lanes``, ``_hessp._hessp_tiles_chunk_lanes``).
 """
 
 from llvmlite import ir
@@ -486,18 +487,22 @@ def rest_classes(X, k):
 
 
 @njit(inline="always", **JIT)
-def rest_rows(X, k):
-    """Rows of k entries a chunk's scratch holds beyond its blocks' for the rest's W and G."""
-    return -(-2 * rest_classes(X, k) * X.shape[1] // k)
+def rest_rows(X, k, arrays):
+    """Rows of k entries a chunk's scratch holds beyond its blocks' for the rest's arrays.
+
+    ``arrays`` (r, n) arrays: 2 for the gradient (W's rest and G's), 3
+    for the Hessian products (W's, the direction's and the product's).
+    """
+    return -(-arrays * rest_classes(X, k) * X.shape[1] // k)
 
 
-def rest_rows_for(k: int, n: int, itemsize: int) -> int:
+def rest_rows_for(k: int, n: int, itemsize: int, arrays: int) -> int:
     """Return :func:`rest_rows` for k classes, n features of ``itemsize`` bytes."""
     lanes_ = VECTOR_BYTES // itemsize
     r = k % lanes_
     if not (k > lanes_ and 4 * r <= lanes_ and n >= REST_MIN_FEATURES):
         r = 0
-    return -(-2 * r * n // k)
+    return -(-arrays * r * n // k)
 
 
 def padded_width(k: int, itemsize: int) -> int:
