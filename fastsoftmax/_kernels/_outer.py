@@ -57,7 +57,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ._ahead import _I32, _I64, VectorOps, _const, _enter_loop, tile_codegen
+from ._ahead import _I8P, _I32, _I64, VectorOps, _const, _enter_loop, _intrinsic_fn, tile_codegen
 from ._config import JIT, VECTOR_BYTES, WIDE_REGISTERS, itemsize
 
 # Rows (forward) and features (backward) of the wide tiles, and of the
@@ -144,6 +144,24 @@ def _tile_addresses(b, ops, base, row0, stride, j, rows, V):
             for q in range(rows) for v in range(V)]
 
 
+# The backward tile asks for its lines of G before its loop over the
+# block's rows, not at the loop's end, where it adds into them: the loads
+# after the loop issue only once the loop has ended, and where G outgrows
+# L2 (n kp entries a chunk, beside the block of X) each waits on L3 or
+# memory. On two threads of the Zen 5 host (`benchmarks/against_commit.py
+# --strategy gemm`, four to six rounds), the whole gradient took 0.94-0.97x
+# the time in float64 at G of 2.5-24 MiB ((1000, 3000, 1000), (1000, 784,
+# 1000), (1000, 3000, 100), (500, 1500, 1000)), 0.95-0.99x elsewhere;
+# float32 0.97-1.01x; the Hessian products 0.89-0.97x in float64, 0.88-0.97x
+# in float32 (BENCHMARKS.md, "Sixty-fifth session").
+def _prefetch_for_write(b, ats):
+    """Ask for the lines of ``ats`` (a tile's vectors) with the intent to write, into L1."""
+    fn = _intrinsic_fn(b.module, "llvm.prefetch.p0", ir.VoidType(), [_I8P, _I32, _I32, _I32])
+    for at in ats:
+        b.call(fn, [b.bitcast(at, _I8P), ir.Constant(_I32, 1), ir.Constant(_I32, 3),
+                    ir.Constant(_I32, 1)])
+
+
 def _set_or_add(b, ops, first, ats, sums):
     """Store each vector of ``sums`` at its address of ``ats``, or add it into what is there.
 
@@ -218,10 +236,12 @@ def _backward_emit(F: int, V: int):
             xrow, erow = ptrs
             return _outer_step(b, ops, erow, [b.gep(xrow, [_const(p)]) for p in range(F)], accs)
 
+        ats = _tile_addresses(b, ops, g, f0, kp, j, F, V)
+        _prefetch_for_write(b, ats)
         walks = [(b.gep(x, [b.add(b.mul(r0, n), f0)]), n), (b.gep(e, [j]), k)]
         sums = _loop(b, ops, rows, F * V, walks, step)
         # A chunk's first block sets G: no pass zeroing it before, no read.
-        _set_or_add(b, ops, first, _tile_addresses(b, ops, g, f0, kp, j, F, V), sums)
+        _set_or_add(b, ops, first, ats, sums)
 
     return emit
 
