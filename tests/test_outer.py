@@ -104,18 +104,21 @@ def _panel(X, rows):
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", [7, 33, 100])
 def test_forward_panels_of_features(dt, k, rng):
-    """A block whose rows of X outgrow FORWARD_PANEL_BYTES: the forward
-    product in panels of features (the last a short one), each adding into
-    the logits the one before stored, Z as NumPy's and nothing written past
-    the spare rows; a non-finite entry of X in a later panel leaves the rows
-    before its own finite (what a row's last vector adds into the next
-    row's first entries is that row's padded lanes)."""
+    """A block whose rows of X and a strip of Wp outgrow
+    FORWARD_PANEL_BYTES: the forward product in the fewest equal panels of
+    features (the last a little shorter), each adding into the logits the
+    one before stored, Z as NumPy's and nothing written past the spare
+    rows; a non-finite entry of X in a later panel leaves the rows before
+    its own finite (what a row's last vector adds into the next row's
+    first entries is that row's padded lanes)."""
     itemsize = np.dtype(dt).itemsize
     rows = 24
-    panel = FORWARD_PANEL_BYTES // (rows * itemsize)
-    n = 2 * panel + 37  # (up to 2 panels' worth: one panel)
+    most = FORWARD_PANEL_BYTES // (rows * itemsize + 3 * VECTOR_BYTES)
+    assert _panel(np.zeros((1, most), dt), rows) == most  # one panel
+    n = 2 * most + 37  # three panels
     X = rng.standard_normal((rows, n)).astype(dt)
-    assert _panel(X, rows) == panel < n
+    panel = _panel(X, rows)
+    assert panel == -(-n // 3) <= most and n - 2 * panel < panel
     kp, spare = padded_width(k, itemsize), spare_rows_for(k, itemsize)
     W = rng.standard_normal((n, k)).astype(dt)
     Wp = np.zeros((n, kp), dt)

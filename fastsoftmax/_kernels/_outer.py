@@ -381,8 +381,8 @@ def forward_vectors(X, r0, rows, Wp, Z, vectors):
     0.97-1.00x in a run of nine rounds; BENCHMARKS.md, "Sixty-first
     session").
 
-    Panels of features outermost where the block's rows of X outgrow
-    :data:`FORWARD_PANEL_BYTES` (:func:`_panel_features`): each panel's
+    Panels of features outermost where the block's rows of X and a strip
+    of Wp outgrow :data:`FORWARD_PANEL_BYTES` (:func:`_panel_features`): each panel's
     tiles add into the logits the panel before stored. In a later panel a
     row's last vector adds its padded lanes, zeros for finite X, into the
     next row's first entries (a non-finite entry of X makes its own row's
@@ -411,23 +411,34 @@ def forward_vectors(X, r0, rows, Wp, Z, vectors):
 
 
 # The forward product's panels of features: at most this many bytes of the
-# block's rows of X per panel, so that the panel stays in L2 while every
-# strip of classes passes over it, and the strip of Wp's panel beside it.
-# One panel for up to two panels' worth. On two threads of the Zen 5 host
+# block's rows of X and of a strip of Wp (three vectors a feature) per
+# panel, so that both stay in L2 while every strip of classes passes over
+# the panel, each strip read by every row tile; X's features in as few
+# panels as that allows, of equal size. On two threads of the Zen 5 host
 # (1 MiB of L2 a core), blocks of 192 rows, the forward product alone at
 # (1000, 3000, 1000) float64 (4.6 MiB of X a block) took 0.86-0.92x the
-# time in panels of 256-1,024 features; at 784 features, and in float32
-# at 784 and 3,000 features, 0.98-1.05x (BENCHMARKS.md, "Sixty-third
-# session").
+# time in panels of 256-1,024 features (BENCHMARKS.md, "Sixty-third
+# session"), when panels counted X alone, one panel up to two panels'
+# worth. Counting the strip too, and splitting 1,025-2,048 features
+# worth into two: in float32 the whole gradient at (1000, 3000, 100)
+# (blocks of 48 rows, 576 KiB of X and as much of a strip, now two
+# panels) took 0.88-0.91x the time in three runs, at (1000, 3000, 300)
+# and (1000, 3000, 1000) 0.96-0.97x; float64 0.97-1.02x at 1,500 and
+# 3,000 features (`benchmarks/against_commit.py --strategy gemm`, four
+# rounds; "Sixty-fifth session").
 FORWARD_PANEL_BYTES = 768 << 10
 
 
 @njit(inline="always", **JIT)
 def _panel_features(X, rows):
-    """Features a panel of :func:`forward_block`: all of X's unless they make three panels."""
+    """Features a panel of :func:`forward_block`: X's n in the fewest equal panels.
+
+    Each of at most :data:`FORWARD_PANEL_BYTES` of the block's rows of X
+    and a strip of Wp, or of 64 features.
+    """
     n = X.shape[1]
-    panel = max(FORWARD_PANEL_BYTES // (max(rows, 1) * itemsize(X)), 64)
-    return n if n <= 2 * panel else panel
+    panel = max(FORWARD_PANEL_BYTES // (max(rows, 1) * itemsize(X) + 3 * VECTOR_BYTES), 64)
+    return -(-n // -(-n // panel))
 
 
 # The backward product's panels of classes: at most this many bytes of the
