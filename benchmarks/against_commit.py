@@ -2,8 +2,8 @@
 
     python benchmarks/against_commit.py [--base HEAD] [--dtype float32]
                                         [--shapes 20000x100x100,100000x20x100,...]
-                                        [--rounds 5] [--strategy gemm] [--products]
-                                        [--quick]
+                                        [--rounds 5] [--strategy gemm]
+                                        [--what gradient|products|fits] [--quick]
 
 A kernel change cannot keep its old form beside the new one in one process
 when what changed is code generated below Numba (an IR intrinsic, a rule
@@ -25,10 +25,13 @@ another strategy than the base. ``--strategy rows`` or ``gemm``
 strategy; without it, each version chooses as a user's process would.
 Each process's kernel name is printed beside its time.
 
-``--products``: Hessian-vector products instead, as a Newton step takes
-them (``Objective.hessian`` once: one gradient pass storing the
+``--what products``: Hessian-vector products instead, as a Newton step
+takes them (``Objective.hessian`` once: one gradient pass storing the
 probabilities; then ``Hessian.matvec`` with a direction and an intercept
-part timed), the products' kernel printed.
+part timed), the products' kernel printed. ``--what fits``: whole default
+fits (``SoftmaxRegression().fit``, Newton's: mostly Hessian products) on
+``strategy_fits.py``'s data (class prototypes plus noise), one warm-up fit
+on 2,000 rows, then the median of ``--batches`` fits (3 unless given).
 
 ``--quick``: one tiny shape, one round of 1 batch (a smoke test; the base
 still compiles its kernels once, into the worktree).
@@ -50,8 +53,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "20000x100x100,100000x20x100,3000x784x100,10000x20x1000,2000x100x1000"
 
 
-def worker(dtype: str, shapes: str, batches: int, products: bool) -> None:
-    """Time loss_and_grad (or Hessian products) at each shape with the fastsoftmax importable here.
+def worker(dtype: str, shapes: str, batches: int, what: str) -> None:
+    """Time ``what`` at each shape with the fastsoftmax importable here.
 
     Prints JSON: {shape: (seconds, kernel)}.
     """
@@ -71,7 +74,10 @@ def worker(dtype: str, shapes: str, batches: int, products: bool) -> None:
         b = np.zeros(k, dtype)
         data = make_dataset(X, y.astype(np.int64), None, None, k)
         obj = Objective(data)
-        if products:  # a Newton step's: P stored by one gradient pass, then products
+        if what == "fits":
+            out[shape] = (_fits(m, n, k, dtype, batches), obj.engine.describe()["products"])
+            continue
+        if what == "products":  # a Newton step's: P stored by one gradient pass, then products
             H = obj.hessian(np.ascontiguousarray(W.T), b, 1e-4)
             V = rng.standard_normal((k, n)).astype(dtype)
             c = rng.standard_normal(k).astype(dtype)
@@ -87,9 +93,27 @@ def worker(dtype: str, shapes: str, batches: int, products: bool) -> None:
             for _ in range(10):
                 call()
             times.append((time.perf_counter() - t0) / 10)
-        kernel = obj.engine.describe()["products" if products else "kernel"]
+        kernel = obj.engine.describe()["products" if what == "products" else "kernel"]
         out[shape] = (statistics.median(times), kernel)
     print(json.dumps(out))
+
+
+def _fits(m: int, n: int, k: int, dtype: str, batches: int) -> float:
+    """Median seconds of ``batches`` default fits on strategy_fits.py's data, after a warm-up."""
+    import time
+
+    from strategy_fits import problem
+
+    from fastsoftmax import SoftmaxRegression
+
+    X, y = problem(m, n, k, dtype)
+    SoftmaxRegression(max_iter=2).fit(X[:2000], y[:2000])
+    times = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        SoftmaxRegression().fit(X, y)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def run(tree: Path, args) -> dict:
@@ -99,8 +123,7 @@ def run(tree: Path, args) -> dict:
         env["FASTSOFTMAX_STRATEGY"] = args.strategy
     cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--worker",
            "--dtype", args.dtype, "--shapes", args.shapes, "--batches", str(args.batches)]
-    if args.products:
-        cmd.append("--products")
+    cmd += ["--what", args.what]
     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"the timing process on {tree} failed:\n{done.stderr[-2000:]}")
@@ -113,14 +136,16 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", default=SHAPES)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=9)
+    parser.add_argument("--batches", type=int, default=None)
     parser.add_argument("--strategy", choices=("rows", "gemm"), default=None)
-    parser.add_argument("--products", action="store_true")
+    parser.add_argument("--what", choices=("gradient", "products", "fits"), default="gradient")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.batches is None:
+        args.batches = 3 if args.what == "fits" else 9
     if args.worker:
-        worker(args.dtype, args.shapes, args.batches, args.products)
+        worker(args.dtype, args.shapes, args.batches, args.what)
         return
     if args.quick:
         args.shapes, args.rounds, args.batches = "300x20x40", 1, 1
@@ -147,7 +172,8 @@ def main(argv=None) -> None:
                            check=False)
     rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.strip()
-    what = "Hessian products (P stored)" if args.products else "loss_and_grad"
+    what = {"gradient": "loss_and_grad", "products": "Hessian products (P stored)",
+            "fits": "default fits (Newton)"}[args.what]
     print(f"{what} ms, {args.dtype}, this checkout against {args.base} ({rev}), "
           f"medians of {args.rounds} alternating processes; strategy: "
           f"{args.strategy or 'as each version chooses'}")

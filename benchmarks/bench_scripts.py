@@ -369,15 +369,17 @@ def test_against_commit_script():
 
 
 @pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: no revision to compare")
-def test_against_commit_script_times_hessian_products():
-    # --products: the same table for Hessian products, titled so.
+@pytest.mark.parametrize("what,title", [("products", "Hessian products (P stored) ms"),
+                                        ("fits", "default fits (Newton) ms")])
+def test_against_commit_script_times_products_and_fits(what, title):
+    # --what: the same table for Hessian products or whole fits, titled so.
     out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
-                          "--quick", "--products"], cwd=HERE.parent, capture_output=True,
+                          "--quick", "--what", what], cwd=HERE.parent, capture_output=True,
                          text=True, timeout=600,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent),
                                                                           str(HERE)])))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("Hessian products (P stored) ms, float32"), out.stdout
+    assert out.stdout.startswith(f"{title}, float32"), out.stdout
     assert "| (300, 20, 40) |" in out.stdout
 
 
