@@ -846,10 +846,9 @@ class DenseEngine:
                 # and below LANES_FROM classes the block transposed.
                 rows = tiles_block_rows(data.n_features, dt.itemsize, -(-data.n_rows // c),
                                         k=self.k)
-                # From LANES_FROM classes, the rest's W and G
-                # (_fused._tiles_chunk_lanes) in the last rows.
-                rows = (2 * rows if self.k < LANES_FROM else
-                        rows + rest_rows_for(self.k, data.n_features, dt.itemsize, 2))
+                # The rest's W and G in the last rows (_fused._tiles_body).
+                rows = ((2 * rows if self.k < LANES_FROM else rows)
+                        + rest_rows_for(self.k, data.n_features, dt.itemsize, 2))
                 scratch = (np.zeros((c, rows + spare_rows_for(self.k, dt.itemsize), self.k),
                                     dtype=dt),)
             else:
@@ -940,9 +939,9 @@ class DenseEngine:
                 G, gc = self._accumulators(c, padded_width(self.k, dt.itemsize))
                 rows = tiles_block_rows(self.data.n_features, dt.itemsize,
                                         -(-self.data.n_rows // c), products=True)
-                rows = 2 * (rows + spare_rows_for(self.k, dt.itemsize))
-                if self.k >= LANES_FROM:  # the rest's three arrays (_hessp_tiles_chunk_lanes)
-                    rows += rest_rows_for(self.k, self.data.n_features, dt.itemsize, 3)
+                # and the rest's three arrays (_hessp._hessp_tiles_body).
+                rows = (2 * (rows + spare_rows_for(self.k, dt.itemsize))
+                        + rest_rows_for(self.k, self.data.n_features, dt.itemsize, 3))
                 return G, gc, np.zeros((c, rows, self.k), dtype=dt)
             G, gc = self._accumulators(c)
             if transposed:  # Uᵀ and Pᵀ (k R each) and two rows of R

@@ -38,8 +38,17 @@ import fastsoftmax as fs
 from fastsoftmax import _dense, _launch
 from fastsoftmax import reference as ref
 from fastsoftmax._dense import PROBA_BUDGET, choose_mode
+from fastsoftmax._kernels._common import LANES_FROM
 from fastsoftmax._kernels._config import VECTOR_BYTES
-from fastsoftmax._kernels._outer import REST_MIN_FEATURES, rest_classes, rest_rows, rest_rows_for
+from fastsoftmax._kernels._outer import (
+    REST_FEW_CLASSES,
+    REST_FEW_MIN_FEATURES,
+    REST_MIN_FEATURES,
+    REST_MIN_WHOLE_CLASSES,
+    rest_classes,
+    rest_rows,
+    rest_rows_for,
+)
 
 STRATEGIES = ("rows", "gemm")
 MODES = ("cached", "recompute")
@@ -235,75 +244,97 @@ def _rest(X, k, arrays):
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_rest_classes_rule(dt):
-    """_outer.rest_classes: the classes past whole vectors (at most a quarter
-    of a vector, k above one vector, rows of REST_MIN_FEATURES features or
-    more); rest_rows_for (the scratch's size) agrees with the kernels' own."""
+    """_outer.rest_classes: the classes past whole vectors; from LANES_FROM
+    classes at most a quarter of a vector, on rows of REST_MIN_FEATURES
+    features or more; below, at most REST_FEW_CLASSES past whole vectors of
+    REST_MIN_WHOLE_CLASSES classes or more, on rows of
+    REST_FEW_MIN_FEATURES features or more. rest_rows_for (the scratch's
+    size) agrees with the kernels' own."""
     L = VECTOR_BYTES // np.dtype(dt).itemsize
-    n0 = REST_MIN_FEATURES
-    for n in (n0 - 1, n0, 784):
-        for k in (L - 1, L, L + 1, L + L // 4, L + L // 4 + 1, 2 * L, 6 * L + L // 4, 100):
+    for n in (REST_MIN_FEATURES - 1, REST_MIN_FEATURES, REST_FEW_MIN_FEATURES - 1,
+              REST_FEW_MIN_FEATURES, 784):
+        for k in (L - 1, L, L + 1, L + 2, L + 3, 2 * L + 1, 2 * L + 2, 2 * L + 3,
+                  LANES_FROM - 1, LANES_FROM + 1, 6 * L + L // 4, 100):
+            r = k % L
+            if k >= LANES_FROM:
+                want = r if n >= REST_MIN_FEATURES and 4 * r <= L else 0
+            else:
+                want = r if (n >= REST_FEW_MIN_FEATURES and r <= REST_FEW_CLASSES
+                             and k - r >= REST_MIN_WHOLE_CLASSES) else 0
             for arrays in (2, 3):
-                r, rows = _rest(np.zeros((1, n), dt), k, arrays)
-                want = k % L if (n >= n0 and k > L and 4 * (k % L) <= L) else 0
-                assert r == want, (n, k)
+                got, rows = _rest(np.zeros((1, n), dt), k, arrays)
+                assert got == want, (n, k)
                 assert (rows == rest_rows_for(k, n, np.dtype(dt).itemsize, arrays)
-                        == -(-arrays * r * n // k))
+                        == -(-arrays * want * n // k))
 
 
-@pytest.mark.parametrize("k", [33, 36, 98, 100])
+# Classes with a rest past whole vectors (_outer.rest_classes), on rows of
+# 400 features: float32 (16 lanes) 18, 33, 36, 100 (20: none below
+# LANES_FROM); float64 (8 lanes) 18, 26, 33, 98 (10: none, one whole
+# vector); below and from LANES_FROM (_fused._tiles_chunk,
+# _tiles_chunk_lanes).
+REST_KS = [10, 18, 20, 26, 33, 36, 98, 100]
+
+
+@pytest.mark.parametrize("k", REST_KS)
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_tiles_with_a_rest_of_classes_match_reference(k, mode, dt, rng, monkeypatch):
-    """The tiles' kernel with the last classes by the rows kernels' tiles
-    (_fused._tiles_chunk_lanes, where _outer.rest_classes is not 0: rows of
-    130 features): every option at once against the float64 truth, on 203
+    """The tiles' kernels with the last classes by the rows kernels' tiles
+    (_fused._tiles_body, where _outer.rest_classes is not 0: rows of 400
+    features): every option at once against the float64 truth, on 203
     rows (chunks whose blocks end in 1-3 rows after the 4-row groups)."""
     _force("gemm_tiles", monkeypatch)
     _launch_mode(monkeypatch, mode)
-    X, y, W, b, sw = make_problem(rng, 203, 130, k, dt, intercept=True, weights=True,
+    X, y, W, b, sw = make_problem(rng, 203, 400, k, dt, intercept=True, weights=True,
                                   soft=True)
     obj = _objective_for(X, y, sw, k, "gemm", True)
-    assert obj.objective.engine.describe()["kernel"] == "gemm_tiles_lanes"
+    lanes = "_lanes" if k >= LANES_FROM else ""
+    assert obj.objective.engine.describe()["kernel"] == "gemm_tiles" + lanes
     got = obj(W, b, 0.3)
     assert_close(got, truth(X, y, W, b, alpha=0.3, sample_weight=sw), dt)
 
 
-@pytest.mark.parametrize("k", [33, 36, 98, 100])
+@pytest.mark.parametrize("k", REST_KS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
 def test_tiles_products_with_a_rest_of_classes_match_reference(k, mode, dt, launch, rng,
                                                                 monkeypatch):
     """The tiles' Hessian products with the last classes by the rows
-    kernels' tiles (_hessp._hessp_tiles_chunk_lanes, rows of 130 features),
-    P stored and recomputed, serial and parallel: every option at once
+    kernels' tiles (_hessp._hessp_tiles_body, rows of 400 features), P
+    stored and recomputed, serial and parallel: every option at once
     against the reference, on 203 rows, two directions at one point."""
     strategy = _force_products("gemm_tiles", monkeypatch)
-    X, y, W, b, sw = make_problem(rng, 203, 130, k, dt, intercept=True, weights=True,
+    X, y, W, b, sw = make_problem(rng, 203, 400, k, dt, intercept=True, weights=True,
                                   soft=True)
+    W *= dt(0.25)  # logits of 400 features as the other tests' of 50
     H = product(X, y, W, b, sw, 0.3, n_threads=2, strategy=strategy, mode=mode)
-    assert H.objective.engine.describe()["products"] == "gemm_tiles_lanes"
+    lanes = "_lanes" if k >= LANES_FROM else ""
+    assert H.objective.engine.describe()["products"] == "gemm_tiles" + lanes
     for _ in range(2):
         V = rng.standard_normal(W.shape).astype(dt)
         c = rng.standard_normal(k).astype(dt)
         assert_hessp_close(H, X, y, W, b, V, c, 0.3, sw)
 
 
+@pytest.mark.parametrize("k", [18, 33])
 @pytest.mark.parametrize("row", [0, 101, 102, 200, 202])
-@pytest.mark.parametrize("feature", [5, 129])
+@pytest.mark.parametrize("feature", [5, 399])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-def test_tiles_with_a_rest_catch_nonfinite_x(row, feature, dt, monkeypatch):
+def test_tiles_with_a_rest_catch_nonfinite_x(k, row, feature, dt, monkeypatch):
     """A NaN of X in a row of a chunk's 4-row groups or of its last rows
     (chunks of 101 and 102 rows), in the first or the last feature: named
     by the error, with all-zero weights (the rest's logits take it too)."""
     _force("gemm_tiles", monkeypatch)
     _launch_mode(monkeypatch, "parallel")
     rng = np.random.default_rng(2)
-    X = rng.standard_normal((203, 130)).astype(dt)
+    X = rng.standard_normal((203, 400)).astype(dt)
     X[row, feature] = np.nan
-    # 33 classes: a rest of one in both dtypes (whole vectors of 16 and 8)
-    obj = _objective_for(X, rng.integers(0, 33, 203), None, 33, "gemm", False)
+    # 18 and 33 classes: a rest of two and of one in both dtypes (whole
+    # vectors of 16 and 8), below and from LANES_FROM
+    obj = _objective_for(X, rng.integers(0, k, 203), None, k, "gemm", False)
     with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
-        obj(np.zeros((130, 33), dt), np.zeros(33, dt))
+        obj(np.zeros((400, k), dt), np.zeros(k, dt))
 
 
 @pytest.mark.parametrize("k", range(1, 14))

@@ -77,7 +77,6 @@ from ._micro import _accumulate1, _eight_rows, _logits1
 from ._outer import (
     backward_block,
     backward_vectors,
-    forward_block,
     forward_vectors,
     lanes,
     rest_classes,
@@ -908,12 +907,12 @@ def _tiles_chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
     Wp (n, kp) and gW (n_chunks, n, kp): W and the partial sums padded to
     whole vectors of classes (Wp's extra columns zero; gW's take the
     tiles' extra lanes and are not read); scratch (n_chunks, 2 R +
-    ``_outer.spare_rows``, k): a block's logits, the spare rows its last
-    vectors run on into, the block transposed (:func:`_block_error_tiles`).
+    ``_outer.spare_rows`` + ``_outer.rest_rows``, k): a block's logits, the
+    spare rows its last vectors run on into, the block transposed
+    (:func:`_block_error_tiles`), the rest's arrays (:func:`_tiles_body`).
     """
-    _gemm_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
-               scratch, P, _block_error_tiles, forward_block, _tiles_backward,
-               spare_rows(X, b.shape[0]), 2)
+    _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+                scratch, P, _block_error_tiles, 2)
 
 
 @njit(inline="always", **JIT)
@@ -971,33 +970,33 @@ def rest_store(G, kv, Gr):
             G[f, kv + j] = Gr[j, f]
 
 
-@njit(**JIT)
-def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
-                       gW, gb, loss, bad_row, scratch, P):
-    """:func:`_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes.
+@njit(inline="always", **JIT)
+def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
+                gW, gb, loss, bad_row, scratch, P, block_error, blocks):
+    """Chunk c of the tiles' gradient (:func:`_tiles_chunk`, :func:`_tiles_chunk_lanes`).
 
-    The error row by row (:func:`_block_error_pairs`): scratch (n_chunks, R
-    + ``_outer.spare_rows`` + ``_outer.rest_rows``, k). The classes of
-    whole vectors on the tiles; the r = ``_outer.rest_classes`` classes past
+    Each block's error by ``block_error`` on the chunk's first ``blocks``
+    R + ``_outer.spare_rows`` rows of scratch. The classes of whole
+    vectors on the tiles; the r = ``_outer.rest_classes`` classes past
     them, where there are any, by the rows kernels' tiles: their columns of
-    W copied transposed into the scratch's last rows (Wr, r x n) at the
-    chunk's start, their gradient summed there transposed (Gr) and set into
-    the chunk's partial sum at its end.
+    W copied transposed into the scratch's last rows (Wr, r x n,
+    ``_outer.rest_rows``) at the chunk's start, their gradient summed there
+    transposed (Gr) and set into the chunk's partial sum at its end.
     """
-    _wide_vectors_float64(X)
     m, n = X.shape
     k = b.shape[0]
     r = rest_classes(X, k)
     kv = k - r
     vectors = -(-kv // lanes(X))
     spare = spare_rows(X, k)
-    R = scratch.shape[1] - spare - rest_rows(X, k, 2)
+    R = (scratch.shape[1] - spare - rest_rows(X, k, 2)) // blocks
     start, stop, G, gbc = _chunk_start_set(c, m, gW, gb, bad_row)
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
-    Zc = scratch[c]
-    Wr = rest_array(Zc[R + spare:], r, n, 0)
-    Gr = rest_array(Zc[R + spare:], r, n, 1)
+    Zc = scratch[c, :blocks * R + spare]
+    rest = scratch[c, blocks * R + spare:]
+    Wr = rest_array(rest, r, n, 0)
+    Gr = rest_array(rest, r, n, 1)
     zero_b = np.zeros(r, dtype=X.dtype)
     rest_transposed(Wp, kv, Wr)
     Gr[:] = 0
@@ -1007,8 +1006,7 @@ def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
         forward_vectors(X, r0, rr, Wp, Zc, vectors)
         if r > 0:
             rest_forward(X, r0, rr, Wr, zero_b, Zc, kv)
-        part, bad = _block_error_pairs(Zc, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
-                                       mx, s, P)
+        part, bad = block_error(Zc, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
@@ -1018,6 +1016,19 @@ def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
             rest_backward(X, r0, rr, Zc, kv, Gr)
     rest_store(G, kv, Gr)
     loss[c] = acc
+
+
+@njit(**JIT)
+def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
+                       gW, gb, loss, bad_row, scratch, P):
+    """:func:`_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes.
+
+    The error row by row (:func:`_block_error_pairs`): scratch (n_chunks, R
+    + ``_outer.spare_rows`` + ``_outer.rest_rows``, k).
+    """
+    _wide_vectors_float64(X)
+    _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+                scratch, P, _block_error_pairs, 1)
 
 
 @njit(**PJIT)

@@ -78,7 +78,6 @@ from ._fused import (
     _blas_backward,
     _blas_forward,
     _panel_features,
-    _tiles_backward,
     rest_array,
     rest_backward,
     rest_forward,
@@ -88,7 +87,6 @@ from ._fused import (
 from ._micro import _accumulate1, _accumulate4_cols, _eight_rows, _logits1, _logits4
 from ._outer import (
     backward_vectors,
-    forward_block,
     forward_vectors,
     lanes,
     rest_classes,
@@ -413,30 +411,21 @@ def _hessp_gemm_chunk_lanes(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, sc
                      _proba_rows_lanes, _block_hvp_lanes, _blas_forward, _blas_backward, 0)
 
 
-@njit(**JIT)
-def _hessp_tiles_chunk(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
-    """:func:`_hessp_gemm_chunk` with the products by the tiles of ``_outer``.
+@njit(inline="always", **JIT)
+def _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
+                      proba_rows, block_hvp):
+    """Chunk c of the tiles' Hessian product (:func:`_hessp_tiles_chunk`, its ``_lanes`` form).
 
-    Wp, Vp (n, kp) and G (n_chunks, n, kp) padded to whole vectors of
-    classes (as ``_fused._tiles_chunk``'s); scratch (n_chunks, 2 (R +
-    ``_outer.spare_rows``), k).
-    """
-    _hessp_gemm_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
-                     _proba_rows, _block_hvp, forward_block, _tiles_backward,
-                     spare_rows(X, b.shape[0]))
-
-
-@njit(**JIT)
-def _hessp_tiles_chunk_lanes(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
-    """:func:`_hessp_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes.
-
-    As the gradient's ``_fused._tiles_chunk_lanes``: the classes of whole
-    vectors on the tiles, the r = ``_outer.rest_classes`` classes past
-    them, where there are any, by the rows kernels' tiles. scratch
-    (n_chunks, 2 (R + ``_outer.spare_rows``) + ``_outer.rest_rows``, k):
-    the blocks of P and U, then the rest's direction (Vr, r x n), product
-    (Hr, summed transposed) and, recomputing P, weights (Wr), copied
-    transposed at the chunk's start.
+    :func:`_hessp_gemm_body`'s work, its products by the tiles of
+    ``_outer``, and as the gradient's ``_fused._tiles_body``: the classes
+    of whole vectors on the tiles, the r = ``_outer.rest_classes`` classes
+    past them, where there are any, by the rows kernels' tiles. Wp, Vp
+    (n, kp) and G (n_chunks, n, kp) padded to whole vectors of classes;
+    scratch (n_chunks, 2 (R + ``_outer.spare_rows``) + ``_outer.rest_rows``,
+    k): the blocks of P and U, then the rest's direction (Vr, r x n),
+    product (Hr, summed transposed) and, recomputing P, weights (Wr),
+    copied transposed at the chunk's start. ``proba_rows`` and
+    ``block_hvp`` as in :func:`_hessp_gemm_body`.
     """
     m, n = X.shape
     k = b.shape[0]
@@ -469,15 +458,29 @@ def _hessp_tiles_chunk_lanes(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc,
             if r > 0:
                 rest_forward(X, r0, rr, Wr, zero_b, Pc, kv)
             Pb = Pc[:rr]
-            _proba_rows_lanes(Pb, b, mx, s)
+            proba_rows(Pb, b, mx, s)
         forward_vectors(X, r0, rr, Vp, Uc, vectors)
         if r > 0:
             rest_forward(X, r0, rr, Vr, zero_b, Uc, kv)
-        _block_hvp_lanes(Pb, Uc[:rr], cv, r0, sw, weighted, scale, gcc, mx)
+        block_hvp(Pb, Uc[:rr], cv, r0, sw, weighted, scale, gcc, mx)
         backward_vectors(X, r0, rr, Uc, Gc, r0 == start, vectors)
         if r > 0:
             rest_backward(X, r0, rr, Uc, kv, Hr)
     rest_store(Gc, kv, Hr)
+
+
+@njit(**JIT)
+def _hessp_tiles_chunk(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_gemm_chunk`, its products by the tiles: :func:`_hessp_tiles_body`."""
+    _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
+                      _proba_rows, _block_hvp)
+
+
+@njit(**JIT)
+def _hessp_tiles_chunk_lanes(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
+    _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
+                      _proba_rows_lanes, _block_hvp_lanes)
 
 
 @njit(**PJIT)

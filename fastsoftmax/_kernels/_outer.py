@@ -58,6 +58,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from ._ahead import _I8P, _I32, _I64, VectorOps, _const, _enter_loop, _intrinsic_fn, tile_codegen
+from ._common import LANES_FROM
 from ._config import JIT, VECTOR_BYTES, WIDE_REGISTERS, itemsize
 
 # Rows (forward) and features (backward) of the wide tiles, and of the
@@ -490,8 +491,26 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
 
 # The rest (rest_classes) on rows of at least this many features: the rows
 # kernels' tiles end each dot product in a horizontal sum, and on short
-# rows those sums outweigh the vector they save.
+# rows those sums outweigh the vector they save. Below LANES_FROM classes
+# (the tiles' kernel with the error transposed), a rest of at most
+# REST_FEW_CLASSES classes past whole vectors of REST_MIN_WHOLE_CLASSES
+# or more, on rows of REST_FEW_MIN_FEATURES or more.
 REST_MIN_FEATURES = 96
+REST_FEW_CLASSES = 2
+REST_MIN_WHOLE_CLASSES = 16
+REST_FEW_MIN_FEATURES = 384
+
+
+@njit(inline="always", **JIT)
+def _rest_rule(k, n, L):
+    """Return :func:`rest_classes`'s r for k classes, n features, L lanes a vector."""
+    r = k % L
+    if k >= LANES_FROM:
+        ok = 4 * r <= L and n >= REST_MIN_FEATURES
+    else:
+        ok = (k - r >= REST_MIN_WHOLE_CLASSES and r <= REST_FEW_CLASSES
+              and n >= REST_FEW_MIN_FEATURES)
+    return r if ok else 0
 
 
 @njit(inline="always", **JIT)
@@ -502,19 +521,26 @@ def rest_classes(X, k):
     100 float32 classes run as 112. r classes along the features instead
     (dot products with r rows of Wᵀ, as the rows kernels' tiles take them)
     cost r / L of a vector's multiply-adds, and their horizontal sums. So
-    where r is at most a quarter of a vector, k holds a whole one and rows
-    have :data:`REST_MIN_FEATURES` features or more. On two threads of the
-    Zen 5 host, the whole gradient against all classes on the tiles
-    (``benchmarks/against_commit.py``, GEMM strategy, four rounds): float32
-    0.86-0.92x the time at 200-784 features (k = 36 and 100), 0.94-0.97x
-    at 100 and 3,000; with every rest of up to half a vector, 0.99x at 64
-    features and 1.09-1.23x at 20-50, 0.99-1.02x with r = 8 of 16 (k =
-    1000); float64 0.96-0.99x with r = 2 of 8 (k = 98), 0.99-1.00x with 4
-    of 8 (BENCHMARKS.md, "Sixty-fourth session").
+    from ``_common.LANES_FROM`` classes where r is at most a quarter of a
+    vector and rows have :data:`REST_MIN_FEATURES` features or more. On
+    two threads of the Zen 5 host, the whole gradient against all classes
+    on the tiles (``benchmarks/against_commit.py``, GEMM strategy, four
+    rounds): float32 0.86-0.92x the time at 200-784 features (k = 36 and
+    100), 0.94-0.97x at 100 and 3,000; with every rest of up to half a
+    vector, 0.99x at 64 features and 1.09-1.23x at 20-50, 0.99-1.02x with
+    r = 8 of 16 (k = 1000); float64 0.96-0.99x with r = 2 of 8 (k = 98),
+    0.99-1.00x with 4 of 8 (BENCHMARKS.md, "Sixty-fourth session").
+
+    Below LANES_FROM classes, by the rule above the gradient took 0.88x
+    the time in float32 at k = 18 on 500-784 features and 0.87-0.99x at
+    17 on 96, but at k = 20 (r = 4) 0.97-1.11x on 100-500 features (0.88x
+    at 1,500); float64 0.85x at k = 26 on 784 features, 0.94x on 500, 0.99x
+    on 200, 0.99-1.01x at k = 18 and 1.00-1.08x at 9 and 10 (one whole
+    vector). Hence :data:`REST_FEW_CLASSES`, :data:`REST_MIN_WHOLE_CLASSES`
+    and :data:`REST_FEW_MIN_FEATURES` there; the Hessian products as the
+    gradient ("Sixty-fifth session").
     """
-    L = lanes(X)
-    r = k % L
-    return r if k > L and 4 * r <= L and X.shape[1] >= REST_MIN_FEATURES else 0
+    return _rest_rule(k, X.shape[1], lanes(X))
 
 
 @njit(inline="always", **JIT)
@@ -529,11 +555,7 @@ def rest_rows(X, k, arrays):
 
 def rest_rows_for(k: int, n: int, itemsize: int, arrays: int) -> int:
     """Return :func:`rest_rows` for k classes, n features of ``itemsize`` bytes."""
-    lanes_ = VECTOR_BYTES // itemsize
-    r = k % lanes_
-    if not (k > lanes_ and 4 * r <= lanes_ and n >= REST_MIN_FEATURES):
-        r = 0
-    return -(-arrays * r * n // k)
+    return -(-arrays * _rest_rule(k, n, VECTOR_BYTES // itemsize) * n // k)
 
 
 def padded_width(k: int, itemsize: int) -> int:
