@@ -810,7 +810,10 @@ def _blas_backward(X, r0, rows, E, G, first):
 
 @njit(inline="always", **JIT)
 def _tiles_backward(X, r0, rows, E, G, first):
-    """G (+)= X[r0:r0 + rows]ᵀ E[:rows] by the tiles of ._outer: the first block's sets G."""
+    """G (+)= X[r0:r0 + rows]ᵀ E[:rows] by the tiles of ._outer: the first block's sets G.
+
+    (For :func:`_gemm_body`'s variants in ``benchmarks/gradient_variants.py``.)
+    """
     backward_block(X, r0, rows, E, G, first)
 
 
@@ -856,12 +859,14 @@ def _gemm_body(c, X, y, Y, sw, soft, weighted, scale, W, b,
     :func:`_gemm_chunk_lanes`; it gets the chunk's whole scratch and the
     block's row count. ``forward(X, r0, rows, W, Z)`` and
     ``backward(X, r0, rows, E, G, first)`` the block's two products: by
-    BLAS (:func:`_blas_forward`, :func:`_blas_backward`) or by the tiles of
+    BLAS (:func:`_blas_forward`, :func:`_blas_backward`), or in the
+    variants of ``benchmarks/gradient_variants.py`` by the tiles of
     :mod:`._outer` (``forward_block``, :func:`_tiles_backward`: W and G
     padded to whole vectors of classes, and ``spare`` rows of the scratch
-    beyond each block's, :func:`._outer.spare_rows`). The scratch holds
-    ``blocks`` blocks of R rows beside the spare rows (2:
-    :func:`_block_error_tiles`'s transpose).
+    beyond each block's, :func:`._outer.spare_rows`; the package's tiles
+    kernels run :func:`_tiles_body`). The scratch holds ``blocks`` blocks
+    of R rows beside the spare rows (2: :func:`_block_error_tiles`'s
+    transpose).
     """
     m, n = X.shape
     R = (scratch.shape[1] - spare) // blocks

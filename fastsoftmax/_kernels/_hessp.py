@@ -356,59 +356,58 @@ def _block_hvp_lanes(Pb, Ub, cv, r0, sw, weighted, scale, gc, pu):
 
 @njit(inline="always", **JIT)
 def _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
-                     proba_rows, block_hvp, forward, backward, spare):
+                     proba_rows, block_hvp):
     """Chunk c of the large-k Hessian-vector product (c < n_chunks = G.shape[0]).
 
     IN    X (m, n); P (m, k) or (0, k): recompute from W (n, k) and b (k,);
           sw, weighted, scale as in :func:`_hessp_rows_chunk`; V (n, k) and
           cv (k,) the direction.
     OUT   G[c] (n, k) = this chunk's sum_i x_i s_iᵀ; gc[c] (k,) = sum_i s_i.
-    SCRATCH scratch[c] (2 (R + spare), k): a block of R rows of
-          probabilities, then one of u / s, each with ``spare`` rows after it.
+    SCRATCH scratch[c] (2 R, k): a block of R rows of probabilities, then
+          one of u / s.
 
     Per block of R rows (sized by the caller to keep the block of X in L2):
     U = Xb V (+ Pb = softmax(Xb W + b) by ``proba_rows`` on the logits
-    when not cached), S in place by ``block_hvp``, Xbᵀ S. ``proba_rows``
-    and ``block_hvp`` are compiled functions: :func:`_proba_rows` and
-    :func:`_block_hvp` in :func:`_hessp_gemm_chunk`, their ``_lanes``
-    forms in :func:`_hessp_gemm_chunk_lanes`. The products are
-    ``forward`` and ``backward``, BLAS's or the tiles' of ``_outer``, as
-    in ``_fused._gemm_body`` (where W, V and G are then padded to whole
-    vectors of classes, and ``spare`` is ``_outer.spare_rows``).
+    when not cached), S in place by ``block_hvp``, Xbᵀ S, the products by
+    BLAS. ``proba_rows`` and ``block_hvp`` are compiled functions:
+    :func:`_proba_rows` and :func:`_block_hvp` in
+    :func:`_hessp_gemm_chunk`, their ``_lanes`` forms in
+    :func:`_hessp_gemm_chunk_lanes` (and in :func:`_hessp_tiles_body`,
+    the same work on the tiles of ``_outer``).
     """
     m = X.shape[0]
-    R = scratch.shape[1] // 2 - spare
+    R = scratch.shape[1] // 2
     start, stop, Gc, gcc = _chunk_partials_set(c, m, G, gc)  # (the first block's sets G)
     cached = P.shape[0] != 0
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
-    Pc = scratch[c, :R + spare]
-    Uc = scratch[c, R + spare:]
+    Pc = scratch[c, :R]
+    Uc = scratch[c, R:]
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
         if cached:
             Pb = P[r0:r0 + rr]
         else:
-            forward(X, r0, rr, W, Pc)
+            _blas_forward(X, r0, rr, W, Pc)
             Pb = Pc[:rr]
             proba_rows(Pb, b, mx, s)
-        forward(X, r0, rr, V, Uc)
+        _blas_forward(X, r0, rr, V, Uc)
         block_hvp(Pb, Uc[:rr], cv, r0, sw, weighted, scale, gcc, mx)
-        backward(X, r0, rr, Uc, Gc, r0 == start)
+        _blas_backward(X, r0, rr, Uc, Gc, r0 == start)
 
 
 @njit(**JIT)
 def _hessp_gemm_chunk(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     """:func:`_hessp_gemm_body` for rows of fewer than ``_common.LANES_FROM`` classes."""
     _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
-                     _proba_rows, _block_hvp, _blas_forward, _blas_backward, 0)
+                     _proba_rows, _block_hvp)
 
 
 @njit(**JIT)
 def _hessp_gemm_chunk_lanes(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch):
     """:func:`_hessp_gemm_body` for rows of at least ``_common.LANES_FROM`` classes."""
     _hessp_gemm_body(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, scratch,
-                     _proba_rows_lanes, _block_hvp_lanes, _blas_forward, _blas_backward, 0)
+                     _proba_rows_lanes, _block_hvp_lanes)
 
 
 @njit(inline="always", **JIT)

@@ -50,7 +50,7 @@ A padded vector costs what a whole one does: 100 float32 classes run as
 (:func:`rest_classes`), the gradient's kernel and the Hessian products'
 run only the whole vectors here (:func:`forward_vectors`,
 :func:`backward_vectors`) and leave the rest to the rows kernels' tiles
-(``_fused._tiles_chunk_lanes``, ``_hessp._hessp_tiles_chunk_lanes``).
+(``_fused._tiles_body``, ``_hessp._hessp_tiles_body``).
 """
 
 from llvmlite import ir
