@@ -118,7 +118,7 @@ def test_forward_panels_of_features(dt, k, rng):
     n = 2 * most + 37  # three panels
     X = rng.standard_normal((rows, n)).astype(dt)
     panel = _panel(X, rows)
-    assert panel == -(-n // 3) <= most and n - 2 * panel < panel
+    assert panel == -(-n // 3) <= most and 0 < n - 2 * panel <= panel
     kp, spare = padded_width(k, itemsize), spare_rows_for(k, itemsize)
     W = rng.standard_normal((n, k)).astype(dt)
     Wp = np.zeros((n, kp), dt)
