@@ -62,12 +62,13 @@ from ._kernels._hessp import (
     _hessp_tiles_chunk_lanes,
     _hessp_tiles_lanes,
 )
-from ._kernels._outer import padded_width, rest_rows_for, spare_rows_for
+from ._kernels._outer import padded_width, rest_rows_for, spare_rows_for, whole_rows
 from ._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 from ._launch import (
     aligned_empty,
     aligned_row,
     aligned_rows,
+    aligned_zeros,
     call_ended,
     first_bad,
     launch_work,
@@ -730,8 +731,8 @@ class DenseEngine:
 
     def proba_buffer(self) -> np.ndarray:
         """Where a gradient pass stores P for later products: (m, k), or (0, k) to recompute."""
-        if self.mode == "cached":
-            return np.empty((self.data.n_rows, self.k), dtype=self.dtype)
+        if self.mode == "cached":  # (aligned: the products read its rows in vectors)
+            return aligned_empty((self.data.n_rows, self.k), self.dtype)
         return self.no_proba
 
     def _gradient_variant(self) -> str:
@@ -844,13 +845,16 @@ class DenseEngine:
             elif tiles:
                 # A block's logits, the rows its last vectors run on into,
                 # and below LANES_FROM classes the block transposed.
-                rows = tiles_block_rows(data.n_features, dt.itemsize, -(-data.n_rows // c),
-                                        k=self.k)
+                # Every block from a cache line on (_outer.LINE_BYTES): rows
+                # in whole lines, as the spare rows and the rest's are.
+                rows = whole_rows(tiles_block_rows(data.n_features, dt.itemsize,
+                                                   -(-data.n_rows // c), k=self.k),
+                                  self.k, dt.itemsize)
                 # The rest's W and G in the last rows (_fused._tiles_body).
                 rows = ((2 * rows if self.k < LANES_FROM else rows)
+                        + spare_rows_for(self.k, dt.itemsize)
                         + rest_rows_for(self.k, data.n_features, dt.itemsize, 2))
-                scratch = (np.zeros((c, rows + spare_rows_for(self.k, dt.itemsize), self.k),
-                                    dtype=dt),)
+                scratch = (aligned_zeros((c, rows, self.k), dt),)
             else:
                 scratch = (np.empty((c, self._rows, self.k), dtype=dt),)
             return (g, gb, np.empty(c, dtype=np.float64), np.empty(c, dtype=np.int64),
@@ -935,14 +939,16 @@ class DenseEngine:
 
         def make_gemm(c):
             if tiles:
-                # Padded G; blocks of P and of U, each with its spare rows.
+                # Padded G; blocks of P and of U, each with its spare rows
+                # (each from a cache line on, as the gradient's), then the
+                # rest's three arrays (_hessp._hessp_tiles_body).
                 G, gc = self._accumulators(c, padded_width(self.k, dt.itemsize))
-                rows = tiles_block_rows(self.data.n_features, dt.itemsize,
-                                        -(-self.data.n_rows // c), products=True)
-                # and the rest's three arrays (_hessp._hessp_tiles_body).
+                rows = whole_rows(tiles_block_rows(self.data.n_features, dt.itemsize,
+                                                   -(-self.data.n_rows // c), products=True),
+                                  self.k, dt.itemsize)
                 rows = (2 * (rows + spare_rows_for(self.k, dt.itemsize))
                         + rest_rows_for(self.k, self.data.n_features, dt.itemsize, 3))
-                return G, gc, np.zeros((c, rows, self.k), dtype=dt)
+                return G, gc, aligned_zeros((c, rows, self.k), dt)
             G, gc = self._accumulators(c)
             if transposed:  # Uᵀ and Pᵀ (k R each) and two rows of R
                 rows = transposed_product_rows(self.k, dt.itemsize, self._rows)

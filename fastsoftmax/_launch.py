@@ -337,6 +337,13 @@ def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     return raw[start:start + size].view(dtype).reshape(shape)
 
 
+def aligned_zeros(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """Return :func:`aligned_empty`'s array, zeroed."""
+    a = aligned_empty(shape, dtype)
+    a.fill(0)
+    return a
+
+
 def aligned_row(n: int, itemsize: int, pad_bytes: int = 0) -> int:
     """Entries per row of a (..., n) buffer whose rows all start aligned.
 

@@ -41,6 +41,7 @@ from fastsoftmax._dense import PROBA_BUDGET, choose_mode
 from fastsoftmax._kernels._common import LANES_FROM
 from fastsoftmax._kernels._config import VECTOR_BYTES
 from fastsoftmax._kernels._outer import (
+    LINE_BYTES,
     REST_FEW_CLASSES,
     REST_FEW_MIN_FEATURES,
     REST_MIN_FEATURES,
@@ -48,6 +49,8 @@ from fastsoftmax._kernels._outer import (
     rest_classes,
     rest_rows,
     rest_rows_for,
+    row_unit,
+    spare_rows_for,
 )
 
 STRATEGIES = ("rows", "gemm")
@@ -249,7 +252,7 @@ def test_rest_classes_rule(dt):
     features or more; below, at most REST_FEW_CLASSES past whole vectors of
     REST_MIN_WHOLE_CLASSES classes or more, on rows of
     REST_FEW_MIN_FEATURES features or more. rest_rows_for (the scratch's
-    size) agrees with the kernels' own."""
+    size) agrees with the kernels' own: enough rows, in whole cache lines."""
     L = VECTOR_BYTES // np.dtype(dt).itemsize
     for n in (REST_MIN_FEATURES - 1, REST_MIN_FEATURES, REST_FEW_MIN_FEATURES - 1,
               REST_FEW_MIN_FEATURES, 784):
@@ -264,8 +267,11 @@ def test_rest_classes_rule(dt):
             for arrays in (2, 3):
                 got, rows = _rest(np.zeros((1, n), dt), k, arrays)
                 assert got == want, (n, k)
-                assert (rows == rest_rows_for(k, n, np.dtype(dt).itemsize, arrays)
-                        == -(-arrays * want * n // k))
+                itemsize = np.dtype(dt).itemsize
+                assert rows == rest_rows_for(k, n, itemsize, arrays)
+                need = -(-arrays * want * n // k)
+                assert need <= rows < need + row_unit(k, itemsize)
+                assert rows * k * itemsize % LINE_BYTES == 0
 
 
 # Classes with a rest past whole vectors (_outer.rest_classes), on rows of
@@ -293,6 +299,31 @@ def test_tiles_with_a_rest_of_classes_match_reference(k, mode, dt, rng, monkeypa
     assert obj.objective.engine.describe()["kernel"] == "gemm_tiles" + lanes
     got = obj(W, b, 0.3)
     assert_close(got, truth(X, y, W, b, alpha=0.3, sample_weight=sw), dt)
+
+
+@pytest.mark.parametrize("k", [7, 20, 33, 100])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_tiles_blocks_start_on_a_cache_line(k, dt, rng, monkeypatch):
+    """The tiles' scratch (_outer.LINE_BYTES): every chunk's first block of
+    logits, the Hessian products' block of U after the block of P, and the
+    stored P start on a line, whatever k."""
+    _force("gemm_tiles", monkeypatch)
+    strategy = _force_products("gemm_tiles", monkeypatch)
+    X, y, W, b, sw = make_problem(rng, 203, 400, k, dt, intercept=True)
+    H = product(X, y, W, b, None, 0.3, n_threads=2, strategy=strategy, mode="cached")
+    H.matvec(rng.standard_normal(W.shape).astype(dt), np.zeros(k, dt))
+    engine = H.objective.engine
+    itemsize = np.dtype(dt).itemsize
+    scratch = engine._buffers[("gradient", engine._chunks())][-1]
+    products = engine._buffers[("hessp", engine._chunks())][-1]
+    rows = (products.shape[1] - rest_rows_for(k, 400, itemsize, 3)) // 2  # a block and its spare
+    assert rows > spare_rows_for(k, itemsize)
+    for buf in (scratch, products):
+        for c in range(buf.shape[0]):
+            assert buf[c].ctypes.data % LINE_BYTES == 0
+    assert products[0, rows:].ctypes.data % LINE_BYTES == 0
+    assert engine.proba_buffer().ctypes.data % LINE_BYTES == 0
+    assert all(row_unit(j, itemsize) * j * itemsize % LINE_BYTES == 0 for j in range(1, 70))
 
 
 @pytest.mark.parametrize("k", REST_KS)

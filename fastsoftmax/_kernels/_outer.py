@@ -328,10 +328,53 @@ def padded_classes(X, k):
     return -(-k // L) * L
 
 
+# Every block of logits (errors, products) in a chunk's scratch starts on
+# a cache line: the tiles load and store a block's rows a vector at a
+# time, and a vector across two lines costs two. The block rows, the spare
+# rows and the rest's rows each come in whole multiples of row_unit(k)
+# rows, and the scratch is allocated aligned (``_dense``); a row of k
+# entries then starts on a line every row_unit(k) rows. On two threads of
+# the Zen 5 host (`benchmarks/against_commit.py --strategy gemm`, four
+# rounds, two runs) the whole float64 gradient took 0.90-0.96x the time at
+# 100-3,000 features and 100 or 1,000 classes (every row, or every second
+# row, on a line); float32, where rows of 100 or 1,000 classes start on a
+# line every fourth or second row, 0.97-1.04x; the Hessian products
+# 0.97-1.02x in both dtypes (BENCHMARKS.md, "Sixty-sixth session").
+LINE_BYTES = 64
+
+
+@njit(inline="always", **JIT)
+def _row_unit(k, size):
+    """Rows of k entries of ``size`` bytes that make whole cache lines (a power of two)."""
+    u = 1
+    while (u * k * size) % LINE_BYTES != 0:
+        u *= 2
+    return u
+
+
+def row_unit(k: int, itemsize: int) -> int:
+    """Return :func:`_row_unit`: the rows of k entries of ``itemsize`` bytes in whole lines."""
+    u = 1
+    while (u * k * itemsize) % LINE_BYTES:
+        u *= 2
+    return u
+
+
+def whole_rows(rows: int, k: int, itemsize: int) -> int:
+    """Return ``rows`` rounded up to a multiple of :func:`row_unit`."""
+    u = row_unit(k, itemsize)
+    return -(-rows // u) * u
+
+
 @njit(inline="always", **JIT)
 def spare_rows(X, k):
-    """Rows a block of logits needs beyond its last: a vector's lanes, at least."""
-    return -(-lanes(X) // k)
+    """Rows a block of logits needs beyond its last: a vector's lanes, at least.
+
+    In whole cache lines (:func:`_row_unit`): a block of rows in whole lines
+    and its spare rows leave the next block's start on a line.
+    """
+    u = _row_unit(k, itemsize(X))
+    return -(-lanes(X) // (k * u)) * u
 
 
 @njit(inline="always", **JIT)
@@ -549,13 +592,16 @@ def rest_rows(X, k, arrays):
 
     ``arrays`` (r, n) arrays: 2 for the gradient (W's rest and G's), 3
     for the Hessian products (W's, the direction's and the product's).
+    Whole cache lines (:func:`_row_unit`), none where there is no rest.
     """
-    return -(-arrays * rest_classes(X, k) * X.shape[1] // k)
+    u = _row_unit(k, itemsize(X))
+    return -(-arrays * rest_classes(X, k) * X.shape[1] // (k * u)) * u
 
 
 def rest_rows_for(k: int, n: int, itemsize: int, arrays: int) -> int:
     """Return :func:`rest_rows` for k classes, n features of ``itemsize`` bytes."""
-    return -(-arrays * _rest_rule(k, n, VECTOR_BYTES // itemsize) * n // k)
+    u = row_unit(k, itemsize)
+    return -(-arrays * _rest_rule(k, n, VECTOR_BYTES // itemsize) * n // (k * u)) * u
 
 
 def padded_width(k: int, itemsize: int) -> int:
@@ -566,4 +612,5 @@ def padded_width(k: int, itemsize: int) -> int:
 
 def spare_rows_for(k: int, itemsize: int) -> int:
     """Return :func:`spare_rows` for k classes of ``itemsize`` bytes (the scratch's extra rows)."""
-    return -(-(VECTOR_BYTES // itemsize) // k)
+    u = row_unit(k, itemsize)
+    return -(-(VECTOR_BYTES // itemsize) // (k * u)) * u
