@@ -338,8 +338,9 @@ def padded_classes(X, k):
 # rounds, two runs) the whole float64 gradient took 0.90-0.96x the time at
 # 100-3,000 features and 100 or 1,000 classes (every row, or every second
 # row, on a line); float32, where rows of 100 or 1,000 classes start on a
-# line every fourth or second row, 0.97-1.04x; the Hessian products
-# 0.97-1.02x in both dtypes (BENCHMARKS.md, "Sixty-sixth session").
+# line every fourth or second row, 0.97-1.12x, within the host's spread
+# (one cell 1.12x and 0.98x in two runs); the Hessian products 0.97-1.02x
+# in both dtypes (BENCHMARKS.md, "Sixty-sixth session").
 LINE_BYTES = 64
 
 
@@ -353,11 +354,8 @@ def _row_unit(k, size):
 
 
 def row_unit(k: int, itemsize: int) -> int:
-    """Return :func:`_row_unit`: the rows of k entries of ``itemsize`` bytes in whole lines."""
-    u = 1
-    while (u * k * itemsize) % LINE_BYTES:
-        u *= 2
-    return u
+    """Return :func:`_row_unit` (its Python form: nothing compiled)."""
+    return _row_unit.py_func(k, itemsize)
 
 
 def whole_rows(rows: int, k: int, itemsize: int) -> int:
