@@ -56,8 +56,12 @@ products from the stored P, tiles against BLAS. ``tile_blocks``: the
 tiles' gradient (``--products``: the Hessian products) in blocks by the
 48-96-row rule against the rule in bytes of X of AVX-512 hosts, the
 rules of ``fastsoftmax._dense.tiles_block_rows``. ``split``: the GEMM
-gradient with its backward product split by features against the row
-split, the rule ``fastsoftmax._dense.split_features``. ``strips``: the tiles'
+gradient with its backward product split by features, by BLAS's products
+and by the tiles' (where the tiles run), against the row split, the rules
+``fastsoftmax._dense.split_features`` and ``tiles_split``; ``--chunks N``
+runs every pass in N row chunks (N partial sums for the row split, N
+parts of features for the splits), as N threads would, on the threads
+there are. ``strips``: the tiles'
 gradient with its forward products by strips of classes outer (each strip
 of W over the block's row tiles: ``_outer.forward_block``) against the
 same kernel with the block's row tiles outer (each tile over every strip,
@@ -428,28 +432,39 @@ def big_g(args, rng) -> None:
 
 def split(args, rng) -> None:
     dt = np.dtype(args.dtype)
-    rule = _dense.split_features
+    rules = {"split_features": _dense.split_features, "tiles_split": _dense.tiles_split}
+    if args.chunks:  # the passes' structure at that many threads: partial sums, parts
+        _dense.n_chunks = lambda m, c=args.chunks: c
     print(f"{dt.name}, GEMM strategy, medians of {args.rounds} rounds of the best of "
-          f"{CALLS} calls")
-    print("| (m, n, k) | split ms | row split ms | row split / split | the rule takes | "
-          "row split kernel |")
-    print("|---|---:|---:|---:|---|---|")
+          f"{CALLS} calls" + (f", {args.chunks} row chunks a pass" if args.chunks else ""))
+    print("| (m, n, k) | BLAS's split ms | tiles' split ms | row split ms | "
+          "row split / BLAS's | row split / tiles' | the rules take | row split kernel |")
+    print("|---|---:|---:|---:|---:|---:|---|---|")
+    # Each variant with the two rules forced: BLAS's split, the tiles' split
+    # (where the tiles run: _dense.tiles_split's other conditions), neither.
+    variants = {"blas": (True, False), "tiles": (False, True), "rows": (False, False)}
     for m, n, k, data, coef, b in _cases(args, rng):
         runs, kernel = {}, {}
-        for name, on in (("split", True), ("rows", False)):
-            _dense.split_features = lambda *a, on=on: on
+        for name, (blas, tiles) in variants.items():
+            _dense.split_features = lambda *a, on=blas: on
+            _dense.tiles_split = lambda *a, on=tiles: on
             _dense._layout.cache_clear()  # (layouts are kept by shape)
             try:
                 engine = Objective(data, "gemm", warm=True).engine
             finally:
-                _dense.split_features = rule
+                for rule_name, rule in rules.items():
+                    setattr(_dense, rule_name, rule)
                 _dense._layout.cache_clear()
             kernel[name] = engine.describe()["kernel"]
             runs[name] = lambda engine=engine, coef=coef, b=b: engine.gradient(coef, b)
         t = alternate(runs, args.rounds)
-        takes = "split" if rule(m, n, k, dt.itemsize, engine._chunks()) else "row split"
-        print(f"| ({m}, {n}, {k}) | {t['split']:.2f} | {t['rows']:.2f} | "
-              f"{t['rows'] / t['split']:.2f} | {takes} | {kernel['rows']} |", flush=True)
+        chunks = engine._chunks()
+        takes = ("tiles' split" if rules["tiles_split"](m, n, k, dt.itemsize, chunks)
+                 else "BLAS's split" if rules["split_features"](m, n, k, dt.itemsize, chunks)
+                 else "row split")
+        print(f"| ({m}, {n}, {k}) | {t['blas']:.2f} | {t['tiles']:.2f} | {t['rows']:.2f} | "
+              f"{t['rows'] / t['blas']:.2f} | {t['rows'] / t['tiles']:.2f} | {takes} | "
+              f"{kernel['rows']} |", flush=True)
 
 
 def _rows_outer_forward():
@@ -706,7 +721,7 @@ DEFAULTS = {
     "tile_blocks": {"dtype": "float32", "shapes": "50000x20x100,20800x48x100,20000x100x100,"
                     "5000x200x100,3000x784x100,7000x3000x10"},
     "split": {"dtype": "float32", "shapes": "1000x3000x100,300x3000x100,100x3000x1000,"
-              "400x784x300"},
+              "400x784x300,1000x3000x1000,1000x784x1000"},
     "big_g": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,1000x784x1000,"
               "500x1500x1000,1000x3000x300,1000x3000x100,3000x784x100"},
     "set_first": {"dtype": "float64", "shapes": "1000x3000x1000,1000x784x1000,300x3000x3000,"
@@ -732,6 +747,9 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=float)
     ap.add_argument("--shapes")
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--chunks", type=int,
+                    help="split: row chunks (and feature parts) per pass, as with that many "
+                         "threads, run on the threads there are")
     ap.add_argument("--products", action="store_true",
                     help="tiles, tile_blocks, big_g: time the Hessian products, not the gradient")
     args = ap.parse_args(argv)

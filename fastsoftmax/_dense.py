@@ -9,8 +9,8 @@ the chunk axis from the thread count in force and reduces the per-chunk
 partial sums (in parallel once they are large: :meth:`DenseEngine._to_coef`),
 then adds the L2 term (:mod:`fastsoftmax._penalty`). Few rows over a large
 n k take the GEMM pass split by features, which has no partial sums
-(:func:`split_features`). Per-chunk buffers are made once per chunk count
-and reused.
+(:func:`split_features`; on the tiles, :func:`tiles_split`). Per-chunk
+buffers are made once per chunk count and reused.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ._kernels._fused import (
     _loss_grad_rows,
     _loss_grad_tiles,
     _loss_grad_tiles_lanes,
+    _loss_grad_tiles_split,
     _pad_copy,
     _rows_chunk,
     _sum_chunks,
@@ -62,7 +63,13 @@ from ._kernels._hessp import (
     _hessp_tiles_chunk_lanes,
     _hessp_tiles_lanes,
 )
-from ._kernels._outer import padded_width, rest_rows_for, spare_rows_for, whole_rows
+from ._kernels._outer import (
+    padded_width,
+    rest_classes_for,
+    rest_rows_for,
+    spare_rows_for,
+    whole_rows,
+)
 from ._kernels._width import DEFAULT_WIDTH, FLOAT64_512
 from ._launch import (
     aligned_empty,
@@ -122,16 +129,41 @@ _MAX_ROWS_LARGE_G = 2048
 # _SPLIT_MIN_FEATURES features a thread keep each thread's product a matrix
 # product.
 # Where the GEMM strategy's blocks run the outer-product tiles at any size
-# (_TILES_ANY_SIZE, hosts with AVX-512), the row split on those tiles took
-# 0.50-0.93x the split's time (BLAS's products) at 300-1,000 rows of 784
-# and 3,000 features, 100-1,000 classes, in both dtypes, and 1.11x at
-# (100, 3000, 1000) float64 (0.93x in float32; 2-core Zen 5 host, "Sixtieth
-# session"): there the split takes chunks of fewer than
-# _SPLIT_TILES_CHUNK_ROWS rows only.
+# (_TILES_ANY_SIZE, hosts with AVX-512), BLAS's split is not taken: on two
+# threads of the Zen 5 host the row split on the tiles took 0.50-0.93x its
+# gradient's time at 300-1,000 rows of 784 and 3,000 features ("Sixtieth
+# session"), and by now 0.51-0.74x at 64-2,000 rows, 0.65-0.71x at 64-120
+# (`gradient_variants.py split`); the Hessian products 0.03-0.30x at
+# 64-120 rows, 784-3,000 features and 100-1,000 classes in both dtypes
+# (`against_commit.py --what products`; "Sixty-seventh session"). There
+# the tiles' own split takes few rows of many classes (tiles_split).
 _SPLIT_G_BYTES = 1 << 20
 _SPLIT_ROWS_PER_FEATURE = 1
 _SPLIT_MIN_FEATURES = 32
-_SPLIT_TILES_CHUNK_ROWS = 64
+
+# The tiles' gradient split by features too (tiles_split;
+# _kernels._fused._loss_grad_tiles_split): the error of every row into a
+# buffer of m k, then each thread's rows of the one gradient over all
+# rows. The row split keeps an n kp partial sum a thread, which each block
+# reads and writes and the caller sums after the pass: memory and a
+# reduction that grow with the threads. BLAS's split took 1.4-2.0x the
+# tiles' split's time at 64-2,000 rows, 784-3,000 features and 100-1,000
+# classes, in both dtypes (`benchmarks/gradient_variants.py split --rounds
+# 5`, two threads of the Zen 5 host; BENCHMARKS.md, "Sixty-seventh
+# session"). Against the row split the tiles' split took 0.90-1.06x the
+# time (at (1000, 3000, 1000) 0.95-0.98x in five
+# runs of `against_commit.py`, processes alternating); in 16 row chunks
+# (`--chunks 16`, the partial sums of 16 threads) 0.88-0.93x at 1,000-2,000
+# rows, 1.03x at 4,000, 0.91x at (1000, 784, 256). A prototype put 100
+# classes over 3,000 features at 1.02-1.24x the row split (a block's E of
+# 100 classes fits L2 beside a partial sum that fits L3; the split's panels
+# of classes read X twice) and chunks of 1,000 rows or more at 1.01-1.11x.
+# So: chunks of at most _TILES_SPLIT_CHUNK_ROWS rows, at least
+# _TILES_SPLIT_MIN_CLASSES classes, none left to the rows kernels' tiles
+# (_kernels._outer.rest_classes), at least _SPLIT_MIN_FEATURES features a
+# thread.
+_TILES_SPLIT_MIN_CLASSES = 256
+_TILES_SPLIT_CHUNK_ROWS = 512
 
 # The per-chunk partial sums are reduced by a parallel kernel from this many
 # bytes (all chunks together), by NumPy below. NumPy's G.sum(axis=0) runs on
@@ -453,9 +485,15 @@ def narrow_blocks(n: int, k: int, itemsize: int) -> bool:
 
 def split_features(m: int, n: int, k: int, itemsize: int, chunks: int) -> bool:
     """Whether the GEMM strategy's backward product is split by features (few rows, large n k)."""
-    return (k >= LANES_FROM and n * k * itemsize >= _SPLIT_G_BYTES
-            and m <= _SPLIT_ROWS_PER_FEATURE * n and n >= _SPLIT_MIN_FEATURES * chunks
-            and (not _TILES_ANY_SIZE or m < _SPLIT_TILES_CHUNK_ROWS * chunks))
+    return (not _TILES_ANY_SIZE and k >= LANES_FROM and n * k * itemsize >= _SPLIT_G_BYTES
+            and m <= _SPLIT_ROWS_PER_FEATURE * n and n >= _SPLIT_MIN_FEATURES * chunks)
+
+
+def tiles_split(m: int, n: int, k: int, itemsize: int, chunks: int) -> bool:
+    """Whether the tiles' gradient splits its backward product by features (few rows, many k)."""
+    return (chunks > 1 and k >= max(LANES_FROM, _TILES_SPLIT_MIN_CLASSES)
+            and m <= _TILES_SPLIT_CHUNK_ROWS * chunks and n >= _SPLIT_MIN_FEATURES * chunks
+            and outer_tiles(n, k, itemsize) and rest_classes_for(k, n, itemsize) == 0)
 
 
 def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> str:
@@ -467,7 +505,7 @@ def choose_mode(X: np.ndarray, n_classes: int, budget: int = PROBA_BUDGET) -> st
 @functools.lru_cache(maxsize=256)
 def _layout(m: int, n: int, k: int, dtype: np.dtype, strategy: str, serial: bool,
             chunks: int, block_bytes: int) -> tuple:
-    """(GEMM block rows, rows width, rows blocks, split, empty P).
+    """(GEMM block rows, rows width, rows blocks, split, tiles split, empty P).
 
     What an engine's launches take that follows from the shape, the dtype,
     the strategy, whether the call runs one chunk on the calling thread
@@ -480,7 +518,9 @@ def _layout(m: int, n: int, k: int, dtype: np.dtype, strategy: str, serial: bool
     itemsize = dtype.itemsize
     rows = min(gemm_block_rows(n, itemsize, k, -(-m // chunks), block_bytes), m)
     split = strategy == "gemm" and not serial and split_features(m, n, k, itemsize, chunks)
-    return (rows, rows_width(dtype, n), rows_blocks(dtype), split, np.empty((0, k), dtype=dtype))
+    tiles = strategy == "gemm" and not serial and tiles_split(m, n, k, itemsize, chunks)
+    return (rows, rows_width(dtype, n), rows_blocks(dtype), split, tiles,
+            np.empty((0, k), dtype=dtype))
 
 
 class DenseEngine:
@@ -530,7 +570,8 @@ class DenseEngine:
             block_bytes = (narrow_block_bytes(self.dtype, work=m * n * self.k)
                            if strategy == "gemm" and narrow_blocks(n, self.k, self.dtype.itemsize)
                            else NARROW_BLOCK_BYTES)
-        (self._rows, self._width, self._blocks, self._split, self.no_proba) = _layout(
+        (self._rows, self._width, self._blocks, self._split, self._tiles_split,
+         self.no_proba) = _layout(
             m, n, self.k, self.dtype, strategy, self._serial, chunks, block_bytes)
         self._buffers: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self._keep_scratch = keep_scratch
@@ -562,7 +603,8 @@ class DenseEngine:
         "gemm_lanes" (the softmax error in vector sweeps), "gemm_t"
         (transposed logits), "gemm_tiles" / "gemm_tiles_lanes" (the block
         products by the tiles of ``_kernels._outer``, not BLAS) or
-        "gemm_split" (the backward product split by features));
+        "gemm_split" (the backward product split by features) or
+        "gemm_tiles_split" (the tiles' split by features));
         "products" (the Hessian products' kernel, of the same names:
         "gemm_t" stores each block transposed); "threads" (how many threads
         the pass runs on, at the thread count in force: 1 is the calling
@@ -736,9 +778,14 @@ class DenseEngine:
         return self.no_proba
 
     def _gradient_variant(self) -> str:
-        """Return the gradient kernel: a key of :data:`_GRADIENT_KERNELS`, or "gemm_split"."""
+        """Return the gradient kernel: a key of :data:`_GRADIENT_KERNELS`, or a split's.
+
+        "gemm_split" (BLAS's products) or "gemm_tiles_split" (the tiles').
+        """
         if self.strategy == "rows":
             return "rows"
+        if self._tiles_split:
+            return "gemm_tiles_split"
         if self._split:  # (only rows of LANES_FROM classes or more split)
             return "gemm_split"
         if transposed_logits(self.data.n_features, self.k, self.dtype.itemsize):
@@ -786,6 +833,10 @@ class DenseEngine:
         if variant == "gemm_split":
             args, (G, gb, loss, bad_row) = self._gradient_split_args(weights, bias, P)
             _loss_grad_gemm_split(*args)
+            self._check_rows(bad_row)
+        elif variant == "gemm_tiles_split":
+            args, (g, gb, loss, bad_row) = self._tiles_split_args(weights, bias, P)
+            _loss_grad_tiles_split(*args)
             self._check_rows(bad_row)
         else:
             args, (g, gb, loss, bad_row) = self._gradient_args(variant, weights, bias, P)
@@ -887,6 +938,34 @@ class DenseEngine:
         args = (data.X, *data.kernel_targets(), self._scale, weights, bias, G, gb, loss,
                 bad_row, E, self._rows, P)
         return args, (G, gb, loss, bad_row)
+
+    def _tiles_split_args(self, weights, bias, P) -> tuple[tuple, tuple]:
+        """(arguments, outputs) of :func:`~._kernels._fused._loss_grad_tiles_split`.
+
+        The outputs: G (1, n, kp), one partial sum as :meth:`_to_coef`
+        takes it, and per chunk gb, the loss terms and the first bad rows.
+        Each chunk's part of E starts on a cache line (its rows, as the
+        blocks', in whole lines) and holds the spare rows its last row's
+        vector runs on into.
+        """
+        data = self.data
+        dt = self.dtype
+        k, n, size = self.k, data.n_features, dt.itemsize
+        chunks = self._chunks()
+        chunk_rows = -(-data.n_rows // chunks)
+
+        def make(c):
+            pad = _PAD_BYTES // size
+            rows = whole_rows(chunk_rows, k, size) + spare_rows_for(k, size)
+            return (aligned_empty((1, n, padded_width(k, size)), dt),
+                    np.empty((c, k + pad), dtype=dt), np.empty(c, dtype=np.float64),
+                    np.empty(c, dtype=np.int64), aligned_zeros((c, rows, k), dt))
+
+        g, gb, loss, bad_row, E = self._buffer("gradient", chunks, make)
+        R = whole_rows(min(_TILES_LARGE_G_ROWS, chunk_rows), k, size)
+        args = (data.X, *data.kernel_targets(), self._scale, weights, bias, g, gb, loss,
+                bad_row, E, R, P)
+        return args, (g, gb, loss, bad_row)
 
     def hessp(self, coef, bias, P, V, cv, alpha=0.0, scale=1.0, out=None):
         """Return H (scale V, scale cv): (HV in coef layout, Hc), HV with its L2 term.
@@ -1023,6 +1102,9 @@ class DenseEngine:
         if variant == "gemm_split":
             kernel = _loss_grad_gemm_split
             args = self._gradient_split_args(weights, bias, self.no_proba)[0]
+        elif variant == "gemm_tiles_split":
+            kernel = _loss_grad_tiles_split
+            args = self._tiles_split_args(weights, bias, self.no_proba)[0]
         else:
             chunk_fn, kernel = _GRADIENT_KERNELS[variant]
             args = self._gradient_args(variant, weights, bias, self.no_proba)[0]

@@ -47,6 +47,7 @@ from fastsoftmax._kernels._outer import (
     REST_MIN_FEATURES,
     REST_MIN_WHOLE_CLASSES,
     rest_classes,
+    rest_classes_for,
     rest_rows,
     rest_rows_for,
     row_unit,
@@ -664,8 +665,11 @@ def _force_split(monkeypatch):
     """Make every parallel GEMM pass of 32+ classes split its backward product by
     features (_dense.split_features); return counters of the two kernels' calls."""
     for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("_SPLIT_TILES_CHUNK_ROWS", 1 << 30)):
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30),
+                        ("_TILES_ANY_SIZE", False)):
         monkeypatch.setattr(_dense, name, value)
+    # (BLAS's split, not the tiles': _dense.tiles_split)
+    monkeypatch.setattr(_dense, "tiles_split", lambda m, n, k, itemsize, chunks: False)
     _dense._layout.cache_clear()  # layouts kept under the constants before
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
@@ -684,8 +688,8 @@ def _force_split(monkeypatch):
 def test_split_by_features_rule(monkeypatch):
     """_dense.split_features: 32+ classes, n k of at least _SPLIT_G_BYTES, no
     more than _SPLIT_ROWS_PER_FEATURE rows a feature, at least
-    _SPLIT_MIN_FEATURES features a thread; where the outer tiles run at any
-    size (AVX-512 hosts), chunks of fewer than _SPLIT_TILES_CHUNK_ROWS rows."""
+    _SPLIT_MIN_FEATURES features a thread; never where the outer tiles run at
+    any size (AVX-512 hosts: the tiles' own split, _dense.tiles_split)."""
     s = _dense.split_features
     monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", False)
     assert s(1000, 3000, 1000, 4, 2) and s(700, 784, 1000, 8, 2) and s(3000, 3000, 100, 4, 2)
@@ -695,8 +699,7 @@ def test_split_by_features_rule(monkeypatch):
     assert s(500, 1024, 256, 4, 2) and not s(500, 1024, 255, 4, 2)  # the bound, 1 MiB
     assert not s(1000, 1000, 1000, 4, 32)  # 31 features a thread
     monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", True)
-    assert s(127, 3000, 1000, 8, 2) and not s(128, 3000, 1000, 8, 2)
-    assert s(1000, 3000, 1000, 4, 16) and not s(300, 3000, 100, 4, 2)
+    assert not s(100, 3000, 1000, 8, 2) and not s(1000, 3000, 1000, 4, 16)
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
@@ -755,6 +758,113 @@ def test_gemm_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
     with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
         obj(np.zeros_like(W), b)
     assert calls["gradient"] == 1
+
+
+def _force_tiles_split(monkeypatch, block_rows=None):
+    """Make every parallel GEMM gradient of LANES_FROM+ classes without a rest
+    run the tiles split by features (_dense.tiles_split), in blocks of
+    ``block_rows`` rows if given; return the count of its kernel's calls."""
+    for name, value in (("_TILES_SPLIT_MIN_CLASSES", LANES_FROM), ("_SPLIT_MIN_FEATURES", 0),
+                        ("_TILES_SPLIT_CHUNK_ROWS", 1 << 30)):
+        monkeypatch.setattr(_dense, name, value)
+    monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: True)
+    if block_rows is not None:
+        monkeypatch.setattr(_dense, "tiles_block_rows", lambda *a, **kw: block_rows)
+    _dense._layout.cache_clear()  # layouts kept under the constants before
+    monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
+    monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
+    calls = [0]
+    kernel = _dense._loss_grad_tiles_split
+
+    def spy(*args):
+        calls[0] += 1
+        return kernel(*args)
+
+    monkeypatch.setattr(_dense, "_loss_grad_tiles_split", spy)
+    return calls
+
+
+def test_tiles_split_rule(monkeypatch):
+    """_dense.tiles_split: more than one chunk, of at most
+    _TILES_SPLIT_CHUNK_ROWS rows, at least _TILES_SPLIT_MIN_CLASSES classes
+    (and LANES_FROM), _SPLIT_MIN_FEATURES features a thread, the outer
+    tiles for the GEMM products, none of the classes left to the rows
+    kernels' tiles (rest_classes)."""
+    s = _dense.tiles_split
+    assert _dense._TILES_SPLIT_MIN_CLASSES >= LANES_FROM
+    monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: True)
+    assert s(1000, 3000, 1000, 4, 2) and s(1000, 784, 1000, 8, 2) and s(100, 3000, 1000, 4, 2)
+    assert s(1024, 784, 1000, 4, 2) and not s(1025, 784, 1000, 4, 2)  # 512 rows a chunk
+    assert s(8192, 784, 1000, 4, 16) and not s(8193, 784, 1000, 4, 16)
+    assert s(1000, 784, 256, 4, 2) and not s(1000, 784, 255, 8, 2)  # the classes
+    assert not s(100, 784, 255, 8, 2)  # ... in small chunks too
+    monkeypatch.setattr(_dense, "_TILES_SPLIT_MIN_CLASSES", 0)  # LANES_FROM at least
+    assert s(1000, 784, LANES_FROM, 8, 2) and not s(1000, 784, LANES_FROM - 1, 8, 2)
+    monkeypatch.setattr(_dense, "_TILES_SPLIT_MIN_CLASSES", 256)
+    assert not s(1000, 784, 1000, 4, 1)  # one chunk: nothing to split
+    assert s(1000, 64, 1000, 4, 2) and not s(1000, 63, 1000, 4, 2)  # 32 features a thread
+    # A rest of classes (k = 260 float32: 4 past 16 vectors, on 96+ features)
+    assert rest_classes_for(260, 784, 4) == 4 and not s(1000, 784, 260, 4, 2)
+    assert rest_classes_for(260, 784, 8) == 0 and s(1000, 784, 260, 8, 2)
+    monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: False)
+    assert not s(1000, 3000, 1000, 4, 2)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k", [33, 48])
+@pytest.mark.parametrize("variant", TILES_VARIANTS)
+@pytest.mark.parametrize("block_rows", [None, 16])
+def test_tiles_split_matches_reference(dt, k, variant, block_rows, rng, monkeypatch):
+    """The tiles' gradient split by features: loss and gradient (and P when
+    stored) against the float64 reference and the row split, with each
+    chunk in one block or several; k = 33 pads a vector (its lanes run on
+    into the next row), 48 is whole vectors in both dtypes."""
+    soft = variant == "all"
+    weights = variant == "all"
+    alpha = 0.3 if variant in ("alpha", "all") else 0.0
+    # 203 rows, 45 features: two chunks, of 101 and 102 rows
+    X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, weights=weights, soft=soft)
+    rows = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
+    calls = _force_tiles_split(monkeypatch, block_rows)
+    got = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
+    assert calls[0] == 1
+    assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
+    assert_close(got, rows, dt)
+    labels = np.asarray(y, dtype=dt) if soft else y
+    H = product(X, labels, W, b, sw, alpha, n_threads=2, strategy="gemm", mode="cached")
+    assert calls[0] == 2
+    eps = np.finfo(dt).eps
+    P64 = ref.softmax(f64(X) @ f64(W) + f64(b))
+    np.testing.assert_allclose(H.P, P64, rtol=0, atol=(64 if dt == np.float32 else 8) * eps)
+
+
+@pytest.mark.parametrize("chunks", [3, 4])
+def test_tiles_split_over_more_chunks(chunks, rng, monkeypatch):
+    """More chunks than two (as on more threads): each part's features over
+    every chunk's rows of E in turn; 21 features in 4 parts leave one part
+    without a tile of features."""
+    calls = _force_tiles_split(monkeypatch, 16)
+    monkeypatch.setattr(_dense, "n_chunks", lambda m: chunks)
+    for n in (45, 21):
+        X, y, W, b, _ = make_problem(rng, 203, n, 40, np.float64)
+        obj = _objective_for(X, y, None, 40, "gemm", False)
+        assert_close(obj(W, b, 0.1), truth(X, y, W, b, alpha=0.1), np.float64)
+        assert obj.objective.engine._chunks() == chunks
+    assert calls[0] == 2
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("row", [3, 150])
+def test_tiles_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
+    """A NaN or inf in X, in either row chunk, is reported by row; the
+    gradient is not written."""
+    calls = _force_tiles_split(monkeypatch)
+    X, y, W, b, _ = make_problem(rng, 203, 45, 40, np.float64)
+    X[row, 7] = bad
+    obj = _objective_for(X, y, None, 40, "gemm", False)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
+        obj(np.zeros_like(W), b)
+    assert calls[0] == 1
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

@@ -110,8 +110,11 @@ CASES = {
 def force_split(monkeypatch):
     """Have the GEMM strategy split its backward product by features (the "split" case)."""
     for name, value in (("_SPLIT_G_BYTES", 0), ("_SPLIT_MIN_FEATURES", 0),
-                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30), ("_SPLIT_TILES_CHUNK_ROWS", 1 << 30)):
+                        ("_SPLIT_ROWS_PER_FEATURE", 1 << 30),
+                        ("_TILES_ANY_SIZE", False)):
         monkeypatch.setattr(_dense, name, value)
+    # (BLAS's split, not the tiles': _dense.tiles_split)
+    monkeypatch.setattr(_dense, "tiles_split", lambda m, n, k, itemsize, chunks: False)
     _dense._layout.cache_clear()  # layouts kept under the constants before
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
@@ -339,6 +342,7 @@ GRADIENT_CASES = {
     **CASES,
     "gemm-tiles": ("gemm", 3000, 100, 3, np.float64, True, False),
     "gemm-tiles-lanes": ("gemm", 2000, 100, 40, np.float32, False, False),
+    "tiles-split": ("gemm", 203, 45, 40, np.float64, False, False),
 }
 TILES = {"gemm": False, "gemm-lanes": False, "gemm-tiles": True, "gemm-tiles-lanes": True}
 
@@ -348,6 +352,12 @@ def case_engine(case, rng, monkeypatch):
     strategy, m, n, k, dt, weights, soft = GRADIENT_CASES[case]
     if case == "split":
         force_split(monkeypatch)
+    if case == "tiles-split":  # (_dense.tiles_split at 40 classes, on any host)
+        monkeypatch.setattr(_dense, "_TILES_SPLIT_MIN_CLASSES", 40)
+        monkeypatch.setattr(_dense, "_SPLIT_MIN_FEATURES", 0)
+        monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: True)
+        _dense._layout.cache_clear()
+        monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
     if case in TILES:
         monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: TILES[case])
     if case == "gemm-t":
@@ -375,4 +385,4 @@ def test_gradient_cases_reach_every_gradient_kernel(rng):
     for case in GRADIENT_CASES:
         with pytest.MonkeyPatch.context() as mp:
             variants.add(case_engine(case, rng, mp)[0]._gradient_variant())
-    assert variants == {*_dense._GRADIENT_KERNELS, "gemm_split"}
+    assert variants == {*_dense._GRADIENT_KERNELS, "gemm_split", "gemm_tiles_split"}

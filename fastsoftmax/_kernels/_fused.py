@@ -25,8 +25,10 @@ Two strategies share the per-row arithmetic (:func:`_error4`, four rows at a tim
 Both write per-chunk partial sums (a leading chunk axis on every
 accumulator: no shared array is written from inside ``prange``); the caller
 reduces them and adds the L2 penalty in one pass (:func:`_sum_chunks`, in
-parallel once they are large). For few rows over a large n k, :func:`_loss_grad_gemm_split` splits
-the backward product by features instead and writes the one gradient. Each
+parallel once they are large). For few rows over a large n k,
+:func:`_loss_grad_gemm_split` (BLAS's products) and
+:func:`_loss_grad_tiles_split` (the tiles') split the backward product by
+features instead and write the one gradient. Each
 parallel kernel is a ``prange`` over chunks calling one compiled chunk
 function (:func:`_rows_chunk`, :func:`_gemm_chunk`), which the caller
 also calls directly for a problem run as one chunk, with no parallel region
@@ -75,7 +77,9 @@ from ._common import (
 from ._config import JIT, PJIT, VECTOR_BYTES, itemsize
 from ._micro import _accumulate1, _eight_rows, _logits1
 from ._outer import (
+    TILE,
     backward_block,
+    backward_features,
     backward_vectors,
     forward_vectors,
     lanes,
@@ -1147,6 +1151,93 @@ def _loss_grad_gemm_split(X, y, Y, sw, soft, weighted, scale, W, b,
         f0, f1 = _chunk(n, chunks, f)
         if f1 > f0:
             _gemm_into(X[:, f0:f1].T, E, G[f0:f1], 0.0)
+
+
+@njit(**JIT)
+def _tiles_split_chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
+                       gb, loss, bad_row, E, R, P):
+    """Chunk c of :func:`_loss_grad_tiles_split`'s first pass: the error of its rows in E[c].
+
+    Blocks of ``R`` rows (whole cache lines of k entries), each block's
+    logits by the tiles (:func:`._outer.forward_vectors`) into its rows of
+    E[c], then the bias, P if asked and the scaled error in place
+    (:func:`_block_error_pairs`). E[c] (the chunk's rows + ``spare_rows``,
+    k): the last row's last vector runs on into the rows past it, so each
+    chunk has its own. Sets gb[c], loss[c], bad_row[c] as
+    :func:`_tiles_chunk` does.
+    """
+    _wide_vectors_float64(X)
+    m = X.shape[0]
+    k = b.shape[0]
+    vectors = -(-k // lanes(X))
+    start, stop = _chunk(m, gb.shape[0], c)
+    gbc = gb[c]
+    gbc[:] = gb.dtype.type(0)
+    bad_row[c] = -1
+    Ec = E[c]
+    mx = np.empty(R, dtype=X.dtype)
+    s = np.empty(R, dtype=X.dtype)
+    acc = 0.0
+    for r0 in range(start, stop, R):
+        rr = min(R, stop - r0)
+        Zb = Ec[r0 - start:]
+        forward_vectors(X, r0, rr, Wp, Zb, vectors)
+        part, bad = _block_error_pairs(Zb, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
+                                       mx, s, P)
+        if bad >= 0:
+            bad_row[c] = r0 + bad
+            break
+        acc += part
+    loss[c] = acc
+
+
+@njit(**JIT)
+def _tiles_split_part(p, X, E, G):
+    """Part p of :func:`_loss_grad_tiles_split`'s second pass: G[f0:f1] = X[:, f0:f1]ᵀ E.
+
+    The features in whole tiles (``_outer.TILE``), split over E's chunks
+    as the rows were; each chunk's rows of E in turn (the first sets G's
+    rows, the others add), each over all of its rows, its classes in
+    panels that stay in L2 (:func:`._outer.backward_features`).
+    """
+    m, n = X.shape
+    chunks = E.shape[0]
+    t0, t1 = _chunk(-(-n // TILE), chunks, p)
+    f0, f1 = t0 * TILE, min(n, t1 * TILE)
+    vectors = G.shape[1] // lanes(X)
+    for c in range(chunks):
+        start, stop = _chunk(m, chunks, c)
+        backward_features(X, start, stop - start, E[c], G, c == 0, vectors, f0, f1)
+
+
+@njit(**PJIT)
+def _loss_grad_tiles_split(X, y, Y, sw, soft, weighted, scale, Wp, b,
+                           G, gb, loss, bad_row, E, R, P):
+    """Run the tiles' gradient with the backward product split by features.
+
+    Rows of at least ``_common.LANES_FROM`` classes in whole vectors (no
+    ``_outer.rest_classes``), few rows a thread (``_dense.tiles_split``).
+    First pass, a ``prange`` over row chunks: each chunk's error into its
+    part of E (:func:`_tiles_split_chunk`). Second, a ``prange`` over
+    ranges of features: G[f0:f1] = X[:, f0:f1]ᵀ E (:func:`_tiles_split_part`),
+    each thread writing its own rows of the one gradient, read and written
+    once, where the row split (:func:`_loss_grad_tiles_lanes`) gives each
+    thread an n kp partial sum that every block reads and writes and the
+    caller then sums. OUT G (1, n, kp) (the padded columns hold the extra
+    lanes' sums); gb, loss, bad_row per row chunk as in
+    :func:`_loss_grad_tiles`; SCRATCH E (chunks, rows, k) (``_dense``);
+    OUT P as in :func:`_loss_grad_rows`. G is not written when some row's
+    logits are not finite.
+    """
+    chunks = gb.shape[0]
+    for c in prange(chunks):
+        _tiles_split_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wp, b,
+                           gb, loss, bad_row, E, R, P)
+    for c in range(chunks):
+        if bad_row[c] >= 0:
+            return
+    for p in prange(chunks):
+        _tiles_split_part(np.int64(p), X, E, G[0])
 
 
 @njit(**JIT)

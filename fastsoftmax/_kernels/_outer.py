@@ -506,11 +506,19 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
     Where ``first``, G = that product instead (G not read: a chunk's first
     block). E (rows + :func:`spare_rows`, k) at least, its entries past row
     rows - 1 finite; G's columns from k on take the extra lanes. Not inlined, as
-    :func:`forward_block`. Panels of classes outer (:data:`PANEL_BYTES`),
-    then the feature tiles, then the panel's strips: each feature tile of
-    X is read once per panel, the panel's part of E from L2.
+    :func:`forward_block`. :func:`backward_features` over every feature.
     """
-    n = X.shape[1]
+    backward_features(X, r0, rows, E, G, first, vectors, 0, X.shape[1])
+
+
+@njit(**JIT)
+def backward_features(X, r0, rows, E, G, first, vectors, f_lo, f_hi):
+    """:func:`backward_vectors` on G's rows (X's features) f_lo <= f < f_hi alone.
+
+    Panels of classes outer (:data:`PANEL_BYTES`), then the feature tiles,
+    then the panel's strips: each feature tile of X is read once per panel,
+    the panel's part of E from L2.
+    """
     L = lanes(X)
     per_panel = max(3, PANEL_BYTES // (max(rows, 1) * L * itemsize(X)) // 3 * 3)
     p0 = 0
@@ -518,9 +526,9 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
         p1 = min(vectors, p0 + per_panel)
         if vectors - p1 < 3:  # no panel of a lone rest
             p1 = vectors
-        f0 = 0
-        while f0 < n:
-            t = _tile_rows(n - f0)
+        f0 = f_lo
+        while f0 < f_hi:
+            t = _tile_rows(f_hi - f0)
             v = p0
             while v < p1:
                 c = _vectors(p1 - v)
@@ -599,7 +607,15 @@ def rest_rows(X, k, arrays):
 def rest_rows_for(k: int, n: int, itemsize: int, arrays: int) -> int:
     """Return :func:`rest_rows` for k classes, n features of ``itemsize`` bytes."""
     u = row_unit(k, itemsize)
-    return -(-arrays * _rest_rule(k, n, VECTOR_BYTES // itemsize) * n // (k * u)) * u
+    return -(-arrays * rest_classes_for(k, n, itemsize) * n // (k * u)) * u
+
+
+def rest_classes_for(k: int, n: int, itemsize: int) -> int:
+    """Return :func:`rest_classes` for k classes, n features of ``itemsize`` bytes.
+
+    (:func:`_rest_rule`'s Python form: nothing compiled.)
+    """
+    return _rest_rule.py_func(k, n, VECTOR_BYTES // itemsize)
 
 
 def padded_width(k: int, itemsize: int) -> int:
