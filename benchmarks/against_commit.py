@@ -28,7 +28,8 @@ Each process's kernel name is printed beside its time.
 ``--what products``: Hessian-vector products instead, as a Newton step
 takes them (``Objective.hessian`` once: one gradient pass storing the
 probabilities; then ``Hessian.matvec`` with a direction and an intercept
-part timed), the products' kernel printed. ``--what fits``: whole default
+part timed, inside the thread policy that holds BLAS at one thread, as a
+fit's solver runs it), the products' kernel printed. ``--what fits``: whole default
 fits (``SoftmaxRegression().fit``, Newton's: mostly Hessian products) on
 ``strategy_fits.py``'s data (class prototypes plus noise), one warm-up fit
 on 2,000 rows, then the median of ``--batches`` fits (3 unless given).
@@ -82,7 +83,9 @@ def worker(dtype: str, shapes: str, batches: int, what: str) -> None:
             V = rng.standard_normal((k, n)).astype(dtype)
             c = rng.standard_normal(k).astype(dtype)
 
-            call = functools.partial(H.matvec, V, c)
+            # Under the thread policy, as a fit's solver calls it (BLAS held
+            # at one thread); loss_and_grad enters it itself.
+            call = functools.partial(_in_policy, functools.partial(H.matvec, V, c))
         else:
             call = functools.partial(fs.loss_and_grad, X, y, W, b, alpha=1e-4)
         for _ in range(5):
@@ -96,6 +99,14 @@ def worker(dtype: str, shapes: str, batches: int, what: str) -> None:
         kernel = obj.engine.describe()["products" if what == "products" else "kernel"]
         out[shape] = (statistics.median(times), kernel)
     print(json.dumps(out))
+
+
+def _in_policy(call) -> None:
+    """Run ``call()`` inside ``fastsoftmax._threads.thread_policy``, as the solvers do."""
+    from fastsoftmax._threads import thread_policy
+
+    with thread_policy(None):
+        call()
 
 
 def _fits(m: int, n: int, k: int, dtype: str, batches: int) -> float:

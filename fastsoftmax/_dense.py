@@ -133,7 +133,7 @@ _MAX_ROWS_LARGE_G = 2048
 # threads of the Zen 5 host the row split on the tiles took 0.50-0.93x its
 # gradient's time at 300-1,000 rows of 784 and 3,000 features ("Sixtieth
 # session"), and by now 0.51-0.74x at 64-2,000 rows, 0.65-0.71x at 64-120
-# (`gradient_variants.py split`); the Hessian products 0.03-0.30x at
+# (`gradient_variants.py split`); the Hessian products 0.22-0.77x at
 # 64-120 rows, 784-3,000 features and 100-1,000 classes in both dtypes
 # (`against_commit.py --what products`; "Sixty-seventh session"). There
 # the tiles' own split takes few rows of many classes (tiles_split).

@@ -803,9 +803,10 @@ def test_tiles_split_rule(monkeypatch):
     monkeypatch.setattr(_dense, "_TILES_SPLIT_MIN_CLASSES", 256)
     assert not s(1000, 784, 1000, 4, 1)  # one chunk: nothing to split
     assert s(1000, 64, 1000, 4, 2) and not s(1000, 63, 1000, 4, 2)  # 32 features a thread
-    # A rest of classes (k = 260 float32: 4 past 16 vectors, on 96+ features)
-    assert rest_classes_for(260, 784, 4) == 4 and not s(1000, 784, 260, 4, 2)
-    assert rest_classes_for(260, 784, 8) == 0 and s(1000, 784, 260, 8, 2)
+    # A rest of classes (258 float32 classes: 2 past whole vectors of 8 or 16
+    # lanes, on 96+ features); none at 256
+    assert rest_classes_for(258, 784, 4) == 2 and not s(1000, 784, 258, 4, 2)
+    assert rest_classes_for(256, 784, 4) == 0 and s(1000, 784, 256, 4, 2)
     monkeypatch.setattr(_dense, "outer_tiles", lambda n, k, itemsize: False)
     assert not s(1000, 3000, 1000, 4, 2)
 
