@@ -661,6 +661,25 @@ def test_narrow_rows_many_classes_in_several_blocks(dt, launch, rng, monkeypatch
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max())
 
 
+def _assert_split_matches(X, y, W, b, sw, k, soft, alpha, force):
+    """The GEMM pass that ``force()`` makes split by features (it returns a
+    counter of the split's gradient calls): loss and gradient against the
+    float64 reference and the row split, and P when stored."""
+    dt = X.dtype.type
+    rows = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
+    calls = force()
+    got = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
+    assert calls["gradient"] == 1
+    assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
+    assert_close(got, rows, dt)
+    labels = np.asarray(y, dtype=dt) if soft else y
+    H = product(X, labels, W, b, sw, alpha, n_threads=2, strategy="gemm", mode="cached")
+    assert calls["gradient"] == 2
+    eps = np.finfo(dt).eps
+    P64 = ref.softmax(f64(X) @ f64(W) + (0 if b is None else f64(b)))
+    np.testing.assert_allclose(H.P, P64, rtol=0, atol=(64 if dt == np.float32 else 8) * eps)
+
+
 def _force_split(monkeypatch):
     """Make every parallel GEMM pass of 32+ classes split its backward product by
     features (_dense.split_features); return counters of the two kernels' calls."""
@@ -715,18 +734,7 @@ def test_gemm_split_by_features_matches_reference(dt, k, variant, rng, monkeypat
     # 203 rows, 45 features: two chunks of each, of 101 and 102 rows, 22 and 23 features
     X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, intercept=variant != "no-b",
                                   weights=weights, soft=soft)
-    rows = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
-    calls = _force_split(monkeypatch)
-    got = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
-    assert calls["gradient"] == 1
-    assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
-    assert_close(got, rows, dt)
-    labels = np.asarray(y, dtype=dt) if soft else y
-    H = product(X, labels, W, b, sw, alpha, n_threads=2, strategy="gemm", mode="cached")
-    assert calls["gradient"] == 2
-    eps = np.finfo(dt).eps
-    P64 = ref.softmax(f64(X) @ f64(W) + (0 if b is None else f64(b)))
-    np.testing.assert_allclose(H.P, P64, rtol=0, atol=(64 if dt == np.float32 else 8) * eps)
+    _assert_split_matches(X, y, W, b, sw, k, soft, alpha, lambda: _force_split(monkeypatch))
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
@@ -748,10 +756,11 @@ def test_gemm_split_hessp_matches_reference(dt, mode, variant, rng, monkeypatch)
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 @pytest.mark.parametrize("row", [3, 150])
-def test_gemm_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
-    """A NaN or inf in X, in either row chunk, is reported by row; the
-    gradient is not written."""
-    calls = _force_split(monkeypatch)
+@pytest.mark.parametrize("split", ["blas", "tiles"])
+def test_split_reports_nonfinite_logits(split, bad, row, rng, monkeypatch):
+    """A NaN or inf in X, in either row chunk, is reported by row by both
+    splits by features (BLAS's, the tiles'); the gradient is not written."""
+    calls = (_force_split if split == "blas" else _force_tiles_split)(monkeypatch)
     X, y, W, b, _ = make_problem(rng, 203, 45, 40, np.float64)
     X[row, 7] = bad
     obj = _objective_for(X, y, None, 40, "gemm", False)
@@ -763,7 +772,8 @@ def test_gemm_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
 def _force_tiles_split(monkeypatch, block_rows=None):
     """Make every parallel GEMM gradient of LANES_FROM+ classes without a rest
     run the tiles split by features (_dense.tiles_split), in blocks of
-    ``block_rows`` rows if given; return the count of its kernel's calls."""
+    ``block_rows`` rows if given; return a counter of its kernel's calls
+    ({"gradient": n}, as _force_split's)."""
     for name, value in (("_TILES_SPLIT_MIN_CLASSES", LANES_FROM), ("_SPLIT_MIN_FEATURES", 0),
                         ("_TILES_SPLIT_CHUNK_ROWS", 1 << 30)):
         monkeypatch.setattr(_dense, name, value)
@@ -773,11 +783,11 @@ def _force_tiles_split(monkeypatch, block_rows=None):
     _dense._layout.cache_clear()  # layouts kept under the constants before
     monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     monkeypatch.setattr(_launch, "SERIAL_WORK_WARM", 0)
-    calls = [0]
+    calls = {"gradient": 0}
     kernel = _dense._loss_grad_tiles_split
 
     def spy(*args):
-        calls[0] += 1
+        calls["gradient"] += 1
         return kernel(*args)
 
     monkeypatch.setattr(_dense, "_loss_grad_tiles_split", spy)
@@ -825,18 +835,8 @@ def test_tiles_split_matches_reference(dt, k, variant, block_rows, rng, monkeypa
     alpha = 0.3 if variant in ("alpha", "all") else 0.0
     # 203 rows, 45 features: two chunks, of 101 and 102 rows
     X, y, W, b, sw = make_problem(rng, 203, 45, k, dt, weights=weights, soft=soft)
-    rows = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
-    calls = _force_tiles_split(monkeypatch, block_rows)
-    got = _objective_for(X, y, sw, k, "gemm", soft)(W, b, alpha)
-    assert calls[0] == 1
-    assert_close(got, truth(X, y, W, b, alpha=alpha, sample_weight=sw), dt)
-    assert_close(got, rows, dt)
-    labels = np.asarray(y, dtype=dt) if soft else y
-    H = product(X, labels, W, b, sw, alpha, n_threads=2, strategy="gemm", mode="cached")
-    assert calls[0] == 2
-    eps = np.finfo(dt).eps
-    P64 = ref.softmax(f64(X) @ f64(W) + f64(b))
-    np.testing.assert_allclose(H.P, P64, rtol=0, atol=(64 if dt == np.float32 else 8) * eps)
+    _assert_split_matches(X, y, W, b, sw, k, soft, alpha,
+                          lambda: _force_tiles_split(monkeypatch, block_rows))
 
 
 @pytest.mark.parametrize("chunks", [3, 4])
@@ -851,21 +851,7 @@ def test_tiles_split_over_more_chunks(chunks, rng, monkeypatch):
         obj = _objective_for(X, y, None, 40, "gemm", False)
         assert_close(obj(W, b, 0.1), truth(X, y, W, b, alpha=0.1), np.float64)
         assert obj.objective.engine._chunks() == chunks
-    assert calls[0] == 2
-
-
-@pytest.mark.parametrize("bad", [np.nan, np.inf])
-@pytest.mark.parametrize("row", [3, 150])
-def test_tiles_split_reports_nonfinite_logits(bad, row, rng, monkeypatch):
-    """A NaN or inf in X, in either row chunk, is reported by row; the
-    gradient is not written."""
-    calls = _force_tiles_split(monkeypatch)
-    X, y, W, b, _ = make_problem(rng, 203, 45, 40, np.float64)
-    X[row, 7] = bad
-    obj = _objective_for(X, y, None, 40, "gemm", False)
-    with np.errstate(all="ignore"), pytest.raises(ValueError, match=f"not finite at row {row}"):
-        obj(np.zeros_like(W), b)
-    assert calls[0] == 1
+    assert calls["gradient"] == 2
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

@@ -81,6 +81,7 @@ from ._outer import (
     backward_block,
     backward_features,
     backward_vectors,
+    forward_block,
     forward_vectors,
     lanes,
     rest_classes,
@@ -1088,37 +1089,47 @@ def _loss_grad_tiles_lanes(X, y, Y, sw, soft, weighted, scale, Wp, b,
                            gW, gb, loss, bad_row, scratch, P)
 
 
-@njit(**JIT)
-def _gemm_split_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
-                      gb, loss, bad_row, E, R, P):
-    """Chunk c of :func:`_loss_grad_gemm_split`'s first pass: E of its rows.
+@njit(inline="always", **JIT)
+def _split_errors(c, X, y, Y, sw, soft, weighted, scale, W, b, gb, loss, bad_row, Ec, base,
+                  R, P, block_logits, block_error):
+    """Chunk c of a split pass's first pass: the scaled error of its rows in Ec.
 
-    Row blocks of ``R`` rows: Z = Xb W + b by BLAS into the block's rows
-    of E, then the bias, P if asked and the scaled error in place
-    (:func:`_block_error_lanes`). Sets gb[c], loss[c], bad_row[c] as
-    :func:`_gemm_chunk` does.
+    Row blocks of ``R`` rows: each block's logits by ``block_logits(X,
+    r0, rows, W, Z)`` into its rows of Ec (row r of X at Ec[r - base]),
+    then the bias, P if asked and the scaled error in place by
+    ``block_error``. Sets gb[c], loss[c], bad_row[c] as :func:`_gemm_chunk`
+    does.
     """
     _wide_vectors_float64(X)
-    m = X.shape[0]
-    zero = gb.dtype.type(0)
-    start, stop = _chunk(m, gb.shape[0], c)
+    start, stop = _chunk(X.shape[0], gb.shape[0], c)
     gbc = gb[c]
-    gbc[:] = zero
+    gbc[:] = gb.dtype.type(0)
     bad_row[c] = -1
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
-        Zb = E[r0:r0 + rr]
-        _gemm_into(X[r0:r0 + rr], W, Zb, 0.0)
-        part, bad = _block_error_lanes(Zb, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
-                                       mx, s, P)
+        Zb = Ec[r0 - base:]
+        block_logits(X, r0, rr, W, Zb)
+        part, bad = block_error(Zb, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
         if bad >= 0:
             bad_row[c] = r0 + bad
             break
         acc += part
     loss[c] = acc
+
+
+@njit(**JIT)
+def _gemm_split_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
+                      gb, loss, bad_row, E, R, P):
+    """Chunk c of :func:`_loss_grad_gemm_split`'s first pass: E of its rows.
+
+    :func:`_split_errors`, each block's Z = Xb W by BLAS into its rows of
+    E (m, k), the error by :func:`_block_error_lanes`.
+    """
+    _split_errors(c, X, y, Y, sw, soft, weighted, scale, W, b, gb, loss, bad_row, E, 0, R, P,
+                  _blas_forward, _block_error_lanes)
 
 
 @njit(**PJIT)
@@ -1158,37 +1169,15 @@ def _tiles_split_chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
                        gb, loss, bad_row, E, R, P):
     """Chunk c of :func:`_loss_grad_tiles_split`'s first pass: the error of its rows in E[c].
 
-    Blocks of ``R`` rows (whole cache lines of k entries), each block's
-    logits by the tiles (:func:`._outer.forward_vectors`) into its rows of
-    E[c], then the bias, P if asked and the scaled error in place
-    (:func:`_block_error_pairs`). E[c] (the chunk's rows + ``spare_rows``,
-    k): the last row's last vector runs on into the rows past it, so each
-    chunk has its own. Sets gb[c], loss[c], bad_row[c] as
-    :func:`_tiles_chunk` does.
+    :func:`_split_errors` in blocks of ``R`` rows (whole cache lines of k
+    entries), each block's logits by the tiles (:func:`._outer.forward_block`)
+    into its rows of E[c], the error by :func:`_block_error_pairs`. E[c]
+    (the chunk's rows + ``spare_rows``, k): the last row's last vector runs
+    on into the rows past it, so each chunk has its own.
     """
-    _wide_vectors_float64(X)
-    m = X.shape[0]
-    k = b.shape[0]
-    vectors = -(-k // lanes(X))
-    start, stop = _chunk(m, gb.shape[0], c)
-    gbc = gb[c]
-    gbc[:] = gb.dtype.type(0)
-    bad_row[c] = -1
-    Ec = E[c]
-    mx = np.empty(R, dtype=X.dtype)
-    s = np.empty(R, dtype=X.dtype)
-    acc = 0.0
-    for r0 in range(start, stop, R):
-        rr = min(R, stop - r0)
-        Zb = Ec[r0 - start:]
-        forward_vectors(X, r0, rr, Wp, Zb, vectors)
-        part, bad = _block_error_pairs(Zb, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc,
-                                       mx, s, P)
-        if bad >= 0:
-            bad_row[c] = r0 + bad
-            break
-        acc += part
-    loss[c] = acc
+    start = _chunk(X.shape[0], gb.shape[0], c)[0]
+    _split_errors(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gb, loss, bad_row, E[c], start,
+                  R, P, forward_block, _block_error_pairs)
 
 
 @njit(**JIT)
