@@ -154,10 +154,12 @@ _SPLIT_MIN_FEATURES = 32
 # time (at (1000, 3000, 1000) 0.95-0.98x in five
 # runs of `against_commit.py`, processes alternating); in 16 row chunks
 # (`--chunks 16`, the partial sums of 16 threads) 0.88-0.93x at 1,000-2,000
-# rows, 1.03x at 4,000, 0.91x at (1000, 784, 256). A prototype put 100
-# classes over 3,000 features at 1.02-1.24x the row split (a block's E of
-# 100 classes fits L2 beside a partial sum that fits L3; the split's panels
-# of classes read X twice) and chunks of 1,000 rows or more at 1.01-1.11x.
+# rows, 1.03x at 4,000, 0.91x at (1000, 784, 256). Outside the rule below
+# nothing to gain, and some to lose (`split --shapes 1000x3000x104,
+# 3000x784x104,2000x3000x1000,3000x784x1000,5000x784x1000`, both dtypes):
+# 0.95-1.06x at 104 classes (a block's E of a hundred classes fits L2
+# beside a partial sum that fits L3, and the split's panels of classes
+# read X twice), 0.96-1.12x in chunks of 1,000-2,500 rows.
 # So: chunks of at most _TILES_SPLIT_CHUNK_ROWS rows, at least
 # _TILES_SPLIT_MIN_CLASSES classes, none left to the rows kernels' tiles
 # (_kernels._outer.rest_classes), at least _SPLIT_MIN_FEATURES features a
