@@ -37,6 +37,8 @@ from ._kernels._fused import (
     _loss_grad_rows,
     _loss_grad_tiles,
     _loss_grad_tiles_lanes,
+    _loss_grad_tiles_lanes_rest,
+    _loss_grad_tiles_rest,
     _loss_grad_tiles_split,
     _pad_copy,
     _rows_chunk,
@@ -44,6 +46,8 @@ from ._kernels._fused import (
     _sum_chunks_one,
     _tiles_chunk,
     _tiles_chunk_lanes,
+    _tiles_chunk_lanes_rest,
+    _tiles_chunk_rest,
     rows_blocks,
     rows_scratch_length,
 )
@@ -61,7 +65,11 @@ from ._kernels._hessp import (
     _hessp_tiles,
     _hessp_tiles_chunk,
     _hessp_tiles_chunk_lanes,
+    _hessp_tiles_chunk_lanes_rest,
+    _hessp_tiles_chunk_rest,
     _hessp_tiles_lanes,
+    _hessp_tiles_lanes_rest,
+    _hessp_tiles_rest,
 )
 from ._kernels._outer import (
     padded_width,
@@ -218,13 +226,25 @@ _MIN_BLOCK_ROWS = 32
 
 # The GEMM strategy's kernels by variant (DenseEngine._gradient_variant):
 # (the chunk function, the parallel kernel). Each is compiled when first used.
+# The tiles' kernels with a rest of classes ("_rest", _outer.rest_classes)
+# are kernels of their own: a shape without a rest does not compile the
+# rest's code (_kernels._fused.no_rest_forward).
 _GRADIENT_KERNELS = {
     "rows": (_rows_chunk, _loss_grad_rows),
     "gemm": (_gemm_chunk, _loss_grad_gemm),
     "gemm_lanes": (_gemm_chunk_lanes, _loss_grad_gemm_lanes),
     "gemm_t": (_gemm_t_chunk, _loss_grad_gemm_t),
     "gemm_tiles": (_tiles_chunk, _loss_grad_tiles),
+    "gemm_tiles_rest": (_tiles_chunk_rest, _loss_grad_tiles_rest),
     "gemm_tiles_lanes": (_tiles_chunk_lanes, _loss_grad_tiles_lanes),
+    "gemm_tiles_lanes_rest": (_tiles_chunk_lanes_rest, _loss_grad_tiles_lanes_rest),
+}
+# The Hessian products' tiles kernels by the same variant names.
+_TILES_PRODUCT_KERNELS = {
+    "gemm_tiles": (_hessp_tiles_chunk, _hessp_tiles),
+    "gemm_tiles_rest": (_hessp_tiles_chunk_rest, _hessp_tiles_rest),
+    "gemm_tiles_lanes": (_hessp_tiles_chunk_lanes, _hessp_tiles_lanes),
+    "gemm_tiles_lanes_rest": (_hessp_tiles_chunk_lanes_rest, _hessp_tiles_lanes_rest),
 }
 
 # Float64 rows of at least this many features take the rows kernels
@@ -616,7 +636,9 @@ class DenseEngine:
         "strategy"; "kernel" (the gradient's variant: "rows", "gemm",
         "gemm_lanes" (the softmax error in vector sweeps), "gemm_t"
         (transposed logits), "gemm_tiles" / "gemm_tiles_lanes" (the block
-        products by the tiles of ``_kernels._outer``, not BLAS) or
+        products by the tiles of ``_kernels._outer``, not BLAS; "_rest"
+        added where the classes past whole vectors take the rows kernels'
+        tiles) or
         "gemm_split" (the backward product split by features) or
         "gemm_tiles_split" (the tiles' split by features));
         "products" (the Hessian products' kernel, of the same names:
@@ -814,11 +836,14 @@ class DenseEngine:
         """Return the GEMM strategy's row-wise kernels: "gemm" or "gemm_tiles", "_lanes" added.
 
         Their block products by BLAS or by the tiles (:func:`outer_tiles`);
-        from LANES_FROM classes each row's maximum in vector sweeps.
+        from LANES_FROM classes each row's maximum in vector sweeps; on the
+        tiles, "_rest" where classes past whole vectors go to the rows
+        kernels' tiles (``_outer.rest_classes``).
         """
-        lanes = "_lanes" if self.k >= LANES_FROM else ""
-        if outer_tiles(self.data.n_features, self.k, self.dtype.itemsize):
-            return "gemm_tiles" + lanes
+        n, k, itemsize = self.data.n_features, self.k, self.dtype.itemsize
+        lanes = "_lanes" if k >= LANES_FROM else ""
+        if outer_tiles(n, k, itemsize):
+            return "gemm_tiles" + lanes + ("_rest" if rest_classes_for(k, n, itemsize) else "")
         return "gemm" + lanes
 
     def _product_variant(self) -> str:
@@ -1060,8 +1085,7 @@ class DenseEngine:
         if transposed:
             kernels = _hessp_gemm_t_chunk, _hessp_gemm_t
         elif tiles:
-            kernels = ((_hessp_tiles_chunk_lanes, _hessp_tiles_lanes) if self.k >= LANES_FROM
-                       else (_hessp_tiles_chunk, _hessp_tiles))
+            kernels = _TILES_PRODUCT_KERNELS[variant]
         elif self.k >= LANES_FROM:
             kernels = _hessp_gemm_chunk_lanes, _hessp_gemm_lanes
         else:

@@ -243,7 +243,8 @@ def test_strategy_and_mode_match_reference(kernel, mode, k, dt, variant, rng, mo
 
 @njit
 def _rest(X, k, arrays):
-    return rest_classes(X, k), rest_rows(X, k, arrays)
+    r = rest_classes(X, k)
+    return r, rest_rows(X, k, r, arrays)
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
@@ -283,6 +284,13 @@ def test_rest_classes_rule(dt):
 REST_KS = [10, 18, 20, 26, 33, 36, 98, 100]
 
 
+def _tiles_variant(k, n, dt):
+    """The tiles' kernel variant for k classes on n features: "_lanes", "_rest" as they apply."""
+    lanes = "_lanes" if k >= LANES_FROM else ""
+    rest = "_rest" if rest_classes_for(k, n, np.dtype(dt).itemsize) else ""
+    return "gemm_tiles" + lanes + rest
+
+
 @pytest.mark.parametrize("k", REST_KS)
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
@@ -296,10 +304,32 @@ def test_tiles_with_a_rest_of_classes_match_reference(k, mode, dt, rng, monkeypa
     X, y, W, b, sw = make_problem(rng, 203, 400, k, dt, intercept=True, weights=True,
                                   soft=True)
     obj = _objective_for(X, y, sw, k, "gemm", True)
-    lanes = "_lanes" if k >= LANES_FROM else ""
-    assert obj.objective.engine.describe()["kernel"] == "gemm_tiles" + lanes
+    assert obj.objective.engine.describe()["kernel"] == _tiles_variant(k, 400, dt)
     got = obj(W, b, 0.3)
     assert_close(got, truth(X, y, W, b, alpha=0.3, sample_weight=sw), dt)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_tiles_kernels_without_a_rest_on_a_shape_with_one(dt, rng, monkeypatch):
+    """The tiles' kernels compiled without the rest's code (_outer.no_rest)
+    run every class on the padded vectors: sent a shape with a rest (its
+    scratch sized for one), the gradient and the Hessian products are
+    still the reference's."""
+    _force("gemm_tiles", monkeypatch)
+    strategy = _force_products("gemm_tiles", monkeypatch)
+    monkeypatch.setattr(_dense, "rest_classes_for", lambda k, n, itemsize: 0)
+    k = 33
+    assert rest_rows_for(k, 400, np.dtype(dt).itemsize, 2) > 0
+    X, y, W, b, sw = make_problem(rng, 203, 400, k, dt, intercept=True, weights=True,
+                                  soft=True)
+    W *= dt(0.25)
+    obj = _objective_for(X, y, sw, k, "gemm", True)
+    assert obj.objective.engine.describe()["kernel"] == "gemm_tiles_lanes"
+    assert_close(obj(W, b, 0.3), truth(X, y, W, b, alpha=0.3, sample_weight=sw), dt)
+    H = product(X, y, W, b, sw, 0.3, n_threads=2, strategy=strategy, mode="recompute")
+    assert H.objective.engine.describe()["products"] == "gemm_tiles_lanes"
+    V = rng.standard_normal(W.shape).astype(dt)
+    assert_hessp_close(H, X, y, W, b, V, rng.standard_normal(k).astype(dt), 0.3, sw)
 
 
 @pytest.mark.parametrize("k", [7, 20, 33, 100])
@@ -341,8 +371,7 @@ def test_tiles_products_with_a_rest_of_classes_match_reference(k, mode, dt, laun
                                   soft=True)
     W *= dt(0.25)  # logits of 400 features as the other tests' of 50
     H = product(X, y, W, b, sw, 0.3, n_threads=2, strategy=strategy, mode=mode)
-    lanes = "_lanes" if k >= LANES_FROM else ""
-    assert H.objective.engine.describe()["products"] == "gemm_tiles" + lanes
+    assert H.objective.engine.describe()["products"] == _tiles_variant(k, 400, dt)
     for _ in range(2):
         V = rng.standard_normal(W.shape).astype(dt)
         c = rng.standard_normal(k).astype(dt)

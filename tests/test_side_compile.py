@@ -342,9 +342,15 @@ GRADIENT_CASES = {
     **CASES,
     "gemm-tiles": ("gemm", 3000, 100, 3, np.float64, True, False),
     "gemm-tiles-lanes": ("gemm", 2000, 100, 40, np.float32, False, False),
+    # A rest of classes past whole vectors on both hosts' vectors
+    # (_outer.rest_classes): 2 of 18 float64 classes on 400 features, 1 of
+    # 33 float32 classes on 100.
+    "gemm-tiles-rest": ("gemm", 1000, 400, 18, np.float64, True, False),
+    "gemm-tiles-lanes-rest": ("gemm", 2000, 100, 33, np.float32, False, False),
     "tiles-split": ("gemm", 203, 45, 40, np.float64, False, False),
 }
-TILES = {"gemm": False, "gemm-lanes": False, "gemm-tiles": True, "gemm-tiles-lanes": True}
+TILES = {"gemm": False, "gemm-lanes": False, "gemm-tiles": True, "gemm-tiles-lanes": True,
+         "gemm-tiles-rest": True, "gemm-tiles-lanes-rest": True}
 
 
 def case_engine(case, rng, monkeypatch):

@@ -84,6 +84,7 @@ from ._outer import (
     forward_block,
     forward_vectors,
     lanes,
+    no_rest,
     rest_classes,
     rest_rows,
     spare_rows,
@@ -919,10 +920,20 @@ def _tiles_chunk(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
     tiles' extra lanes and are not read); scratch (n_chunks, 2 R +
     ``_outer.spare_rows`` + ``_outer.rest_rows``, k): a block's logits, the
     spare rows its last vectors run on into, the block transposed
-    (:func:`_block_error_tiles`), the rest's arrays (:func:`_tiles_body`).
+    (:func:`_block_error_tiles`), the rest's arrays (:func:`_tiles_body`;
+    none here: every class on the tiles, :func:`_tiles_chunk_rest` where
+    there is a rest).
     """
     _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
-                scratch, P, _block_error_tiles, 2)
+                scratch, P, _block_error_tiles, 2, no_rest, no_rest_forward, no_rest_backward)
+
+
+@njit(**JIT)
+def _tiles_chunk_rest(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
+                      gW, gb, loss, bad_row, scratch, P):
+    """:func:`_tiles_chunk` with the classes past whole vectors by the rows kernels' tiles."""
+    _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+                scratch, P, _block_error_tiles, 2, rest_classes, rest_forward, rest_backward)
 
 
 @njit(inline="always", **JIT)
@@ -956,6 +967,25 @@ def rest_backward(X, r0, rows, E, kv, Gr):
         h += 1
 
 
+# The tiles' kernels with a rest (rest_classes) and without one (no_rest,
+# no_rest_forward, no_rest_backward) are kernels of their own, each compiled
+# where a shape first needs it: the rest's products (the rows kernels'
+# tiles) made the tiles' gradient kernel take about half again as long to
+# compile. On a Zen 3 host (AVX2), float64, a first default fit on an empty
+# cache (`benchmarks/compile_time.py float64 auto kernels`, alternating with
+# the kernels before): that kernel 8.2-10.6 s against 13.3-16.0 s, the
+# import and fit 12.6-15.0 s against 18.0-21.4 s (BENCHMARKS.md,
+# "Sixty-eighth session").
+@njit(inline="always", **JIT)
+def no_rest_forward(X, r0, rows, Wr, zero_b, Z, kv):
+    """:func:`rest_forward` of the kernels without a rest: nothing."""
+
+
+@njit(inline="always", **JIT)
+def no_rest_backward(X, r0, rows, E, kv, Gr):
+    """:func:`rest_backward` of the kernels without a rest: nothing."""
+
+
 @njit(inline="always", **JIT)
 def rest_array(scratch_rows, r, n, a):
     """Return the rest's a-th (r, n) array (a = 0, 1, ...) of a chunk's last scratch rows."""
@@ -982,8 +1012,9 @@ def rest_store(G, kv, Gr):
 
 @njit(inline="always", **JIT)
 def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
-                gW, gb, loss, bad_row, scratch, P, block_error, blocks):
-    """Chunk c of the tiles' gradient (:func:`_tiles_chunk`, :func:`_tiles_chunk_lanes`).
+                gW, gb, loss, bad_row, scratch, P, block_error, blocks,
+                rest_count, rest_fwd, rest_bwd):
+    """Chunk c of the tiles' gradient (:func:`_tiles_chunk`, :func:`_tiles_chunk_lanes`, ``_rest``).
 
     Each block's error by ``block_error`` on the chunk's first ``blocks``
     R + ``_outer.spare_rows`` rows of scratch. The classes of whole
@@ -992,14 +1023,17 @@ def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
     W copied transposed into the scratch's last rows (Wr, r x n,
     ``_outer.rest_rows``) at the chunk's start, their gradient summed there
     transposed (Gr) and set into the chunk's partial sum at its end.
+    ``rest_count``, ``rest_fwd``, ``rest_bwd``: ``rest_classes``,
+    :func:`rest_forward` and :func:`rest_backward`, or for the kernels
+    without a rest ``no_rest`` and the ``no_rest_`` forms.
     """
     m, n = X.shape
     k = b.shape[0]
-    r = rest_classes(X, k)
+    r = rest_count(X, k)
     kv = k - r
     vectors = -(-kv // lanes(X))
     spare = spare_rows(X, k)
-    R = (scratch.shape[1] - spare - rest_rows(X, k, 2)) // blocks
+    R = (scratch.shape[1] - spare - rest_rows(X, k, r, 2)) // blocks
     start, stop, G, gbc = _chunk_start_set(c, m, gW, gb, bad_row)
     mx = np.empty(R, dtype=X.dtype)
     s = np.empty(R, dtype=X.dtype)
@@ -1015,7 +1049,7 @@ def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
         rr = min(R, stop - r0)
         forward_vectors(X, r0, rr, Wp, Zc, vectors)
         if r > 0:
-            rest_forward(X, r0, rr, Wr, zero_b, Zc, kv)
+            rest_fwd(X, r0, rr, Wr, zero_b, Zc, kv)
         part, bad = block_error(Zc, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
         if bad >= 0:
             bad_row[c] = r0 + bad
@@ -1023,7 +1057,7 @@ def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
         acc += part
         backward_vectors(X, r0, rr, Zc, G, r0 == start, vectors)
         if r > 0:
-            rest_backward(X, r0, rr, Zc, kv, Gr)
+            rest_bwd(X, r0, rr, Zc, kv, Gr)
     rest_store(G, kv, Gr)
     loss[c] = acc
 
@@ -1038,7 +1072,16 @@ def _tiles_chunk_lanes(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
     """
     _wide_vectors_float64(X)
     _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
-                scratch, P, _block_error_pairs, 1)
+                scratch, P, _block_error_pairs, 1, no_rest, no_rest_forward, no_rest_backward)
+
+
+@njit(**JIT)
+def _tiles_chunk_lanes_rest(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
+                            gW, gb, loss, bad_row, scratch, P):
+    """:func:`_tiles_chunk_lanes` with the classes past whole vectors by the rows kernels' tiles."""
+    _wide_vectors_float64(X)
+    _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b, gW, gb, loss, bad_row,
+                scratch, P, _block_error_pairs, 1, rest_classes, rest_forward, rest_backward)
 
 
 @njit(**PJIT)
@@ -1087,6 +1130,24 @@ def _loss_grad_tiles_lanes(X, y, Y, sw, soft, weighted, scale, Wp, b,
     for c in prange(gW.shape[0]):
         _tiles_chunk_lanes(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wp, b,
                            gW, gb, loss, bad_row, scratch, P)
+
+
+@njit(**PJIT)
+def _loss_grad_tiles_rest(X, y, Y, sw, soft, weighted, scale, Wp, b,
+                          gW, gb, loss, bad_row, scratch, P):
+    """:func:`_loss_grad_tiles` with a rest of classes (:func:`_tiles_chunk_rest`)."""
+    for c in prange(gW.shape[0]):
+        _tiles_chunk_rest(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wp, b,
+                          gW, gb, loss, bad_row, scratch, P)
+
+
+@njit(**PJIT)
+def _loss_grad_tiles_lanes_rest(X, y, Y, sw, soft, weighted, scale, Wp, b,
+                                gW, gb, loss, bad_row, scratch, P):
+    """:func:`_loss_grad_tiles_lanes` with a rest of classes (:func:`_tiles_chunk_lanes_rest`)."""
+    for c in prange(gW.shape[0]):
+        _tiles_chunk_lanes_rest(np.int64(c), X, y, Y, sw, soft, weighted, scale, Wp, b,
+                                gW, gb, loss, bad_row, scratch, P)
 
 
 @njit(inline="always", **JIT)

@@ -78,6 +78,8 @@ from ._fused import (
     _blas_backward,
     _blas_forward,
     _panel_features,
+    no_rest_backward,
+    no_rest_forward,
     rest_array,
     rest_backward,
     rest_forward,
@@ -89,6 +91,7 @@ from ._outer import (
     backward_vectors,
     forward_vectors,
     lanes,
+    no_rest,
     rest_classes,
     rest_rows,
     spare_rows,
@@ -412,7 +415,7 @@ def _hessp_gemm_chunk_lanes(c, X, P, sw, weighted, scale, W, b, V, cv, G, gc, sc
 
 @njit(inline="always", **JIT)
 def _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
-                      proba_rows, block_hvp):
+                      proba_rows, block_hvp, rest_count, rest_fwd, rest_bwd):
     """Chunk c of the tiles' Hessian product (:func:`_hessp_tiles_chunk`, its ``_lanes`` form).
 
     :func:`_hessp_gemm_body`'s work, its products by the tiles of
@@ -424,15 +427,16 @@ def _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratc
     k): the blocks of P and U, then the rest's direction (Vr, r x n),
     product (Hr, summed transposed) and, recomputing P, weights (Wr),
     copied transposed at the chunk's start. ``proba_rows`` and
-    ``block_hvp`` as in :func:`_hessp_gemm_body`.
+    ``block_hvp`` as in :func:`_hessp_gemm_body`; ``rest_count``,
+    ``rest_fwd``, ``rest_bwd`` as in ``_fused._tiles_body``.
     """
     m, n = X.shape
     k = b.shape[0]
-    r = rest_classes(X, k)
+    r = rest_count(X, k)
     kv = k - r
     vectors = -(-kv // lanes(X))
     spare = spare_rows(X, k)
-    R = (scratch.shape[1] - rest_rows(X, k, 3)) // 2 - spare
+    R = (scratch.shape[1] - rest_rows(X, k, r, 3)) // 2 - spare
     start, stop, Gc, gcc = _chunk_partials_set(c, m, G, gc)
     cached = P.shape[0] != 0
     mx = np.empty(R, dtype=X.dtype)
@@ -455,31 +459,47 @@ def _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratc
         else:
             forward_vectors(X, r0, rr, Wp, Pc, vectors)
             if r > 0:
-                rest_forward(X, r0, rr, Wr, zero_b, Pc, kv)
+                rest_fwd(X, r0, rr, Wr, zero_b, Pc, kv)
             Pb = Pc[:rr]
             proba_rows(Pb, b, mx, s)
         forward_vectors(X, r0, rr, Vp, Uc, vectors)
         if r > 0:
-            rest_forward(X, r0, rr, Vr, zero_b, Uc, kv)
+            rest_fwd(X, r0, rr, Vr, zero_b, Uc, kv)
         block_hvp(Pb, Uc[:rr], cv, r0, sw, weighted, scale, gcc, mx)
         backward_vectors(X, r0, rr, Uc, Gc, r0 == start, vectors)
         if r > 0:
-            rest_backward(X, r0, rr, Uc, kv, Hr)
+            rest_bwd(X, r0, rr, Uc, kv, Hr)
     rest_store(Gc, kv, Hr)
 
 
 @njit(**JIT)
 def _hessp_tiles_chunk(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
-    """:func:`_hessp_gemm_chunk`, its products by the tiles: :func:`_hessp_tiles_body`."""
+    """:func:`_hessp_gemm_chunk`, its products by the tiles: :func:`_hessp_tiles_body` (no rest)."""
     _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
-                      _proba_rows, _block_hvp)
+                      _proba_rows, _block_hvp, no_rest, no_rest_forward, no_rest_backward)
+
+
+@njit(**JIT)
+def _hessp_tiles_chunk_rest(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_tiles_chunk` with the classes past whole vectors by the rows kernels' tiles."""
+    _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
+                      _proba_rows, _block_hvp, rest_classes, rest_forward, rest_backward)
 
 
 @njit(**JIT)
 def _hessp_tiles_chunk_lanes(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
     """:func:`_hessp_tiles_chunk` for rows of at least ``_common.LANES_FROM`` classes."""
     _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
-                      _proba_rows_lanes, _block_hvp_lanes)
+                      _proba_rows_lanes, _block_hvp_lanes, no_rest, no_rest_forward,
+                      no_rest_backward)
+
+
+@njit(**JIT)
+def _hessp_tiles_chunk_lanes_rest(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_tiles_chunk_lanes` with a rest of classes (:func:`_hessp_tiles_chunk_rest`)."""
+    _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch,
+                      _proba_rows_lanes, _block_hvp_lanes, rest_classes, rest_forward,
+                      rest_backward)
 
 
 @njit(**PJIT)
@@ -496,6 +516,22 @@ def _hessp_tiles_lanes(X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch)
     for c in prange(G.shape[0]):
         _hessp_tiles_chunk_lanes(np.int64(c), X, P, sw, weighted, scale, Wp, b, Vp, cv,
                                  G, gc, scratch)
+
+
+@njit(**PJIT)
+def _hessp_tiles_rest(X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_tiles` with a rest of classes (:func:`_hessp_tiles_chunk_rest`)."""
+    for c in prange(G.shape[0]):
+        _hessp_tiles_chunk_rest(np.int64(c), X, P, sw, weighted, scale, Wp, b, Vp, cv,
+                                G, gc, scratch)
+
+
+@njit(**PJIT)
+def _hessp_tiles_lanes_rest(X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratch):
+    """:func:`_hessp_tiles_lanes` with a rest of classes (:func:`_hessp_tiles_chunk_lanes_rest`)."""
+    for c in prange(G.shape[0]):
+        _hessp_tiles_chunk_lanes_rest(np.int64(c), X, P, sw, weighted, scale, Wp, b, Vp, cv,
+                                      G, gc, scratch)
 
 
 @njit(**PJIT)

@@ -593,15 +593,21 @@ def rest_classes(X, k):
 
 
 @njit(inline="always", **JIT)
-def rest_rows(X, k, arrays):
-    """Rows of k entries a chunk's scratch holds beyond its blocks' for the rest's arrays.
+def no_rest(X, k):
+    """:func:`rest_classes` of the kernels compiled without a rest: 0, every class on the tiles."""
+    return 0
+
+
+@njit(inline="always", **JIT)
+def rest_rows(X, k, r, arrays):
+    """Rows of k entries a chunk's scratch holds beyond its blocks' for a rest of r classes.
 
     ``arrays`` (r, n) arrays: 2 for the gradient (W's rest and G's), 3
     for the Hessian products (W's, the direction's and the product's).
     Whole cache lines (:func:`_row_unit`), none where there is no rest.
     """
     u = _row_unit(k, itemsize(X))
-    return -(-arrays * rest_classes(X, k) * X.shape[1] // (k * u)) * u
+    return -(-arrays * r * X.shape[1] // (k * u)) * u
 
 
 def rest_rows_for(k: int, n: int, itemsize: int, arrays: int) -> int:
