@@ -108,7 +108,16 @@ FIXED_WORK = 1 << 22
 # 1.11-1.16x the faster strategy's time, by its own 1.04x; 17 of 18
 # float32 shapes of 100-120 features within 1.06x, one at 1.15x
 # (BENCHMARKS.md, "Twentieth session").
-GRID_N = (16, 48, 96, 112, 128, 384, 784, 1536, 3072)
+# The wide columns, 1,520 and 3,040 features, are whole vectors of float32
+# but not rows of a whole multiple of 1 KiB: at 1,536 and 3,072 features
+# a block's rows of float64 (12 and 24 KiB) share sets of L1 and L2, which
+# the GEMM tiles' backward product pays for (_kernels._outer.ALIAS_BYTES),
+# and those columns spoke for every wide row: on the Zen 3 host the rows
+# kernels took 0.64x the GEMM time at (4368, 3072, 10) float64 but 1.13x
+# at 3,000 features, 0.91x at 1,536 but 1.29x at 1,500, and (7000, 3000,
+# 10) ran the rows kernels at 1.43x the GEMM time (BENCHMARKS.md,
+# "Sixty-eighth session").
+GRID_N = (16, 48, 96, 112, 128, 384, 784, 1520, 3040)
 # k = 7 sits where the two strategies cross in float64 on a 32 KB-L1 host
 # (four rows of a wide X and three weight rows stop fitting L1 together):
 # with only 5 and 10 to go by, k = 7 took the k = 5 column's "rows" and ran

@@ -14,11 +14,14 @@ import pytest
 from _helpers import FLOAT_DTYPES, dtype_id
 from numba import njit
 
-from fastsoftmax._kernels._config import VECTOR_BYTES
+from fastsoftmax._kernels._config import VECTOR_BYTES, WIDE_REGISTERS
 from fastsoftmax._kernels._outer import (
+    ALIAS_BYTES,
     FORWARD_PANEL_BYTES,
+    _aliasing_rows,
     _panel_features,
     backward_block,
+    backward_features,
     forward_block,
     padded_classes,
     padded_width,
@@ -77,6 +80,44 @@ def test_block_products_match_numpy(dt, k, n, rows, first, rng):
     assert np.isnan(buf[-1]).all(), "the forward product wrote past the spare rows"
     want = (0 if first else G0[:, :k].astype(np.float64)) + Xb.T @ E[:rows].astype(np.float64)
     np.testing.assert_allclose(G[:, :k], want, rtol=rtol, atol=atol * rows)
+
+
+@njit
+def _aliasing(X):
+    return _aliasing_rows(X)
+
+
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k", [7, 30])
+@pytest.mark.parametrize("rows", [0, 5, 21])
+@pytest.mark.parametrize("first", [False, True])
+@pytest.mark.parametrize("f_lo,f_hi", [(0, None), (3, 45)])
+def test_backward_product_on_rows_that_alias(dt, k, rows, first, f_lo, f_hi, rng):
+    """Rows of X a whole multiple of ALIAS_BYTES long: on AVX2 hosts the
+    backward product walks each cache line's features over a few rows at a
+    time (here 21 rows: sweeps of 8, 8 and 5; and none), G's rows
+    f_lo <= f < f_hi as NumPy's and the others untouched, the first sweep
+    setting G where first."""
+    itemsize = np.dtype(dt).itemsize
+    n = ALIAS_BYTES // itemsize
+    f_hi = n if f_hi is None else f_hi
+    r0 = 2
+    X = rng.standard_normal((r0 + rows + 1, n)).astype(dt)
+    assert _aliasing(X) == (not WIDE_REGISTERS)
+    assert not _aliasing(X[:, :n - 8].copy())
+    kp, spare = padded_width(k, itemsize), spare_rows_for(k, itemsize)
+    E = np.full((rows + spare, k), np.nan, dt)
+    E[:rows] = rng.standard_normal((rows, k))
+    G0 = rng.standard_normal((n, kp)).astype(dt)
+    G = G0.copy()
+    backward_features(X, r0, rows, E, G, first, kp // (VECTOR_BYTES // itemsize), f_lo, f_hi)
+    Xb = X[r0:r0 + rows, f_lo:f_hi].astype(np.float64)
+    part = Xb.T @ E[:rows].astype(np.float64)
+    want = part + (0 if first else G0[f_lo:f_hi, :k].astype(np.float64))
+    rtol, atol = _tol(dt)
+    np.testing.assert_allclose(G[f_lo:f_hi, :k], want, rtol=rtol, atol=atol * max(rows, 1))
+    np.testing.assert_array_equal(G[:f_lo], G0[:f_lo])
+    np.testing.assert_array_equal(G[f_hi:], G0[f_hi:])
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

@@ -511,30 +511,72 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
     backward_features(X, r0, rows, E, G, first, vectors, 0, X.shape[1])
 
 
+# Rows of X whose length is a whole multiple of ALIAS_BYTES put a block's
+# entries of one feature in one set of L1 (its sets repeat every 4 KiB),
+# whose 8 ways cannot hold the block's rows: the next feature tile, which
+# reads the rest of the same lines, finds them gone. There the backward
+# product walks each cache line's features (two float64 tiles of 4
+# features, four float32 ones) over ALIAS_ROWS rows at a time, every tile
+# of the line in turn, so that the line's rows stay in L1 between them;
+# G's tile is then loaded and stored every ALIAS_ROWS rows instead of once
+# a block. One thread of the 2-core Zen 3 host (AVX2), blocks of 48 rows,
+# the block's two products at 10 classes: 0.59-0.91x the time at float64
+# rows of 512-3,072 features and float32 rows of 1,024-4,096 whose length
+# is such a multiple, 0.76-1.04x at 30-100 classes; 1.13-1.24x on rows
+# of 2 and 5 KiB, which stay as they were (BENCHMARKS.md, "Sixty-ninth
+# session"). Hosts with AVX-512 keep the whole block (not measured: there
+# a float64 tile of TILE features reads a whole line).
+ALIAS_BYTES = 4096
+ALIAS_ROWS = 8
+
+
+@njit(inline="always", **JIT)
+def _aliasing_rows(X):
+    """Whether X's rows are a whole multiple of :data:`ALIAS_BYTES` long (AVX2 hosts)."""
+    return not WIDE_REGISTERS and X.shape[1] * itemsize(X) % ALIAS_BYTES == 0
+
+
 @njit(**JIT)
 def backward_features(X, r0, rows, E, G, first, vectors, f_lo, f_hi):
     """:func:`backward_vectors` on G's rows (X's features) f_lo <= f < f_hi alone.
 
     Panels of classes outer (:data:`PANEL_BYTES`), then the feature tiles,
     then the panel's strips: each feature tile of X is read once per panel,
-    the panel's part of E from L2.
+    the panel's part of E from L2. On rows that alias in L1
+    (:data:`ALIAS_BYTES`), each cache line's feature tiles over
+    :data:`ALIAS_ROWS` rows at a time.
     """
     L = lanes(X)
     per_panel = max(3, PANEL_BYTES // (max(rows, 1) * L * itemsize(X)) // 3 * 3)
+    if _aliasing_rows(X):
+        span, sweep = LINE_BYTES // itemsize(X), ALIAS_ROWS
+    else:
+        span, sweep = max(f_hi, 1), max(rows, 1)
     p0 = 0
     while p0 < vectors:
         p1 = min(vectors, p0 + per_panel)
         if vectors - p1 < 3:  # no panel of a lone rest
             p1 = vectors
-        f0 = f_lo
-        while f0 < f_hi:
-            t = _tile_rows(f_hi - f0)
-            v = p0
-            while v < p1:
-                c = _vectors(p1 - v)
-                backward_tile(X, r0, rows, E, v * L, G, f0, first, t, c)
-                v += c
-            f0 += t
+        s0 = f_lo
+        while s0 < f_hi:
+            s1 = min(f_hi, s0 - s0 % span + span)
+            q0 = 0
+            while True:  # once at least: no rows still set G where first
+                qr = min(sweep, rows - q0)
+                Eq = E[q0:]
+                f0 = s0
+                while f0 < s1:
+                    t = _tile_rows(s1 - f0)
+                    v = p0
+                    while v < p1:
+                        c = _vectors(p1 - v)
+                        backward_tile(X, r0 + q0, qr, Eq, v * L, G, f0, first and q0 == 0, t, c)
+                        v += c
+                    f0 += t
+                q0 += qr
+                if q0 >= rows:
+                    break
+            s0 = s1
         p0 = p1
 
 
