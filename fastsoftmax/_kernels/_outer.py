@@ -519,13 +519,18 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
 # features, four float32 ones) over ALIAS_ROWS rows at a time, every tile
 # of the line in turn, so that the line's rows stay in L1 between them;
 # G's tile is then loaded and stored every ALIAS_ROWS rows instead of once
-# a block. One thread of the 2-core Zen 3 host (AVX2), blocks of 48 rows,
-# the block's two products at 10 classes: 0.59-0.91x the time at float64
-# rows of 512-3,072 features and float32 rows of 1,024-4,096 whose length
-# is such a multiple, 0.76-1.04x at 30-100 classes; 1.13-1.24x on rows
-# of 2 and 5 KiB, which stay as they were (BENCHMARKS.md, "Sixty-ninth
-# session"). Hosts with AVX-512 keep the whole block (not measured: there
-# a float64 tile of TILE features reads a whole line).
+# a block. On the 2-core Zen 3 host (AVX2), against the whole block
+# (`benchmarks/against_commit.py --strategy gemm`, three rounds): the
+# gradient 0.75x the time at (4000, 3072, 30) float64, 0.92-0.94x at
+# (8736, 1024, 10) and (4368, 3072, 10), 0.99-1.00x at 512 and 1,536
+# features; float32 0.58x at (2000, 4096, 10), 0.78x at 2,048 features,
+# 0.91x at 1,024; the Hessian products (``--what products``) 0.89-0.93x in
+# float64, 0.68-0.76x in float32; rows of other lengths as before
+# (0.98-1.06x). In a scratch script, one thread, the block's two products
+# alone: 0.59-0.91x; sweeps of 4 and 2 rows were slower than of 8, and
+# sweeps on rows of 2 and 5 KiB took 1.13-1.24x (BENCHMARKS.md,
+# "Sixty-ninth session"). Hosts with AVX-512 keep the whole block (not
+# measured: there a float64 tile of TILE features reads a whole line).
 ALIAS_BYTES = 4096
 ALIAS_ROWS = 8
 
