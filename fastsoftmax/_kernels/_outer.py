@@ -526,7 +526,7 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
 # features; float32 0.58x at (2000, 4096, 10), 0.78x at 2,048 features,
 # 0.91x at 1,024; the Hessian products (``--what products``) 0.89-0.93x in
 # float64, 0.68-0.76x in float32; rows of other lengths as before
-# (0.98-1.06x). In a scratch script, one thread, the block's two products
+# (0.90-1.06x). In a scratch script, one thread, the block's two products
 # alone: 0.59-0.91x; sweeps of 4 and 2 rows were slower than of 8, and
 # sweeps on rows of 2 and 5 KiB took 1.13-1.24x (BENCHMARKS.md,
 # "Sixty-ninth session"). Hosts with AVX-512 keep the whole block (not
