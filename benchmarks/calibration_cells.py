@@ -1,7 +1,7 @@
 """A calibration cell's two timings, several times over: X read back to back, X from memory.
 
     python benchmarks/calibration_cells.py [--dtype float64] [--repeats 3]
-                                           [--cells 96,10 112,10 784,10 784,2 3072,48]
+                                           [--cells 96,10 112,10 784,10 784,2 3040,48]
 
 Each repeat times every cell as the calibration does
 (``_calibration._time_cell``, under the package's thread policy, nothing
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cells", nargs="+", default=["96,10", "112,10", "784,10", "784,2",
-                                                    "3072,48"])
+                                                    "3040,48"])
     args = ap.parse_args(argv)
     cells = [tuple(map(int, c.split(","))) for c in args.cells]
     print(f"{args.dtype}: rows / GEMM time per cell (ms behind each), X read back to back "

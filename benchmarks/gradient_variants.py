@@ -715,7 +715,7 @@ DEFAULTS = {
     "products": {"dtype": "float32", "ns": "16,32,48", "ks": "2,10,20,31", "work": 2e8},
     "fits": {"dtype": "float64", "shapes": "400000x8x5,300000x16x10,200000x24x3"},
     "width": {"shapes": "60000x784x10,200000x128x5,100000x300x3,20000x3000x4,300000x128x2"},
-    "strategies": {"dtype": "float64", "ns": "384,784,1536,3072", "ks": "48,100,200",
+    "strategies": {"dtype": "float64", "ns": "384,784,1520,3040", "ks": "48,100,200",
                    "work": 1.2e8},
     "tiles": {"dtype": "float32", "ns": "48,96,200", "ks": "20,30,48,100", "work": 2e8},
     "tile_blocks": {"dtype": "float32", "shapes": "50000x20x100,20800x48x100,20000x100x100,"
