@@ -41,6 +41,7 @@ from fastsoftmax._dense import PROBA_BUDGET, choose_mode
 from fastsoftmax._kernels._common import LANES_FROM
 from fastsoftmax._kernels._config import VECTOR_BYTES
 from fastsoftmax._kernels._outer import (
+    ALIAS_BYTES,
     LINE_BYTES,
     REST_FEW_CLASSES,
     REST_FEW_MIN_FEATURES,
@@ -330,6 +331,33 @@ def test_tiles_kernels_without_a_rest_on_a_shape_with_one(dt, rng, monkeypatch):
     assert H.objective.engine.describe()["products"] == "gemm_tiles_lanes"
     V = rng.standard_normal(W.shape).astype(dt)
     assert_hessp_close(H, X, y, W, b, V, rng.standard_normal(k).astype(dt), 0.3, sw)
+
+
+@pytest.mark.parametrize("k", [10, 33])
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+@pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
+def test_tiles_on_rows_that_alias(k, mode, dt, rng, monkeypatch):
+    """Rows a whole multiple of _outer.ALIAS_BYTES long, which AVX2 hosts
+    copy block by block into rows a line longer (_outer.pack_block) for
+    the tiles' products: the gradient and the Hessian products, P stored
+    and recomputed, the reference's, on 203 rows (blocks of 48, the last
+    of 11 or 7; at 33 classes float32 a rest of classes read from X
+    itself)."""
+    _force("gemm_tiles", monkeypatch)
+    strategy = _force_products("gemm_tiles", monkeypatch)
+    _launch_mode(monkeypatch, mode)
+    n = ALIAS_BYTES // np.dtype(dt).itemsize
+    X, y, W, b, sw = make_problem(rng, 203, n, k, dt, intercept=True, weights=True,
+                                  soft=True)
+    W *= dt(0.2)
+    obj = _objective_for(X, y, sw, k, "gemm", True)
+    assert obj.objective.engine.describe()["kernel"] == _tiles_variant(k, n, dt)
+    assert_close(obj(W, b, 0.3), truth(X, y, W, b, alpha=0.3, sample_weight=sw), dt)
+    for hmode in MODES:
+        H = product(X, y, W, b, sw, 0.3, n_threads=2, strategy=strategy, mode=hmode)
+        assert H.objective.engine.describe()["products"] == _tiles_variant(k, n, dt)
+        V = rng.standard_normal(W.shape).astype(dt)
+        assert_hessp_close(H, X, y, W, b, V, rng.standard_normal(k).astype(dt), 0.3, sw)
 
 
 @pytest.mark.parametrize("k", [7, 20, 33, 100])

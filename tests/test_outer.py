@@ -18,11 +18,11 @@ from fastsoftmax._kernels._config import VECTOR_BYTES, WIDE_REGISTERS
 from fastsoftmax._kernels._outer import (
     ALIAS_BYTES,
     FORWARD_PANEL_BYTES,
-    _aliasing_rows,
     _panel_features,
     backward_block,
-    backward_features,
     forward_block,
+    pack_block,
+    pack_buffer,
     padded_classes,
     padded_width,
     spare_rows,
@@ -83,41 +83,43 @@ def test_block_products_match_numpy(dt, k, n, rows, first, rng):
 
 
 @njit
-def _aliasing(X):
-    return _aliasing_rows(X)
+def _packed_products(X, r0, rows, Wp, Z, E, G, first):
+    buf = pack_buffer(X, rows)
+    Xb, rb = pack_block(X, r0, rows, buf)
+    forward_block(Xb, rb, rows, Wp, Z)
+    backward_block(Xb, rb, rows, E, G, first)
+    return buf.shape
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("k", [7, 30])
-@pytest.mark.parametrize("rows", [0, 5, 21])
-@pytest.mark.parametrize("first", [False, True])
-@pytest.mark.parametrize("f_lo,f_hi", [(0, None), (3, 45)])
-def test_backward_product_on_rows_that_alias(dt, k, rows, first, f_lo, f_hi, rng):
-    """Rows of X a whole multiple of ALIAS_BYTES long: on AVX2 hosts the
-    backward product walks each cache line's features over a few rows at a
-    time (here 21 rows: sweeps of 8, 8 and 5; and none), G's rows
-    f_lo <= f < f_hi as NumPy's and the others untouched, the first sweep
-    setting G where first."""
+@pytest.mark.parametrize("n_lines", [0, 1])
+def test_packed_block_products(dt, n_lines, rng):
+    """A block of rows a whole multiple of ALIAS_BYTES long copied into
+    rows a cache line longer (on AVX2 hosts; elsewhere, and for rows of
+    other lengths, the block is read in place): the products over X's n
+    features alone (Wp's and G's rows), as on X itself; X untouched."""
     itemsize = np.dtype(dt).itemsize
-    n = ALIAS_BYTES // itemsize
-    f_hi = n if f_hi is None else f_hi
-    r0 = 2
-    X = rng.standard_normal((r0 + rows + 1, n)).astype(dt)
-    assert _aliasing(X) == (not WIDE_REGISTERS)
-    assert not _aliasing(X[:, :n - 8].copy())
+    n = ALIAS_BYTES // itemsize - n_lines * (64 // itemsize)
+    k, rows, r0 = 10, 21, 3
+    X = rng.standard_normal((r0 + rows + 2, n)).astype(dt)
+    X0 = X.copy()
     kp, spare = padded_width(k, itemsize), spare_rows_for(k, itemsize)
-    E = np.full((rows + spare, k), np.nan, dt)
+    Wp = np.zeros((n, kp), dt)
+    Wp[:, :k] = rng.standard_normal((n, k))
+    E = np.zeros((rows + spare, k), dt)
     E[:rows] = rng.standard_normal((rows, k))
-    G0 = rng.standard_normal((n, kp)).astype(dt)
-    G = G0.copy()
-    backward_features(X, r0, rows, E, G, first, kp // (VECTOR_BYTES // itemsize), f_lo, f_hi)
-    Xb = X[r0:r0 + rows, f_lo:f_hi].astype(np.float64)
-    part = Xb.T @ E[:rows].astype(np.float64)
-    want = part + (0 if first else G0[f_lo:f_hi, :k].astype(np.float64))
+    Z = np.zeros((rows + spare, k), dt)
+    G = np.zeros((n, kp), dt)
+    shape = _packed_products(X, r0, rows, Wp, Z, E, G, True)
+    packs = n_lines == 0 and not WIDE_REGISTERS
+    assert shape == ((rows, n + 64 // itemsize) if packs else (0, 0))
+    Xb = X[r0:r0 + rows].astype(np.float64)
     rtol, atol = _tol(dt)
-    np.testing.assert_allclose(G[f_lo:f_hi, :k], want, rtol=rtol, atol=atol * max(rows, 1))
-    np.testing.assert_array_equal(G[:f_lo], G0[:f_lo])
-    np.testing.assert_array_equal(G[f_hi:], G0[f_hi:])
+    np.testing.assert_allclose(Z[:rows], Xb @ Wp[:, :k].astype(np.float64), rtol=rtol,
+                               atol=atol * n)
+    np.testing.assert_allclose(G[:, :k], Xb.T @ E[:rows].astype(np.float64), rtol=rtol,
+                               atol=atol * rows)
+    np.testing.assert_array_equal(X, X0)
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)
@@ -139,7 +141,7 @@ def test_spare_rows_hold_the_padded_logits(dt, rng):
 
 @njit
 def _panel(X, rows):
-    return _panel_features(X, rows)
+    return _panel_features(X, rows, X.shape[1])
 
 
 @pytest.mark.parametrize("dt", FLOAT_DTYPES, ids=dtype_id)

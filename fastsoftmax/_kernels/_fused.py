@@ -85,6 +85,8 @@ from ._outer import (
     forward_vectors,
     lanes,
     no_rest,
+    pack_block,
+    pack_buffer,
     rest_classes,
     rest_rows,
     spare_rows,
@@ -1044,10 +1046,12 @@ def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
     zero_b = np.zeros(r, dtype=X.dtype)
     rest_transposed(Wp, kv, Wr)
     Gr[:] = 0
+    buf = pack_buffer(X, R)
     acc = 0.0
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
-        forward_vectors(X, r0, rr, Wp, Zc, vectors)
+        Xb, rb = pack_block(X, r0, rr, buf)
+        forward_vectors(Xb, rb, rr, Wp, Zc, vectors)
         if r > 0:
             rest_fwd(X, r0, rr, Wr, zero_b, Zc, kv)
         part, bad = block_error(Zc, rr, r0, b, y, Y, sw, soft, weighted, scale, gbc, mx, s, P)
@@ -1055,7 +1059,7 @@ def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
             bad_row[c] = r0 + bad
             break
         acc += part
-        backward_vectors(X, r0, rr, Zc, G, r0 == start, vectors)
+        backward_vectors(Xb, rb, rr, Zc, G, r0 == start, vectors)
         if r > 0:
             rest_bwd(X, r0, rr, Zc, kv, Gr)
     rest_store(G, kv, Gr)

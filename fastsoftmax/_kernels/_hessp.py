@@ -92,6 +92,8 @@ from ._outer import (
     forward_vectors,
     lanes,
     no_rest,
+    pack_block,
+    pack_buffer,
     rest_classes,
     rest_rows,
     spare_rows,
@@ -452,21 +454,23 @@ def _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratc
     Hr[:] = 0
     if not cached:
         rest_transposed(Wp, kv, Wr)
+    buf = pack_buffer(X, R)
     for r0 in range(start, stop, R):
         rr = min(R, stop - r0)
+        Xb, rb = pack_block(X, r0, rr, buf)
         if cached:
             Pb = P[r0:r0 + rr]
         else:
-            forward_vectors(X, r0, rr, Wp, Pc, vectors)
+            forward_vectors(Xb, rb, rr, Wp, Pc, vectors)
             if r > 0:
                 rest_fwd(X, r0, rr, Wr, zero_b, Pc, kv)
             Pb = Pc[:rr]
             proba_rows(Pb, b, mx, s)
-        forward_vectors(X, r0, rr, Vp, Uc, vectors)
+        forward_vectors(Xb, rb, rr, Vp, Uc, vectors)
         if r > 0:
             rest_fwd(X, r0, rr, Vr, zero_b, Uc, kv)
         block_hvp(Pb, Uc[:rr], cv, r0, sw, weighted, scale, gcc, mx)
-        backward_vectors(X, r0, rr, Uc, Gc, r0 == start, vectors)
+        backward_vectors(Xb, rb, rr, Uc, Gc, r0 == start, vectors)
         if r > 0:
             rest_bwd(X, r0, rr, Uc, kv, Hr)
     rest_store(Gc, kv, Hr)

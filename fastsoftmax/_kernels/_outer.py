@@ -53,6 +53,7 @@ run only the whole vectors here (:func:`forward_vectors`,
 (``_fused._tiles_body``, ``_hessp._hessp_tiles_body``).
 """
 
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -402,7 +403,10 @@ def forward_block(X, r0, rows, Wp, Z):
 
 @njit(**JIT)
 def forward_vectors(X, r0, rows, Wp, Z, vectors):
-    """OUT Z[q, :vectors L] = X[r0 + q] @ Wp[:, :vectors L] for q < rows (L: :func:`lanes`).
+    """OUT Z[q, :vectors L] = X[r0 + q, :n] @ Wp[:, :vectors L] for q < rows (L: :func:`lanes`).
+
+    n = Wp's rows: X may be a packed block (:func:`pack_block`), its rows
+    longer than n.
 
     The first ``vectors`` whole vectors of classes; where they cover Z's k
     classes or more, the last one runs on into the next row (below).
@@ -430,9 +434,9 @@ def forward_vectors(X, r0, rows, Wp, Z, vectors):
     next row's first entries (a non-finite entry of X makes its own row's
     logits non-finite, and that row comes first).
     """
-    n = X.shape[1]
+    n = Wp.shape[0]
     L = lanes(X)
-    panel = _panel_features(X, rows)
+    panel = _panel_features(X, rows, n)
     f0 = 0
     while f0 < n:
         count = min(panel, n - f0)
@@ -472,13 +476,12 @@ FORWARD_PANEL_BYTES = 768 << 10
 
 
 @njit(inline="always", **JIT)
-def _panel_features(X, rows):
+def _panel_features(X, rows, n):
     """Features a panel of :func:`forward_block`: X's n in the fewest equal panels.
 
     Each of at most :data:`FORWARD_PANEL_BYTES` of the block's rows of X
     and a strip of Wp, or of 64 features.
     """
-    n = X.shape[1]
     panel = max(FORWARD_PANEL_BYTES // (max(rows, 1) * itemsize(X) + 3 * VECTOR_BYTES), 64)
     return -(-n // -(-n // panel))
 
@@ -501,38 +504,38 @@ def backward_block(X, r0, rows, E, G, first):
 
 @njit(**JIT)
 def backward_vectors(X, r0, rows, E, G, first, vectors):
-    """INOUT G[:, :vectors L] (+)= X[r0:r0 + rows]ᵀ E[:rows, :vectors L] (L: :func:`lanes`).
+    """INOUT G[:, :vectors L] (+)= X[r0:r0 + rows, :n]ᵀ E[:rows, :vectors L] (L: :func:`lanes`).
+
+    n = G's rows: X may be a packed block (:func:`pack_block`).
 
     Where ``first``, G = that product instead (G not read: a chunk's first
     block). E (rows + :func:`spare_rows`, k) at least, its entries past row
     rows - 1 finite; G's columns from k on take the extra lanes. Not inlined, as
     :func:`forward_block`. :func:`backward_features` over every feature.
     """
-    backward_features(X, r0, rows, E, G, first, vectors, 0, X.shape[1])
+    backward_features(X, r0, rows, E, G, first, vectors, 0, G.shape[0])
 
 
 # Rows of X whose length is a whole multiple of ALIAS_BYTES put a block's
-# entries of one feature in one set of L1 (its sets repeat every 4 KiB),
-# whose 8 ways cannot hold the block's rows: the next feature tile, which
-# reads the rest of the same lines, finds them gone. There the backward
-# product walks each cache line's features (two float64 tiles of 4
-# features, four float32 ones) over ALIAS_ROWS rows at a time, every tile
-# of the line in turn, so that the line's rows stay in L1 between them;
-# G's tile is then loaded and stored every ALIAS_ROWS rows instead of once
-# a block. On the 2-core Zen 3 host (AVX2), against the whole block
-# (`benchmarks/against_commit.py --strategy gemm`, three rounds): the
-# gradient 0.75x the time at (4000, 3072, 30) float64, 0.92-0.94x at
-# (8736, 1024, 10) and (4368, 3072, 10), 0.99-1.00x at 512 and 1,536
-# features; float32 0.58x at (2000, 4096, 10), 0.78x at 2,048 features,
-# 0.91x at 1,024; the Hessian products (``--what products``) 0.89-0.93x in
-# float64, 0.68-0.76x in float32; rows of other lengths as before
-# (0.90-1.06x). In a scratch script, one thread, the block's two products
-# alone: 0.59-0.91x; sweeps of 4 and 2 rows were slower than of 8, and
-# sweeps on rows of 2 and 5 KiB took 1.13-1.24x (BENCHMARKS.md,
-# "Sixty-ninth session"). Hosts with AVX-512 keep the whole block (not
-# measured: there a float64 tile of TILE features reads a whole line).
+# entries of one feature in one set of L1 (its sets repeat every 4 KiB;
+# of L2 every 64 KiB), whose ways cannot hold the block's rows: the
+# backward product, which walks the block's rows once for each tile of
+# features, finds the lines the tile before it read gone. On AVX2 hosts
+# the gradient's and the Hessian products' tiles therefore copy each such
+# block into rows a cache line longer (pack_buffer, pack_block) and run
+# both products there. On the 2-core Zen 3 host, against the whole block
+# read in place (`benchmarks/against_commit.py --strategy gemm`, three to
+# five rounds): the gradient 0.58-0.84x the time at float64 rows of
+# 1,024 and 3,072 features and float32 rows of 1,024-4,096, 0.81x at
+# (4000, 3072, 30); the Hessian products (``--what products``) 0.55-0.79x;
+# rows of 512 and 1,536 float64 features 0.87-0.99x. The copy costs about
+# a quarter of the products' time where the rows do not alias, so other
+# rows are read in place. Walking each cache line's features over 8 rows
+# at a time instead, with no copy, gained less (0.58-0.99x; two threads
+# 0.80-0.91x the copy's time at float64 rows of 3,072 features, 0.76-0.90x
+# in float32; BENCHMARKS.md, "Sixty-ninth session"). Hosts with AVX-512
+# read every block in place (not measured there).
 ALIAS_BYTES = 4096
-ALIAS_ROWS = 8
 
 
 @njit(inline="always", **JIT)
@@ -541,47 +544,54 @@ def _aliasing_rows(X):
     return not WIDE_REGISTERS and X.shape[1] * itemsize(X) % ALIAS_BYTES == 0
 
 
+@njit(inline="always", **JIT)
+def pack_buffer(X, rows):
+    """SCRATCH for :func:`pack_block`: (rows, n + a line) where X's rows alias, else (0, 0)."""
+    if _aliasing_rows(X):
+        return np.empty((rows, X.shape[1] + LINE_BYTES // itemsize(X)), dtype=X.dtype)
+    return np.empty((0, 0), dtype=X.dtype)
+
+
+@njit(inline="always", **JIT)
+def pack_block(X, r0, rows, buf):
+    """Return (Xb, rb), X[r0:r0 + rows] as Xb[rb:rb + rows]: copied into ``buf`` unless it is empty.
+
+    The products take the features from Wp and G (n rows), the row
+    stride from Xb: the copy's last line of each row is not read.
+    """
+    if buf.shape[0] == 0:
+        return X, r0
+    n = X.shape[1]
+    for q in range(rows):
+        for f in range(n):
+            buf[q, f] = X[r0 + q, f]
+    return buf, 0
+
+
 @njit(**JIT)
 def backward_features(X, r0, rows, E, G, first, vectors, f_lo, f_hi):
     """:func:`backward_vectors` on G's rows (X's features) f_lo <= f < f_hi alone.
 
     Panels of classes outer (:data:`PANEL_BYTES`), then the feature tiles,
     then the panel's strips: each feature tile of X is read once per panel,
-    the panel's part of E from L2. On rows that alias in L1
-    (:data:`ALIAS_BYTES`), each cache line's feature tiles over
-    :data:`ALIAS_ROWS` rows at a time.
+    the panel's part of E from L2.
     """
     L = lanes(X)
     per_panel = max(3, PANEL_BYTES // (max(rows, 1) * L * itemsize(X)) // 3 * 3)
-    if _aliasing_rows(X):
-        span, sweep = LINE_BYTES // itemsize(X), ALIAS_ROWS
-    else:
-        span, sweep = max(f_hi, 1), max(rows, 1)
     p0 = 0
     while p0 < vectors:
         p1 = min(vectors, p0 + per_panel)
         if vectors - p1 < 3:  # no panel of a lone rest
             p1 = vectors
-        s0 = f_lo
-        while s0 < f_hi:
-            s1 = min(f_hi, s0 - s0 % span + span)
-            q0 = 0
-            while True:  # once at least: no rows still set G where first
-                qr = min(sweep, rows - q0)
-                Eq = E[q0:]
-                f0 = s0
-                while f0 < s1:
-                    t = _tile_rows(s1 - f0)
-                    v = p0
-                    while v < p1:
-                        c = _vectors(p1 - v)
-                        backward_tile(X, r0 + q0, qr, Eq, v * L, G, f0, first and q0 == 0, t, c)
-                        v += c
-                    f0 += t
-                q0 += qr
-                if q0 >= rows:
-                    break
-            s0 = s1
+        f0 = f_lo
+        while f0 < f_hi:
+            t = _tile_rows(f_hi - f0)
+            v = p0
+            while v < p1:
+                c = _vectors(p1 - v)
+                backward_tile(X, r0, rows, E, v * L, G, f0, first, t, c)
+                v += c
+            f0 += t
         p0 = p1
 
 
