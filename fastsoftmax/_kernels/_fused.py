@@ -1027,7 +1027,9 @@ def _tiles_body(c, X, y, Y, sw, soft, weighted, scale, Wp, b,
     transposed (Gr) and set into the chunk's partial sum at its end.
     ``rest_count``, ``rest_fwd``, ``rest_bwd``: ``rest_classes``,
     :func:`rest_forward` and :func:`rest_backward`, or for the kernels
-    without a rest ``no_rest`` and the ``no_rest_`` forms.
+    without a rest ``no_rest`` and the ``no_rest_`` forms. Rows of X that
+    alias in L1 (``_outer.ALIAS_BYTES``): each block's products on its
+    copy in rows a line longer (``_outer.pack_block``), the rest's on X.
     """
     m, n = X.shape
     k = b.shape[0]

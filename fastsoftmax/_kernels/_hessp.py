@@ -430,7 +430,8 @@ def _hessp_tiles_body(c, X, P, sw, weighted, scale, Wp, b, Vp, cv, G, gc, scratc
     product (Hr, summed transposed) and, recomputing P, weights (Wr),
     copied transposed at the chunk's start. ``proba_rows`` and
     ``block_hvp`` as in :func:`_hessp_gemm_body`; ``rest_count``,
-    ``rest_fwd``, ``rest_bwd`` as in ``_fused._tiles_body``.
+    ``rest_fwd``, ``rest_bwd`` and the copy of blocks of rows that alias
+    as in ``_fused._tiles_body``.
     """
     m, n = X.shape
     k = b.shape[0]

@@ -524,15 +524,17 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
 # the gradient's and the Hessian products' tiles therefore copy each such
 # block into rows a cache line longer (pack_buffer, pack_block) and run
 # both products there. On the 2-core Zen 3 host, against the whole block
-# read in place (`benchmarks/against_commit.py --strategy gemm`, three to
-# five rounds): the gradient 0.58-0.84x the time at float64 rows of
-# 1,024 and 3,072 features and float32 rows of 1,024-4,096, 0.81x at
-# (4000, 3072, 30); the Hessian products (``--what products``) 0.55-0.79x;
-# rows of 512 and 1,536 float64 features 0.87-0.99x. The copy costs about
-# a quarter of the products' time where the rows do not alias, so other
-# rows are read in place. Walking each cache line's features over 8 rows
-# at a time instead, with no copy, gained less (0.58-0.99x; two threads
-# 0.80-0.91x the copy's time at float64 rows of 3,072 features, 0.76-0.90x
+# read in place (`benchmarks/against_commit.py --strategy gemm`, three
+# rounds, five where a first read stood out): the gradient 0.60x the time
+# at (4000, 3072, 30) float64, 0.77x at (4368, 3072, 10), 0.89-0.97x at
+# 512, 1,024 and 1,536 features; float32 0.67-0.83x at 1,024-4,096
+# features; the Hessian products (``--what products``) 0.62-0.89x in
+# float64, 0.78-0.80x in float32; rows of other lengths read in place as
+# before (0.94-1.08x, the runs' spread). The copy costs a pass over the
+# block: where rows do not alias, about a quarter of the two products'
+# time in a scratch script. Walking each cache line's features over 8
+# rows at a time instead, with no copy, gained less (two threads: the copy
+# took 0.80-0.91x its time at float64 rows of 3,072 features, 0.76-0.90x
 # in float32; BENCHMARKS.md, "Sixty-ninth session"). Hosts with AVX-512
 # read every block in place (not measured there).
 ALIAS_BYTES = 4096
