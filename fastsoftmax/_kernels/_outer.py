@@ -534,8 +534,8 @@ def backward_vectors(X, r0, rows, E, G, first, vectors):
 # block: where rows do not alias, about a quarter of the two products'
 # time in a scratch script. Walking each cache line's features over 8
 # rows at a time instead, with no copy, gained less (two threads: the copy
-# took 0.80-0.91x its time at float64 rows of 3,072 features, 0.76-0.90x
-# in float32; BENCHMARKS.md, "Sixty-ninth session"). Hosts with AVX-512
+# took 0.80-0.91x its time at float64 rows of 1,024 and 3,072 features,
+# 0.76-0.90x in float32; BENCHMARKS.md, "Sixty-ninth session"). Hosts with AVX-512
 # read every block in place (not measured there).
 ALIAS_BYTES = 4096
 
