@@ -3,7 +3,7 @@
     python benchmarks/against_commit.py [--base HEAD] [--dtype float32]
                                         [--shapes 20000x100x100,100000x20x100,...]
                                         [--rounds 5] [--strategy gemm]
-                                        [--what gradient|products|fits] [--quick]
+                                        [--what gradient|products|fits[,...]] [--quick]
 
 A kernel change cannot keep its old form beside the new one in one process
 when what changed is code generated below Numba (an IR intrinsic, a rule
@@ -33,6 +33,10 @@ fit's solver runs it), the products' kernel printed. ``--what fits``: whole defa
 fits (``SoftmaxRegression().fit``, Newton's: mostly Hessian products) on
 ``strategy_fits.py``'s data (class prototypes plus noise), one warm-up fit
 on 2,000 rows, then the median of ``--batches`` fits (3 unless given).
+
+``--what`` takes several of these, comma-separated (``gradient,products,fits``):
+a table each, in that order, from one worktree, so the base compiles its
+kernels once for all of them.
 
 ``--quick``: one tiny shape, one round of 1 batch (a smoke test; the base
 still compiles its kernels once, into the worktree).
@@ -127,14 +131,28 @@ def _fits(m: int, n: int, k: int, dtype: str, batches: int) -> float:
     return statistics.median(times)
 
 
-def run(tree: Path, args) -> dict:
-    """One worker process on the package in ``tree``; {shape: (seconds, kernel)}."""
+TITLES = {"gradient": "loss_and_grad", "products": "Hessian products (P stored)",
+          "fits": "default fits (Newton)"}
+
+
+def _whats(text: str) -> list[str]:
+    """``--what``'s comma-separated list, checked: each one of :data:`TITLES`, none twice."""
+    whats = [w.strip() for w in text.split(",")]
+    bad = [w for w in whats if w not in TITLES]
+    if bad or len(set(whats)) != len(whats):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a comma-separated list of {', '.join(TITLES)}, each at most once")
+    return whats
+
+
+def run(tree: Path, args, what: str, batches: int) -> dict:
+    """One worker process timing ``what`` on the package in ``tree``; {shape: (seconds, kernel)}."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     if args.strategy:
         env["FASTSOFTMAX_STRATEGY"] = args.strategy
     cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--worker",
-           "--dtype", args.dtype, "--shapes", args.shapes, "--batches", str(args.batches)]
-    cmd += ["--what", args.what]
+           "--dtype", args.dtype, "--shapes", args.shapes, "--batches", str(batches)]
+    cmd += ["--what", what]
     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"the timing process on {tree} failed:\n{done.stderr[-2000:]}")
@@ -149,17 +167,18 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=None)
     parser.add_argument("--strategy", choices=("rows", "gemm"), default=None)
-    parser.add_argument("--what", choices=("gradient", "products", "fits"), default="gradient")
+    parser.add_argument("--what", type=_whats, default=["gradient"])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.batches is None:
-        args.batches = 3 if args.what == "fits" else 9
     if args.worker:
-        worker(args.dtype, args.shapes, args.batches, args.what)
+        what, = args.what
+        worker(args.dtype, args.shapes, args.batches, what)
         return
     if args.quick:
         args.shapes, args.rounds, args.batches = "300x20x40", 1, 1
+    # {what: [{version: [{shape: (seconds, kernel)}, one a round]}]}
+    runs: dict[str, dict[str, list[dict]]] = {w: {"base": [], "this": []} for w in args.what}
     with tempfile.TemporaryDirectory(prefix="fastsoftmax-base-") as tmp:
         base = Path(tmp) / "tree"
         added = subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base),
@@ -167,34 +186,38 @@ def main(argv=None) -> None:
         if added.returncode != 0:
             raise SystemExit(f"cannot check out --base {args.base!r}: {added.stderr.strip()}")
         try:
-            runs: dict[str, list[dict]] = {"base": [], "this": []}
-            # Each round's order the reverse of the last (base, this; this,
-            # base; ...): a cost that falls on the first process of a
-            # round, or one that drifts through the run, weighs on both
-            # versions alike. In an A/A run (--base HEAD, three rounds,
-            # base always first) the first process took 1.05-1.19x the
-            # second's time at every one of nine shapes.
-            for r in range(args.rounds):
-                order = (("base", base), ("this", ROOT))
-                for version, tree in order if r % 2 == 0 else order[::-1]:
-                    runs[version].append(run(tree, args))
+            for what in args.what:
+                batches = args.batches or (3 if what == "fits" else 9)
+                # Each round's order the reverse of the last (base, this;
+                # this, base; ...): a cost that falls on the first process
+                # of a round, or one that drifts through the run, weighs on
+                # both versions alike. In an A/A run (--base HEAD, three
+                # rounds, base always first) the first process took
+                # 1.05-1.19x the second's time at every one of nine shapes.
+                for r in range(args.rounds):
+                    order = (("base", base), ("this", ROOT))
+                    for version, tree in order if r % 2 == 0 else order[::-1]:
+                        runs[what][version].append(run(tree, args, what, batches))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT,
                            check=False)
     rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.strip()
-    what = {"gradient": "loss_and_grad", "products": "Hessian products (P stored)",
-            "fits": "default fits (Newton)"}[args.what]
-    print(f"{what} ms, {args.dtype}, this checkout against {args.base} ({rev}), "
-          f"medians of {args.rounds} alternating processes; strategy: "
-          f"{args.strategy or 'as each version chooses'}")
-    print("| (m, n, k) | base ms | this ms | this / base | base kernel | this kernel |")
-    print("|---|---:|---:|---:|---|---|")
-    for shape in args.shapes.split(","):
-        t = {v: statistics.median(r[shape][0] for r in rs) * 1e3 for v, rs in runs.items()}
-        kern = {v: rs[-1][shape][1] for v, rs in runs.items()}
-        print(f"| ({shape.replace('x', ', ')}) | {t['base']:.3f} | {t['this']:.3f} | "
-              f"{t['this'] / t['base']:.2f} | {kern['base']} | {kern['this']} |", flush=True)
+    for i, what in enumerate(args.what):
+        if i:
+            print()
+        print(f"{TITLES[what]} ms, {args.dtype}, this checkout against {args.base} ({rev}), "
+              f"medians of {args.rounds} alternating processes; strategy: "
+              f"{args.strategy or 'as each version chooses'}")
+        print("| (m, n, k) | base ms | this ms | this / base | base kernel | this kernel |")
+        print("|---|---:|---:|---:|---|---|")
+        for shape in args.shapes.split(","):
+            t = {v: statistics.median(r[shape][0] for r in rs) * 1e3
+                 for v, rs in runs[what].items()}
+            kern = {v: rs[-1][shape][1] for v, rs in runs[what].items()}
+            print(f"| ({shape.replace('x', ', ')}) | {t['base']:.3f} | {t['this']:.3f} | "
+                  f"{t['this'] / t['base']:.2f} | {kern['base']} | {kern['this']} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -361,26 +361,23 @@ def _git_checkout():
 
 @pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: no revision to compare")
 def test_against_commit_script():
-    # One tiny shape, one round: this checkout against HEAD in a temporary
-    # worktree (removed after), a row with both times and both kernels.
-    rows = run_script("benchmarks/against_commit.py", "--quick")
-    assert_table(rows, 1)
-    assert rows[2].startswith("| (300, 20, 40) |"), rows
-
-
-@pytest.mark.skipif(not _git_checkout(), reason="not a git checkout: no revision to compare")
-@pytest.mark.parametrize("what,title", [("products", "Hessian products (P stored) ms"),
-                                        ("fits", "default fits (Newton) ms")])
-def test_against_commit_script_times_products_and_fits(what, title):
-    # --what: the same table for Hessian products or whole fits, titled so.
+    # One tiny shape, one round, the three kinds from one temporary worktree
+    # of HEAD (removed after): a table each, titled, in the order asked, a
+    # row with both times and both kernels.
     out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
-                          "--quick", "--what", what], cwd=HERE.parent, capture_output=True,
-                         text=True, timeout=600,
+                          "--quick", "--what", "gradient,products,fits"], cwd=HERE.parent,
+                         capture_output=True, text=True, timeout=600,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent),
                                                                           str(HERE)])))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"{title}, float32"), out.stdout
-    assert "| (300, 20, 40) |" in out.stdout
+    tables = out.stdout.strip().split("\n\n")
+    titles = ["loss_and_grad ms", "Hessian products (P stored) ms", "default fits (Newton) ms"]
+    assert len(tables) == 3, out.stdout
+    for title, table in zip(titles, tables, strict=True):
+        assert table.startswith(f"{title}, float32"), out.stdout
+        rows = [line for line in table.splitlines() if line.startswith("|")]
+        assert_table(rows, 1)
+        assert rows[2].startswith("| (300, 20, 40) |"), rows
 
 
 @pytest.mark.skipif(not _git_checkout(), reason="not a git checkout")
@@ -392,6 +389,18 @@ def test_against_commit_names_a_bad_base():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "cannot check out --base 'no-such-revision'" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("what", ["gradient,nope", "fits,fits", ""])
+def test_against_commit_names_a_bad_what(what):
+    # Refused by the argument parser, before any worktree: the list named.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
+                          "--what", what, "--quick"], cwd=HERE.parent, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"--what: {what!r}: a comma-separated list of gradient, products, fits" in \
+        out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("argv,message", [
