@@ -134,9 +134,10 @@ def test_strategy_margin_script():
 
 
 def test_versions_script():
-    # HEAD's package beside the working tree's, one tiny shape.
+    # HEAD's package beside the working tree's, one tiny shape; the working
+    # tree with its own cache (--reuse-cache), so only HEAD's copy compiles.
     rows = run_script("benchmarks/versions.py", "HEAD", "--shapes", "400x30x3", "--dtypes",
-                      "float32", "--rounds", "1")
+                      "float32", "--rounds", "1", "--reuse-cache")
     assert_table(rows, 1)
 
 
@@ -241,28 +242,42 @@ def test_gradient_variants_strategies():
     assert rows[2].startswith("| (600, 384, 60) |"), rows
 
 
+def _tables(stdout):
+    """The Markdown tables of a run of several modes: one list of rows per mode."""
+    tables = [[line for line in part.splitlines() if line.startswith("|")]
+              for part in stdout.strip().split("\n\n")]
+    return [rows for rows in tables if rows]
+
+
+def run_modes(*argv):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/gradient_variants.py",
+                          *argv], cwd=HERE.parent, env=env, check=True, capture_output=True,
+                         text=True, timeout=600)
+    return _tables(out.stdout)
+
+
 def test_gradient_variants_tiles():
     # The GEMM gradient with its block products by the tiles, by BLAS, and
     # the rows kernels on one tiny cell, with the rule's choice (the tiles
-    # on hosts without AVX-512).
+    # on hosts without AVX-512), then the tiles' two block rules; each mode
+    # its table, two modes in one process.
     from fastsoftmax._dense import outer_tiles
 
-    rows = run_script("benchmarks/gradient_variants.py", "tiles", "--shapes", "600x48x20",
-                      "--rounds", "1")
-    assert_table(rows, 1)
+    tiles, blocks = run_modes("tiles,tile_blocks", "--shapes", "600x48x20", "--rounds", "1")
+    assert_table(tiles, 1)
     rule = "gemm_tiles" if outer_tiles(48, 20, 4) else "gemm"
-    assert rows[2].startswith("| (600, 48, 20) |") and rows[2].endswith(f"| {rule} |"), rows
-    # The Hessian products the same way, then the tiles' two block rules.
-    rows = run_script("benchmarks/gradient_variants.py", "tiles", "--products", "--shapes",
-                      "600x48x20", "--rounds", "1")
-    assert_table(rows, 1)
+    assert tiles[2].startswith("| (600, 48, 20) |") and tiles[2].endswith(f"| {rule} |"), tiles
+    assert_table(blocks, 1)
+    assert blocks[2].startswith("| (600, 48, 20) |"), blocks
+    # The Hessian products the same way.
+    tiles, blocks = run_modes("tiles,tile_blocks", "--products", "--shapes", "600x48x20",
+                              "--rounds", "1")
+    assert_table(tiles, 1)
     rule = "tiles" if outer_tiles(48, 20, 4) else "BLAS"
-    assert rows[2].endswith(f"| {rule} |"), rows
-    for products in ((), ("--products",)):
-        rows = run_script("benchmarks/gradient_variants.py", "tile_blocks", *products,
-                          "--shapes", "600x48x20", "--rounds", "1")
-        assert_table(rows, 1)
-        assert rows[2].startswith("| (600, 48, 20) |"), rows
+    assert tiles[2].endswith(f"| {rule} |"), tiles
+    assert_table(blocks, 1)
+    assert blocks[2].startswith("| (600, 48, 20) |"), blocks
 
 
 def test_gradient_variants_strips():
@@ -271,28 +286,36 @@ def test_gradient_variants_strips():
     # strips of classes outer against row tiles outer, the blocks for large
     # partial sums against the rule without them, the first block setting
     # the partial sums against a pass zeroing them, the error in pairs of
-    # rows against the three sweeps.
-    for mode in ("strips", "big_g", "set_first", "pairs"):
-        rows = run_script("benchmarks/gradient_variants.py", mode, "--shapes", "600x48x40",
-                          "--rounds", "1")
+    # rows against the three sweeps; then L-BFGS with coef in the engine's
+    # order against C-ordered. The five modes in one process, a table each.
+    modes = ("strips", "big_g", "set_first", "pairs", "lbfgs_order")
+    tables = run_modes(",".join(modes), "--shapes", "600x48x40", "--rounds", "1")
+    assert len(tables) == len(modes), tables
+    for mode, rows in zip(modes, tables, strict=True):
         assert_table(rows, 1)
         assert rows[2].startswith("| (600, 48, 40) |"), rows
         if mode == "strips":
             assert rows[2].endswith("| gemm_tiles_lanes |"), rows
+        if mode == "lbfgs_order":
+            assert rows[2].startswith("| (600, 48, 40) | gemm | "), rows
     # The tiles' weights padded in one pass and the L2 term in the chunks'
-    # sum against the passes before: a row per coef layout (k = 48 and 64:
-    # W padded, and in float32 W read as it is).
-    for k in (48, 64):
-        rows = run_script("benchmarks/gradient_variants.py", "weights_pass", "--shapes",
-                          f"600x48x{k}", "--rounds", "1")
-        assert_table(rows, 2)
-        assert rows[2].startswith(f"| (600, 48, {k}) | (k, n) C |"), rows
-        assert rows[3].startswith(f"| (600, 48, {k}) | W.T |"), rows
-    # L-BFGS with coef in the engine's order against C-ordered.
-    rows = run_script("benchmarks/gradient_variants.py", "lbfgs_order", "--shapes", "600x48x40",
-                      "--rounds", "1")
-    assert_table(rows, 1)
-    assert rows[2].startswith("| (600, 48, 40) | gemm | "), rows
+    # sum against the passes before: a row per coef layout and shape (k = 48
+    # and 64: W padded, and in float32 W read as it is).
+    rows, = run_modes("weights_pass", "--shapes", "600x48x48,600x48x64", "--rounds", "1")
+    assert_table(rows, 4)
+    for i, k in ((2, 48), (4, 64)):
+        assert rows[i].startswith(f"| (600, 48, {k}) | (k, n) C |"), rows
+        assert rows[i + 1].startswith(f"| (600, 48, {k}) | W.T |"), rows
+
+
+def test_gradient_variants_names_a_bad_mode():
+    # Refused by the argument parser, before any kernel: the list named.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/gradient_variants.py",
+                          "strips,nope"], cwd=HERE.parent, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "'strips,nope': modes among transposed," in out.stderr, out.stderr
 
 
 def test_gradient_variants_split():

@@ -71,6 +71,10 @@ strategy, forced), the order alternating
 from round to round; each round takes the best of 5 calls; the table has
 the medians over ``--rounds`` rounds after a warm-up round. Prints one
 Markdown table; asserts nothing.
+
+Several modes, comma-separated (``strips,pairs``), run one after the other
+in one process, a table each (separated by a blank line), each with its
+own defaults for the options left out and the options given for all.
 """
 
 from __future__ import annotations
@@ -738,9 +742,19 @@ DEFAULTS = {
 }
 
 
+def _modes(text: str) -> list[str]:
+    """The positional argument: one mode or several, comma-separated, each known, none twice."""
+    modes = [mode.strip() for mode in text.split(",")]
+    unknown = [mode for mode in modes if mode not in DEFAULTS]
+    if unknown or len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: modes among {', '.join(DEFAULTS)}, comma-separated, each at most once")
+    return modes
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=list(DEFAULTS))
+    ap.add_argument("what", type=_modes, help=f"one or more of {', '.join(DEFAULTS)}")
     ap.add_argument("--dtype")
     ap.add_argument("--ns")
     ap.add_argument("--ks")
@@ -752,16 +766,19 @@ def main(argv=None) -> None:
                          "threads, run on the threads there are")
     ap.add_argument("--products", action="store_true",
                     help="tiles, tile_blocks, big_g: time the Hessian products, not the gradient")
-    args = ap.parse_args(argv)
-    for name, value in DEFAULTS[args.what].items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    rng = np.random.default_rng(0)
-    {"transposed": transposed, "products": products, "fits": product_fits,
-     "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
-     "split": split, "strips": strips, "pairs": pairs, "big_g": big_g,
-     "set_first": set_first, "weights_pass": weights_pass,
-     "lbfgs_order": lbfgs_order}[args.what](args, rng)
+    given = ap.parse_args(argv)
+    run = {"transposed": transposed, "products": products, "fits": product_fits,
+           "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
+           "split": split, "strips": strips, "pairs": pairs, "big_g": big_g,
+           "set_first": set_first, "weights_pass": weights_pass, "lbfgs_order": lbfgs_order}
+    for i, mode in enumerate(given.what):
+        args = argparse.Namespace(**vars(given))
+        for name, value in DEFAULTS[mode].items():
+            if getattr(args, name) is None:
+                setattr(args, name, value)
+        if i:
+            print()
+        run[mode](args, np.random.default_rng(0))
 
 
 if __name__ == "__main__":
