@@ -141,6 +141,23 @@ def test_versions_script():
     assert_table(rows, 1)
 
 
+def test_versions_copies_the_working_tree(tmp_path):
+    # The copy of the working tree that versions.py times without
+    # --reuse-cache: imported from the folder given as fastsoftmax_new,
+    # without the tree's compiled kernels (in a process of its own: a second
+    # copy of the package would adjust this process's Numba again).
+    code = ("import sys; from pathlib import Path; from versions import import_working_tree; "
+            "m = import_working_tree(Path(sys.argv[1])); print(m.__name__, m.__file__)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=HERE.parent, env=env,
+                         check=True, capture_output=True, text=True, timeout=120)
+    name, path = out.stdout.split()
+    assert name == "fastsoftmax_new"
+    assert Path(path) == tmp_path / "fastsoftmax_new" / "__init__.py"
+    assert (tmp_path / "fastsoftmax_new" / "_kernels" / "_fused.py").is_file()
+    assert not list(tmp_path.rglob("*.nbi")) and not list(tmp_path.rglob("__pycache__/*.nbc"))
+
+
 def test_first_calls_script():
     # HEAD's package and the working tree's, each in fresh processes, one tiny shape.
     rows = run_script("benchmarks/first_calls.py", "HEAD", "--shapes", "400x30x3", "--calls",
