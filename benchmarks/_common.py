@@ -6,6 +6,7 @@ FASTSOFTMAX_BENCH_FULL=1, which adds the large shapes the tables in
 BENCHMARKS.md come from.
 """
 
+import argparse
 import contextlib
 import os
 import warnings
@@ -16,6 +17,17 @@ FULL = os.environ.get("FASTSOFTMAX_BENCH_FULL", "") not in ("", "0")
 def shapes(small, full):
     """The small shapes always; the full ones only under FASTSOFTMAX_BENCH_FULL."""
     return list(small) + (list(full) if FULL else [])
+
+
+def comma_list(choices):
+    """An argparse type: a comma-separated list of ``choices``, each at most once, in order."""
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",")]
+        if any(item not in choices for item in items) or len(set(items)) != len(items):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: a comma-separated list of {', '.join(choices)}, each at most once")
+        return items
+    return parse
 
 
 def best_of(f, reps: int) -> float:

@@ -53,6 +53,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import comma_list  # benchmarks/ is on the path of a script run from it
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "20000x100x100,100000x20x100,3000x784x100,10000x20x1000,2000x100x1000"
@@ -135,16 +136,6 @@ TITLES = {"gradient": "loss_and_grad", "products": "Hessian products (P stored)"
           "fits": "default fits (Newton)"}
 
 
-def _whats(text: str) -> list[str]:
-    """``--what``'s comma-separated list, checked: each one of :data:`TITLES`, none twice."""
-    whats = [w.strip() for w in text.split(",")]
-    bad = [w for w in whats if w not in TITLES]
-    if bad or len(set(whats)) != len(whats):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a comma-separated list of {', '.join(TITLES)}, each at most once")
-    return whats
-
-
 def run(tree: Path, args, what: str, batches: int) -> dict:
     """One worker process timing ``what`` on the package in ``tree``; {shape: (seconds, kernel)}."""
     env = dict(os.environ, PYTHONPATH=str(tree))
@@ -167,7 +158,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=None)
     parser.add_argument("--strategy", choices=("rows", "gemm"), default=None)
-    parser.add_argument("--what", type=_whats, default=["gradient"])
+    parser.add_argument("--what", type=comma_list(TITLES), default=["gradient"])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

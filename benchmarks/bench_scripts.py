@@ -332,7 +332,8 @@ def test_gradient_variants_names_a_bad_mode():
                           "strips,nope"], cwd=HERE.parent, env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and out.stdout == ""
-    assert "'strips,nope': modes among transposed," in out.stderr, out.stderr
+    assert "'strips,nope': a comma-separated list of transposed, products," in out.stderr, \
+        out.stderr
 
 
 def test_gradient_variants_split():

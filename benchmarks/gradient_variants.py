@@ -83,7 +83,7 @@ import argparse
 import warnings
 
 import numpy as np
-from _common import best_of  # benchmarks/ is on the path of a script run from it
+from _common import best_of, comma_list  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax import _dense
 from fastsoftmax._data import make_dataset
@@ -742,19 +742,10 @@ DEFAULTS = {
 }
 
 
-def _modes(text: str) -> list[str]:
-    """The positional argument: one mode or several, comma-separated, each known, none twice."""
-    modes = [mode.strip() for mode in text.split(",")]
-    unknown = [mode for mode in modes if mode not in DEFAULTS]
-    if unknown or len(set(modes)) != len(modes):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: modes among {', '.join(DEFAULTS)}, comma-separated, each at most once")
-    return modes
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", type=_modes, help=f"one or more of {', '.join(DEFAULTS)}")
+    ap.add_argument("what", type=comma_list(DEFAULTS),
+                    help=f"one or more of {', '.join(DEFAULTS)}, comma-separated")
     ap.add_argument("--dtype")
     ap.add_argument("--ns")
     ap.add_argument("--ks")
