@@ -178,7 +178,8 @@ def main(argv=None) -> None:
             raise SystemExit(f"cannot check out --base {args.base!r}: {added.stderr.strip()}")
         try:
             for what in args.what:
-                batches = args.batches or (3 if what == "fits" else 9)
+                batches = args.batches if args.batches is not None else (
+                    3 if what == "fits" else 9)
                 # Each round's order the reverse of the last (base, this;
                 # this, base; ...): a cost that falls on the first process
                 # of a round, or one that drifts through the run, weighs on

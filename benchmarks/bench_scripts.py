@@ -14,11 +14,16 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
-def run_script(*argv):
+def script_stdout(*argv):
+    """A script's whole output, run from the repository root with warnings ignored."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
     out = subprocess.run([sys.executable, "-W", "ignore", *argv], cwd=HERE.parent, env=env,
                          check=True, capture_output=True, text=True, timeout=600)
-    return [line for line in out.stdout.splitlines() if line.startswith("|")]
+    return out.stdout
+
+
+def run_script(*argv):
+    return [line for line in script_stdout(*argv).splitlines() if line.startswith("|")]
 
 
 def assert_table(rows, n_body):
@@ -267,11 +272,7 @@ def _tables(stdout):
 
 
 def run_modes(*argv):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/gradient_variants.py",
-                          *argv], cwd=HERE.parent, env=env, check=True, capture_output=True,
-                         text=True, timeout=600)
-    return _tables(out.stdout)
+    return _tables(script_stdout("benchmarks/gradient_variants.py", *argv))
 
 
 def test_gradient_variants_tiles():
