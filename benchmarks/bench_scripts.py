@@ -1,29 +1,143 @@
 """The table scripts behind BENCHMARKS.md, run on tiny inputs so they cannot
 rot: each must finish and print a complete Markdown table. No timing is
 asserted (the numbers from tiny inputs mean nothing); the full runs are the
-commands listed in BENCHMARKS.md."""
+commands listed in BENCHMARKS.md.
 
+Most run in the test's own process (:func:`run`): a fresh interpreter's
+imports and kernel loads took most of each smoke test's time."""
+
+import contextlib
+import io
 import json
 import os
+import runpy
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
+# What a script started from the repository root finds on its path: the
+# package and its sibling scripts (imported as top-level modules).
+SCRIPT_PATH = os.pathsep.join([str(HERE.parent), str(HERE)])
 
 
-def script_stdout(*argv):
-    """A script's whole output, run from the repository root with warnings ignored."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", *argv], cwd=HERE.parent, env=env,
-                         check=True, capture_output=True, text=True, timeout=600)
-    return out.stdout
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()
+            if lib["user_api"] == "blas"}
 
 
-def run_script(*argv):
-    return [line for line in script_stdout(*argv).splitlines() if line.startswith("|")]
+@contextlib.contextmanager
+def _fenced():
+    """What a script run in this process may change, put back after it.
+
+    The environment (the scripts set the package's settings in it), the
+    arguments, the import path, the working directory, NumPy's error
+    settings, Numba's thread count, the modules the script imported from
+    benchmarks/ (its siblings, as top-level modules) and the engines' kept
+    choices (a script may patch the constants they follow). BLAS's thread
+    counts are checked, not put back: a script that leaves a library
+    loaded before it changed fails its test.
+    """
+    import numba
+
+    from fastsoftmax import _blas_choice, _dense, _objective
+
+    environ, argv, path, cwd = dict(os.environ), sys.argv[:], sys.path[:], os.getcwd()
+    modules, errors, threads, blas = set(sys.modules), np.geterr(), numba.get_num_threads(), \
+        _blas_threads()
+    os.environ["PYTHONPATH"] = SCRIPT_PATH  # for the processes a script starts
+    sys.path.insert(0, str(HERE))
+    os.chdir(HERE.parent)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # as a script run with -W ignore
+            yield
+    finally:
+        os.chdir(cwd)
+        sys.argv[:], sys.path[:] = argv, path
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        for name, value in environ.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+        for name in set(sys.modules) - modules:
+            if HERE in Path(getattr(sys.modules[name], "__file__", None) or "/").parents:
+                del sys.modules[name]
+        np.seterr(**errors)
+        numba.set_num_threads(threads)
+        _dense._layout.cache_clear()
+        _blas_choice._chosen_memo.clear()
+        getattr(_objective._kept, "objectives", {}).clear()
+    after = _blas_threads()
+    assert {lib: after.get(lib) for lib in blas} == blas, \
+        "the script left BLAS's thread counts changed"
+
+
+def run(*argv, fresh=False):
+    """A script's exit status, output and error output, run from the repository root
+    with warnings ignored.
+
+    In this process (the kernels it has loaded already loaded: a script's
+    own work on tiny inputs takes a fraction of a fresh interpreter's start),
+    fenced by :func:`_fenced`; in a fresh process with ``fresh``: a script
+    that imports a second copy of the package, or times what this suite's
+    processes pin.
+    """
+    if fresh:
+        out = subprocess.run([sys.executable, "-W", "ignore", *argv], cwd=HERE.parent,
+                             env=dict(os.environ, PYTHONPATH=SCRIPT_PATH), capture_output=True,
+                             text=True, timeout=600)
+        return out.returncode, out.stdout, out.stderr
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    with _fenced(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        sys.argv[:] = list(argv)
+        try:
+            runpy.run_path(argv[0], run_name="__main__")
+        except SystemExit as stop:
+            if isinstance(stop.code, str):
+                print(stop.code, file=sys.stderr)
+            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def test_run_in_process_puts_back_what_a_script_changed(tmp_path):
+    # A script that changes every fenced setting and exits with a status:
+    # the status and both outputs come back, and the settings are as before.
+    import numba
+
+    script = tmp_path / "changes.py"
+    script.write_text(
+        "import os, sys, warnings, numba, numpy as np\n"
+        "os.environ['FASTSOFTMAX_BENCH_SCRIPTS_PROBE'] = '1'\n"
+        "os.environ['FASTSOFTMAX_STRATEGY'] = 'probe'\n"
+        "sys.path.append('probe'); os.chdir(sys.argv[1]); np.seterr(all='raise')\n"
+        "numba.set_num_threads(1)\n"
+        "warnings.warn('ignored, as under -W ignore')\n"
+        "print('out', sys.argv[1:]); print('err', file=sys.stderr)\n"
+        "raise SystemExit(3)\n")
+    before = (dict(os.environ), sys.path[:], os.getcwd(), np.geterr(), numba.get_num_threads())
+    code, stdout, stderr = run(str(script), str(tmp_path))
+    assert (code, stdout, stderr) == (3, f"out [{str(tmp_path)!r}]\n", "err\n")
+    assert (dict(os.environ), sys.path, os.getcwd(), np.geterr(),
+            numba.get_num_threads()) == before
+
+
+def script_stdout(*argv, fresh=False):
+    """A script's whole output (:func:`run`); it must succeed."""
+    code, stdout, stderr = run(*argv, fresh=fresh)
+    assert code == 0, stderr[-3000:]
+    return stdout
+
+
+def run_script(*argv, fresh=False):
+    return [line for line in script_stdout(*argv, fresh=fresh).splitlines()
+            if line.startswith("|")]
 
 
 def assert_table(rows, n_body):
@@ -141,8 +255,9 @@ def test_strategy_margin_script():
 def test_versions_script():
     # HEAD's package beside the working tree's, one tiny shape; the working
     # tree with its own cache (--reuse-cache), so only HEAD's copy compiles.
+    # In a process of its own: it imports a second copy of the package.
     rows = run_script("benchmarks/versions.py", "HEAD", "--shapes", "400x30x3", "--dtypes",
-                      "float32", "--rounds", "1", "--reuse-cache")
+                      "float32", "--rounds", "1", "--reuse-cache", fresh=True)
     assert_table(rows, 1)
 
 
@@ -153,7 +268,7 @@ def test_versions_copies_the_working_tree(tmp_path):
     # copy of the package would adjust this process's Numba again).
     code = ("import sys; from pathlib import Path; from versions import import_working_tree; "
             "m = import_working_tree(Path(sys.argv[1])); print(m.__name__, m.__file__)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    env = dict(os.environ, PYTHONPATH=SCRIPT_PATH)
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=HERE.parent, env=env,
                          check=True, capture_output=True, text=True, timeout=120)
     name, path = out.stdout.split()
@@ -180,11 +295,9 @@ def test_first_calls_script():
 def test_threads_script_refuses_bad_options_before_any_job(args, option):
     # The full runs take minutes in fresh processes (BENCHMARKS.md); a bad
     # option must end the run at once, naming the option.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "benchmarks/threads.py", *args], cwd=HERE.parent,
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and option in out.stderr, out.stderr
-    assert out.stdout == ""
+    code, stdout, stderr = run("benchmarks/threads.py", *args)
+    assert code == 2 and option in stderr, stderr
+    assert stdout == ""
 
 
 def test_backward_tiles_script():
@@ -328,13 +441,9 @@ def test_gradient_variants_strips():
 
 def test_gradient_variants_names_a_bad_mode():
     # Refused by the argument parser, before any kernel: the list named.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/gradient_variants.py",
-                          "strips,nope"], cwd=HERE.parent, env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 2 and out.stdout == ""
-    assert "'strips,nope': a comma-separated list of transposed, products," in out.stderr, \
-        out.stderr
+    code, stdout, stderr = run("benchmarks/gradient_variants.py", "strips,nope")
+    assert code == 2 and stdout == ""
+    assert "'strips,nope': a comma-separated list of transposed, products," in stderr, stderr
 
 
 def test_gradient_variants_split():
@@ -356,9 +465,11 @@ def test_strategy_fits_script():
 def test_cold_calls_script():
     # The parts that need neither a compiler nor long pauses: a row per
     # piece, per CSR problem, per GEMM shape and dtype, per small call back
-    # to back, and per situation before a wake-up.
+    # to back, and per situation before a wake-up. In a process of its own:
+    # it times calls after idle pauses under the package's launch rules,
+    # which this suite's processes pin (tests/conftest.py).
     rows = run_script("benchmarks/cold_calls.py", "--part", "pieces,sparse,hold,warm,wake",
-                      "--rounds", "1", "--pause", "0.01")
+                      "--rounds", "1", "--pause", "0.01", fresh=True)
     libraries = sum(row.startswith("| one library held") for row in rows)
     assert len(rows) == (2 + 8 + libraries) + (2 + 4) + (2 + 6) + (2 + 12) + (2 + 4), rows
 
@@ -367,12 +478,9 @@ def test_cold_calls_script():
 def test_cold_calls_overhead_child(contender):
     # One contender's process of the overhead part (the part itself runs
     # three per contender, every peer importing its framework): its times.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/cold_calls.py",
-                          "--overhead-child", contender, "--rounds", "2", "--pause", "0.01"],
-                         cwd=HERE.parent, env=env, check=True, capture_output=True, text=True,
-                         timeout=600)
-    times = json.loads(out.stdout.strip().splitlines()[-1])
+    stdout = script_stdout("benchmarks/cold_calls.py", "--overhead-child", contender,
+                           "--rounds", "2", "--pause", "0.01", fresh=True)
+    times = json.loads(stdout.strip().splitlines()[-1])
     assert set(times) == {"warm", "cold"} and all(0 < t < 1 for t in times.values()), times
 
 
@@ -406,17 +514,13 @@ def test_against_commit_script():
     # One tiny shape, one round, the three kinds from one temporary worktree
     # of HEAD (removed after): a table each, titled, in the order asked, a
     # row with both times and both kernels.
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
-                          "--quick", "--what", "gradient,products,fits"], cwd=HERE.parent,
-                         capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent),
-                                                                          str(HERE)])))
-    assert out.returncode == 0, out.stderr
-    tables = out.stdout.strip().split("\n\n")
+    stdout = script_stdout("benchmarks/against_commit.py", "--quick", "--what",
+                           "gradient,products,fits")
+    tables = stdout.strip().split("\n\n")
     titles = ["loss_and_grad ms", "Hessian products (P stored) ms", "default fits (Newton) ms"]
-    assert len(tables) == 3, out.stdout
+    assert len(tables) == 3, stdout
     for title, table in zip(titles, tables, strict=True):
-        assert table.startswith(f"{title}, float32"), out.stdout
+        assert table.startswith(f"{title}, float32"), stdout
         rows = [line for line in table.splitlines() if line.startswith("|")]
         assert_table(rows, 1)
         assert rows[2].startswith("| (300, 20, 40) |"), rows
@@ -425,24 +529,19 @@ def test_against_commit_script():
 @pytest.mark.skipif(not _git_checkout(), reason="not a git checkout")
 def test_against_commit_names_a_bad_base():
     # A revision git cannot check out: a one-line error naming it.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
-                          "--base", "no-such-revision", "--quick"], cwd=HERE.parent, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0
-    assert "cannot check out --base 'no-such-revision'" in out.stderr, out.stderr
+    code, _, stderr = run("benchmarks/against_commit.py", "--base", "no-such-revision",
+                          "--quick")
+    assert code != 0
+    assert "cannot check out --base 'no-such-revision'" in stderr, stderr
 
 
 @pytest.mark.parametrize("what", ["gradient,nope", "fits,fits", ""])
 def test_against_commit_names_a_bad_what(what):
     # Refused by the argument parser, before any worktree: the list named.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/against_commit.py",
-                          "--what", what, "--quick"], cwd=HERE.parent, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and out.stdout == ""
+    code, stdout, stderr = run("benchmarks/against_commit.py", "--what", what, "--quick")
+    assert code == 2 and stdout == ""
     assert f"--what: {what!r}: a comma-separated list of gradient, products, fits" in \
-        out.stderr, out.stderr
+        stderr, stderr
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -452,13 +551,10 @@ def test_against_commit_names_a_bad_what(what):
 ])
 def test_compile_time_names_a_bad_argument(argv, message):
     # Checked before any entry point runs: a message naming it, no traceback.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/compile_time.py", *argv],
-                         cwd=HERE.parent, env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0
-    assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
-    assert [line for line in out.stdout.splitlines() if not line.startswith("import")] == [], \
-        out.stdout
+    code, stdout, stderr = run("benchmarks/compile_time.py", *argv)
+    assert code != 0
+    assert message in stderr and "Traceback" not in stderr, stderr
+    assert [line for line in stdout.splitlines() if not line.startswith("import")] == [], stdout
 
 
 def test_class_remainder_script():
@@ -468,9 +564,5 @@ def test_class_remainder_script():
                       "--blocks", "1", "--flops", "1e5", "--rounds", "1")
     assert_table(rows, 2)
     assert rows[2].startswith("| 20 |") and rows[3].startswith("| 33 |"), rows
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
-    out = subprocess.run([sys.executable, "-W", "ignore", "benchmarks/class_remainder.py",
-                          "--k", "32"], cwd=HERE.parent, env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode != 0 and "--k 32: no rest after whole vectors" in out.stderr, \
-        out.stderr
+    code, _, stderr = run("benchmarks/class_remainder.py", "--k", "32")
+    assert code != 0 and "--k 32: no rest after whole vectors" in stderr, stderr

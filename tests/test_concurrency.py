@@ -511,7 +511,11 @@ def test_first_gemm_fit_holds_the_kernels_blas_at_one_thread(n_threads):
     assert {lib: after[lib] for lib in before} == before
     if max(after.values()) < 2 or control < 0.03:
         pytest.skip(f"SciPy's BLAS does not spin after a call here ({control:.3f} s)")
-    assert after_call < control / 4, (after_call, control)
+    # Left at its default, the kernels' BLAS spins as long as the control's
+    # does (about control); held, the process is near idle. Half the control
+    # leaves room for what else wakes in a loaded host's process (a quarter
+    # was exceeded under a busy test run).
+    assert after_call < control / 2, (after_call, control)
 
 
 # ------------------------------------------------------------ dense labels
