@@ -30,6 +30,17 @@ def comma_list(choices):
     return parse
 
 
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (rounds, batches, calls)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of at least 1")
+    return value
+
+
 def best_of(f, reps: int) -> float:
     """The shortest of ``reps`` back-to-back calls of f, in seconds."""
     import time

@@ -53,7 +53,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import comma_list  # benchmarks/ is on the path of a script run from it
+from _common import at_least_one, comma_list  # benchmarks/ is on the path of a script run from it
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "20000x100x100,100000x20x100,3000x784x100,10000x20x1000,2000x100x1000"
@@ -155,8 +155,8 @@ def main(argv=None) -> None:
     parser.add_argument("--base", default="HEAD")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--shapes", default=SHAPES)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=None)
+    parser.add_argument("--rounds", type=at_least_one, default=5)
+    parser.add_argument("--batches", type=at_least_one, default=None)
     parser.add_argument("--strategy", choices=("rows", "gemm"), default=None)
     parser.add_argument("--what", type=comma_list(TITLES), default=["gradient"])
     parser.add_argument("--quick", action="store_true")

@@ -22,6 +22,7 @@ import time
 
 import numba
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from numba import njit
 
 from fastsoftmax._kernels._backward import accumulate4
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="20x10,100x10,100x3,256x10,300x20,784x10,784x48,3000x10")
     ap.add_argument("--dtypes", default="float32,float64")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=at_least_one, default=7)
     args = ap.parse_args(argv)
     numba.set_num_threads(1)
     rng = np.random.default_rng(0)

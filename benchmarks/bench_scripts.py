@@ -544,6 +544,30 @@ def test_against_commit_names_a_bad_what(what):
         stderr, stderr
 
 
+# The scripts with a --rounds option (the bench_*.py files are pytest's).
+ROUNDS_SCRIPTS = sorted(path.name for path in HERE.glob("*.py")
+                        if not path.name.startswith("bench_")
+                        and 'add_argument("--rounds"' in path.read_text())
+
+
+@pytest.mark.parametrize("script", ROUNDS_SCRIPTS)
+def test_every_script_refuses_zero_rounds(script):
+    # Refused by the argument parser before any work, the value named: a
+    # median of no rounds is no number.
+    code, stdout, stderr = run(f"benchmarks/{script}", "--rounds", "0")
+    assert code == 2 and stdout == "", stdout
+    assert "--rounds: '0': a whole number of at least 1" in stderr, stderr
+
+
+@pytest.mark.parametrize("option, value", [("--batches", "0"), ("--rounds", "-1"),
+                                           ("--batches", "two")])
+def test_against_commit_names_a_bad_count(option, value):
+    # Refused by the argument parser, before any worktree: the value named.
+    code, stdout, stderr = run("benchmarks/against_commit.py", option, value)
+    assert code == 2 and stdout == ""
+    assert f"{option}: {value!r}: a whole number of at least 1" in stderr, stderr
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--help"], "the first argument is the dtype, float32 or float64, not '--help'"),
     (["float64", "grad", "nope"], "unknown entry point 'nope'"),

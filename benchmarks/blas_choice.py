@@ -33,6 +33,7 @@ import statistics
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from numba import njit
 
 import fastsoftmax as fs
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--dtypes", default="float32,float64")
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=at_least_one, default=9)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--products", default="")
     args = ap.parse_args(argv)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _common import median_of  # benchmarks/ is on the path of a script run from it
+from _common import at_least_one, median_of  # benchmarks/ is on the path of a script run from it
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
@@ -193,7 +193,7 @@ def backward(X, E, Gp):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="20000x100x128", help="m x n x k")
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=at_least_one, default=15)
     a = ap.parse_args()
     m, n, k = (int(v) for v in a.shape.split("x"))
     if k % (16 * VECTORS) or n % FEATURES or m % (2 * ROWS):

@@ -20,6 +20,7 @@ import argparse
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax import _launch
@@ -62,7 +63,7 @@ def _burst(fn, calls: int = 10) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=at_least_one, default=5)
     ap.add_argument("--gaps", default="0,0.1,1,5,20", help="milliseconds, comma-separated")
     ap.add_argument("--quick", action="store_true", help="one shape, few calls (a smoke test)")
     args = ap.parse_args(argv)

@@ -26,6 +26,7 @@ import os
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax import reference
@@ -37,7 +38,7 @@ BACK_TO_BACK = 8
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=at_least_one, default=7)
     ap.add_argument("--size", type=int, default=4096)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)

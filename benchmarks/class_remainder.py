@@ -29,6 +29,7 @@ import argparse
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from numba import njit
 
 from fastsoftmax._kernels._ahead import logits_prefetching
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, default=192)
     ap.add_argument("--blocks", type=int, default=8)
     ap.add_argument("--flops", type=float, default=2e9)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=at_least_one, default=5)
     args = ap.parse_args(argv)
     dt = np.dtype(args.dtype)
     L = VECTOR_BYTES // dt.itemsize

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax import SoftmaxRegression
 
@@ -281,7 +282,7 @@ def big_table(folder, gigabytes, chunksize, sample):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=200_000)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--big-gb", type=float, default=0, metavar="G",
                     help="also train on a CSV of about G GB with --chunksize")
     ap.add_argument("--chunksize", type=int, default=50_000)

@@ -93,6 +93,7 @@ import sys
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 SHAPES = [(2000, 100, 10), (10000, 20, 10), (1000, 100, 100)]
 # Calls above _launch.SERIAL_WORK (16.8 M units): 23, 27, 80, 163 and 442 M.
@@ -665,7 +666,7 @@ def main(argv: list[str] | None = None) -> None:
                             "overhead",
                     help="comma-separated: calls, mid, predict, sparse, pieces, hold, warm, "
                          "wake, regions, openmp, overhead")
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=at_least_one, default=15)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--overhead-child", help=argparse.SUPPRESS)

@@ -21,7 +21,11 @@ import argparse
 import warnings
 
 import numpy as np
-from _common import best_of, local_cluster  # benchmarks/ is on the path of a script run from it
+from _common import (  # benchmarks/ is on the path of a script run from it
+    at_least_one,
+    best_of,
+    local_cluster,
+)
 
 from fastsoftmax import SoftmaxRegression, _dask
 
@@ -54,7 +58,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="2000x8x4,2000x784x10,2000x784x100,2000x3000x100")
     ap.add_argument("--solvers", default="bgd,lbfgs,newton")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=at_least_one, default=5)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     try:

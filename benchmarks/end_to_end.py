@@ -38,6 +38,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from threadpoolctl import threadpool_limits
 
 from fastsoftmax import SoftmaxRegression, reference
@@ -230,7 +231,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data",
                     default="digits,mnist5000,mnist-like-f64,mnist-like-f32,tall,news-like")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--gap", type=float, default=1e-6)
     ap.add_argument("--quick", action="store_true", help="one tiny problem, few contenders")
     ap.add_argument("--budget", type=float, default=120.0,

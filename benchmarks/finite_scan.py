@@ -16,6 +16,7 @@ import argparse
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax import _validation
 
@@ -23,7 +24,7 @@ from fastsoftmax import _validation
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="20x5,300x10,655x100,5000x100,40000x100")
-    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--rounds", type=at_least_one, default=200)
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds: at least 1")

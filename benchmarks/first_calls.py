@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from versions import ROOT, import_revision
 
 CHILD = """
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shapes", default="3000x784x100,1000x784x1000,1000x3000x100")
     ap.add_argument("--dtypes", default="float32")
     ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     args = ap.parse_args(argv)
     if args.calls < 11:
         ap.error("--calls must be at least 11")

@@ -20,7 +20,7 @@ import argparse
 import functools
 
 import numpy as np
-from _common import median_of  # benchmarks/ is on the path of a script run from it
+from _common import at_least_one, median_of  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax._data import make_dataset
 from fastsoftmax._dense import DenseEngine
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--work", type=float, default=2e8)
     ap.add_argument("--sizes", default="64,128,256,512,1024")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     args = ap.parse_args(argv)
     sizes = [int(v) for v in args.sizes.split(",")]
     print(f"gradient time over the fastest block size, best of {args.rounds} rounds "

@@ -83,7 +83,11 @@ import argparse
 import warnings
 
 import numpy as np
-from _common import best_of, comma_list  # benchmarks/ is on the path of a script run from it
+from _common import (  # benchmarks/ is on the path of a script run from it
+    at_least_one,
+    best_of,
+    comma_list,
+)
 
 from fastsoftmax import _dense
 from fastsoftmax._data import make_dataset
@@ -751,7 +755,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ks")
     ap.add_argument("--work", type=float)
     ap.add_argument("--shapes")
-    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--rounds", type=at_least_one, default=11)
     ap.add_argument("--chunks", type=int,
                     help="split: row chunks (and feature parts) per pass, as with that many "
                          "threads, run on the threads there are")

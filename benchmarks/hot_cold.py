@@ -15,6 +15,7 @@ prints a Markdown table.
 import argparse
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from ratios import _problem, interleaved
 
 import fastsoftmax as fs
@@ -26,7 +27,7 @@ CELLS = [(1000, 3000, 10, "float32"), (1000, 784, 100, "float32"),
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=at_least_one, default=9)
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     print("| m | n | k | dtype | reference ms, after 0.2 s | fastsoftmax ms, after 0.2 s | "

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
 CALLS = 9
@@ -88,7 +89,7 @@ def _env(timeout: bool) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--m", type=int, default=60000)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

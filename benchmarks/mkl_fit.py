@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from threads import default_env
 
 _CHILD = """
@@ -42,7 +43,7 @@ print(f"{t:.3f} {bc.in_use(dt)} {est.n_iter_}")
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--shape", default="6000x784x100")
     ap.add_argument("--dtypes", default="float64,float32")
     args = ap.parse_args(argv)

@@ -19,6 +19,7 @@ import argparse
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax import _calibration as cal
@@ -32,7 +33,7 @@ SHAPES = [(20000, 100, 100), (20000, 50, 200), (10000, 20, 1000), (40000, 20, 25
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=at_least_one, default=7)
     ap.add_argument("--quick", action="store_true", help="two small shapes (a smoke test)")
     args = ap.parse_args(argv)
     dt = np.dtype(args.dtype)

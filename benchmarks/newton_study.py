@@ -69,6 +69,7 @@ import time
 import warnings
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from threadpoolctl import threadpool_limits
 
 from fastsoftmax import reference
@@ -559,7 +560,7 @@ def _once(f):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", nargs="+", default=["digits", "mnist4000", "synthetic"])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--sk-rounds", type=int, default=None,
                     help="rounds for scikit-learn (default: --rounds)")
     ap.add_argument("--variants", nargs="+", default=FS_VARIANTS + SK_VARIANTS)

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = ("numba", "")
@@ -78,7 +79,7 @@ def run_case(case: str, switch: str, setting: str, processes: int = 1) -> tuple[
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--switch", choices=SWITCHES, default="all")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--cases", default="float64:auto,float32:sgd,float32:grad:rows")
     ap.add_argument("--processes", type=int, default=1)
     args = ap.parse_args(argv)

@@ -21,6 +21,7 @@ import time
 
 import numba
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax._data import make_dataset
@@ -43,7 +44,7 @@ def _median_us(fn, rounds, pause):
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=at_least_one, default=9)
     ap.add_argument("--pause", type=float, default=0.01, help="seconds idle before each call")
     ap.add_argument("--shapes", nargs="*", help="M,N,K triples (default: the module's SHAPES)")
     args = ap.parse_args(argv)

@@ -35,6 +35,7 @@ import argparse
 import os
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from _contenders import square_gemm_flops
 from threads import PEERS, _median, default_env, interleave_tolerant, peer_cell
 
@@ -45,7 +46,7 @@ def rows_for(n: int, k: int, work: float) -> int:
 
 def add_grid_args(ap: argparse.ArgumentParser) -> None:
     """The grid's options (rounds, dtypes, k and n lists, work per cell), shared by its scripts."""
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=at_least_one, default=2)
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--ks", default="2,10,100,1000")
     ap.add_argument("--ns", default="20,100,784,3000")

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 import matplotlib
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -33,7 +34,7 @@ KS = [2, 3, 5, 10, 20, 33, 48, 64, 100, 200, 500, 1000]
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(Path(__file__).parent))
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=at_least_one, default=5)
     a = ap.parse_args()
     out = Path(a.out)
     rng = np.random.default_rng(0)

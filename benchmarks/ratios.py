@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 import scipy.special
-from _common import objective, sgd_epoch  # noqa: E402  (run with benchmarks/ on PYTHONPATH)
+from _common import at_least_one, objective, sgd_epoch  # noqa: E402  (run with benchmarks/ on PYTHONPATH)
 
 import fastsoftmax as fs
 from fastsoftmax import reference
@@ -135,7 +135,7 @@ def main():
     ap.add_argument("table", choices=["mnist", "grid", "threads", "softmax", "sgd",
                                       "sgd-batches", "strategies"])
     ap.add_argument("--max-gflop", type=float, default=60.0)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=at_least_one, default=7)
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     if a.table == "mnist":

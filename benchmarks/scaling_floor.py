@@ -44,12 +44,13 @@ import argparse
 import os
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from threads import SHAPES, _median, add_shapes_arg, default_env, interleave, shape_indices
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=at_least_one, default=2)
     add_shapes_arg(ap)
     ap.add_argument("--quick", action="store_true", help="a hundredth of the rows")
     ap.add_argument("--part", choices=("floor", "ceiling", "all"), default="all")

@@ -32,7 +32,7 @@ import functools
 import time
 
 import numpy as np
-from _common import median_of  # benchmarks/ is on the path of a script run from it
+from _common import at_least_one, median_of  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax._data import make_dataset
@@ -54,7 +54,7 @@ SHAPES = [(300000, 20, 2), (50000, 20, 2), (20000, 20, 10), (10000, 20, 2), (500
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", default="dense,units", help="comma-separated: dense, units")
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=at_least_one, default=9)
     ap.add_argument("--quick", action="store_true", help="units: one small shape of each kind")
     args = ap.parse_args(argv)
     parts = args.part.split(",")

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,7 +50,7 @@ def run(dtype: str, case: str, setting: str | None) -> tuple[float, list[str], f
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=at_least_one, default=5)
     ap.add_argument("--dtype", default="float64")
     ap.add_argument("--case", default="auto")
     args = ap.parse_args(argv)

@@ -22,6 +22,7 @@ import time
 import warnings
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
@@ -30,7 +31,7 @@ from fastsoftmax import SoftmaxRegression, _sparse, datasets, reference
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     args = ap.parse_args()
     X, y = datasets.make_text_like(11314, 130107, 20, 150, random_state=0, dtype=np.float64)
     m = X.shape[0]

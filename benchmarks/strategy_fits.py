@@ -29,6 +29,7 @@ import sys
 import time
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 from threads import default_env  # benchmarks/ is on the path of a script run from it
 
 STRATEGIES = ("chosen", "rows", "gemm")
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="20000x784x100,10000x1536x64")
     ap.add_argument("--dtypes", default="float64,float32")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:

@@ -46,7 +46,7 @@ import argparse
 import os
 
 import numpy as np
-from _common import best_of  # benchmarks/ is on the path of a script run from it
+from _common import at_least_one, best_of  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as fs
 from fastsoftmax import _calibration as cal
@@ -89,7 +89,7 @@ def truth(dtype: str, ns: list[int], ks: list[int], work: float, rounds: int,
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calibrations", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=at_least_one, default=5)
     ap.add_argument("--work", type=float, default=2e8)
     ap.add_argument("--margins", default="0.85,0.9,0.95,1.0")
     ap.add_argument("--dtypes", default="float32,float64")

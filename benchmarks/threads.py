@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -220,7 +221,7 @@ def scaling_part(rounds: int, peers: tuple[str, ...], shapes: list[int],
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--part", choices=("default", "scaling", "all"), default="all")
     ap.add_argument("--peers", nargs="?", const=",".join(PEERS), default="",
                     help="scaling: add the peers (all, or those named, comma-separated)")

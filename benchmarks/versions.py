@@ -42,7 +42,7 @@ from io import BytesIO
 from pathlib import Path
 
 import numpy as np
-from _common import best_of  # benchmarks/ is on the path of a script run from it
+from _common import at_least_one, best_of  # benchmarks/ is on the path of a script run from it
 
 import fastsoftmax as new
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="grad, hessp, softmax, proba or sgdB (B: the batch size)")
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--shapes", default=SHAPES)
-    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--rounds", type=at_least_one, default=11)
     ap.add_argument("--reuse-cache", action="store_true",
                     help="time the working tree with its own Numba cache, not a fresh copy")
     ap.add_argument("--threads", default="", help="Numba thread counts, e.g. 16,1")
