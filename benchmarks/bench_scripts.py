@@ -559,11 +559,14 @@ def test_every_script_refuses_zero_rounds(script):
     assert "--rounds: '0': a whole number of at least 1" in stderr, stderr
 
 
-@pytest.mark.parametrize("option, value", [("--batches", "0"), ("--rounds", "-1"),
-                                           ("--batches", "two")])
-def test_against_commit_names_a_bad_count(option, value):
-    # Refused by the argument parser, before any worktree: the value named.
-    code, stdout, stderr = run("benchmarks/against_commit.py", option, value)
+@pytest.mark.parametrize("script, option, value", [
+    ("against_commit.py", "--batches", "0"), ("against_commit.py", "--rounds", "-1"),
+    ("against_commit.py", "--batches", "two"), ("numba_passes.py", "--processes", "0"),
+    ("dask_rounds.py", "--workers", "0"), ("class_remainder.py", "--blocks", "0"),
+])
+def test_scripts_name_a_bad_count(script, option, value):
+    # Refused by the argument parser, before any work: the value named.
+    code, stdout, stderr = run(f"benchmarks/{script}", option, value)
     assert code == 2 and stdout == ""
     assert f"{option}: {value!r}: a whole number of at least 1" in stderr, stderr
 

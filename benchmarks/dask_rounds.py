@@ -59,7 +59,7 @@ def main(argv=None):
     ap.add_argument("--shapes", default="2000x8x4,2000x784x10,2000x784x100,2000x3000x100")
     ap.add_argument("--solvers", default="bgd,lbfgs,newton")
     ap.add_argument("--rounds", type=at_least_one, default=5)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=at_least_one, default=2)
     args = ap.parse_args(argv)
     try:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -70,8 +70,6 @@ def main(argv=None):
     solvers = [s for s in args.solvers.split(",") if s]
     if not set(solvers) <= {"bgd", "lbfgs", "newton"}:
         ap.error(f"--solvers: of bgd, lbfgs, newton, not {args.solvers!r}")
-    if args.rounds < 1 or args.workers < 1:
-        ap.error("--rounds and --workers: at least 1")
 
     import dask.array as da
 

@@ -81,12 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--switch", choices=SWITCHES, default="all")
     ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--cases", default="float64:auto,float32:sgd,float32:grad:rows")
-    ap.add_argument("--processes", type=int, default=1)
+    ap.add_argument("--processes", type=at_least_one, default=1)
     args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error("--rounds: at least 1")
-    if args.processes < 1:
-        ap.error("--processes: at least 1")
     cases = args.cases.split(",")
     for case in cases:
         if len(case.split(":")) not in (2, 3):
