@@ -11,6 +11,8 @@ import contextlib
 import os
 import warnings
 
+from fastsoftmax.cli import _positive as at_least_one  # noqa: F401  (the scripts' counts)
+
 FULL = os.environ.get("FASTSOFTMAX_BENCH_FULL", "") not in ("", "0")
 
 
@@ -28,17 +30,6 @@ def comma_list(choices):
                 f"{text!r}: a comma-separated list of {', '.join(choices)}, each at most once")
         return items
     return parse
-
-
-def at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (rounds, batches, calls)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of at least 1")
-    return value
 
 
 def best_of(f, reps: int) -> float:

@@ -556,7 +556,7 @@ def test_every_script_refuses_zero_rounds(script):
     # median of no rounds is no number.
     code, stdout, stderr = run(f"benchmarks/{script}", "--rounds", "0")
     assert code == 2 and stdout == "", stdout
-    assert "--rounds: '0': a whole number of at least 1" in stderr, stderr
+    assert "--rounds: '0' is not a whole number >= 1" in stderr, stderr
 
 
 @pytest.mark.parametrize("script, option, value", [
@@ -568,7 +568,7 @@ def test_scripts_name_a_bad_count(script, option, value):
     # Refused by the argument parser, before any work: the value named.
     code, stdout, stderr = run(f"benchmarks/{script}", option, value)
     assert code == 2 and stdout == ""
-    assert f"{option}: {value!r}: a whole number of at least 1" in stderr, stderr
+    assert f"{option}: {value!r} is not a whole number >= 1" in stderr, stderr
 
 
 @pytest.mark.parametrize("argv,message", [
