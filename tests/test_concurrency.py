@@ -547,7 +547,9 @@ def test_dense_labels_leave_no_blas_worker_spinning():
     time.sleep(0.3)
     model.predict(X)
     after = _cpu_seconds_while_idle()
-    assert after < spun / 4, (after, spun)
+    # Left spinning, the pool burns about as much as the control; half of
+    # it leaves room for what else wakes in a loaded host's process.
+    assert after < spun / 2, (after, spun)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, None])
