@@ -119,13 +119,32 @@ def test_run_in_process_puts_back_what_a_script_changed(tmp_path):
         "sys.path.append('probe'); os.chdir(sys.argv[1]); np.seterr(all='raise')\n"
         "numba.set_num_threads(1)\n"
         "warnings.warn('ignored, as under -W ignore')\n"
+        "import _common  # a sibling script's module, from benchmarks/\n"
         "print('out', sys.argv[1:]); print('err', file=sys.stderr)\n"
         "raise SystemExit(3)\n")
+    assert "_common" not in sys.modules
     before = (dict(os.environ), sys.path[:], os.getcwd(), np.geterr(), numba.get_num_threads())
     code, stdout, stderr = run(str(script), str(tmp_path))
     assert (code, stdout, stderr) == (3, f"out [{str(tmp_path)!r}]\n", "err\n")
     assert (dict(os.environ), sys.path, os.getcwd(), np.geterr(),
             numba.get_num_threads()) == before
+    assert "_common" not in sys.modules
+
+
+@pytest.mark.parametrize("after, left", [({"a": 2, "b": 1}, False), ({"a": 1}, True)])
+def test_run_in_process_fails_a_script_that_leaves_blas_changed(tmp_path, monkeypatch,
+                                                                 after, left):
+    # A library loaded by the script is its own; one loaded before must be
+    # at its count again when the script is done.
+    counts = iter([{"a": 2}, after])
+    monkeypatch.setattr(sys.modules[__name__], "_blas_threads", lambda: next(counts))
+    script = tmp_path / "nothing.py"
+    script.write_text("")
+    if left:
+        with pytest.raises(AssertionError, match="left BLAS's thread counts changed"):
+            run(str(script))
+    else:
+        assert run(str(script)) == (0, "", "")
 
 
 def script_stdout(*argv, fresh=False):
