@@ -3,8 +3,9 @@ rot: each must finish and print a complete Markdown table. No timing is
 asserted (the numbers from tiny inputs mean nothing); the full runs are the
 commands listed in BENCHMARKS.md.
 
-Most run in the test's own process (:func:`run`): a fresh interpreter's
-imports and kernel loads took most of each smoke test's time."""
+Most run in the test's own process (:func:`run`): for a script that does
+its work in one process, a fresh interpreter's imports and kernel loads
+were most of its smoke test's time once its kernels were cached."""
 
 import contextlib
 import io
