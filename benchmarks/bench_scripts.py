@@ -84,11 +84,11 @@ def run(*argv, fresh=False):
     """A script's exit status, output and error output, run from the repository root
     with warnings ignored.
 
-    In this process (the kernels it has loaded already loaded: a script's
-    own work on tiny inputs takes a fraction of a fresh interpreter's start),
-    fenced by :func:`_fenced`; in a fresh process with ``fresh``: a script
-    that imports a second copy of the package, or times what this suite's
-    processes pin.
+    In this process, fenced by :func:`_fenced`: the kernels this process
+    has loaded serve the script too, and its own work on tiny inputs takes
+    a fraction of a fresh interpreter's start. In a fresh process with
+    ``fresh``: a script that imports a second copy of the package, or times
+    what this suite's processes pin.
     """
     if fresh:
         out = subprocess.run([sys.executable, "-W", "ignore", *argv], cwd=HERE.parent,
