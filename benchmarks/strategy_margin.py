@@ -179,7 +179,7 @@ def _charge(truth_times: np.ndarray, ns: list[int], ks: list[int], calibrations:
             for j, k in enumerate(ks):
                 x_bytes = truth_rows(work, n, k) * n * itemsize
                 ratio = cal._ratio(timed, (n, k, False), x_bytes)
-                choice = cal._winner(n, k, ratio, 1.0)
+                choice = cal._winner(n, k, itemsize, ratio, 1.0)
                 rows_s, gemm_s = truth_times[i, j]
                 costs.append(((rows_s if choice == "rows" else gemm_s) / min(rows_s, gemm_s),
                               n, k))

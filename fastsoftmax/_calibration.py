@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from ._kernels._common import LANES_FROM
+from ._kernels._config import WIDE_REGISTERS
 from ._settings import env_value
 
 # The fixed rule, used where this host has no wisdom for a shape: every
@@ -97,6 +98,25 @@ FIXED_N = 40
 FIXED_K = LANES_FROM
 FIXED_FEATURES_PER_CLASS = 2.5
 FIXED_WORK = 1 << 22
+
+# FIXED_K is an AVX-512 host's bound. On a host of 16 vector registers
+# (AVX2 without AVX-512: _kernels._config.WIDE_REGISTERS false) a rows
+# tile takes 3 classes a pass, not 5, and a GEMM tile's vector 8 float32
+# or 4 float64 classes, not 16 or 8: the rows kernels stop paying at
+# fewer classes, by dtype (itemsize: classes). On the 2-core Zen 3 host,
+# both strategies alternating in one process at m n k = 3e8 on 100 to
+# 3,000 features (`benchmarks/gradient_variants.py strategies`, the
+# Hessian product from stored probabilities, as Newton's), the rows
+# kernels took, against GEMM's time: float32 1.10-1.60x from 14 classes
+# (the product 1.12-1.92x), 0.95-1.35x at 12 (0.99-1.54x), 0.84-0.87x at
+# 10 from 300 features (0.86-1.03x; on 100, 1.26x), 0.56-0.94x at 5 and
+# 8; float64 1.02-1.37x from 7 classes (the product 0.96-1.49x), 0.93-1.10x
+# at 6 (0.91-1.37x, from 784 features 1.15-1.37x), a tie at 5 (0.88-1.18x,
+# 0.87-1.24x), 0.74-0.83x at 3 (BENCHMARKS.md, "Seventy-second session").
+# That host's calibration (`fastsoftmax bench --calibrate`) chose alike:
+# GEMM from 20 float32 classes at 96 features or more and from 7 float64
+# classes at 784 or more.
+FIXED_K_AVX2 = {4: 12, 8: 6}
 
 # n = 96 sits where the two strategies cross in float32 at few classes on
 # the AVX-512 hosts: rows of 100 features went by the n = 128 cell's "rows"
@@ -271,14 +291,24 @@ def _nothing() -> None:
     """Do nothing: a calibration's end of the second process where none was started."""
 
 
-def fixed_rule(n_features: int, n_classes: int, work: float) -> str:
+def fixed_classes(itemsize: int) -> int:
+    """Return the classes below which the fixed rule runs the rows kernels on this host.
+
+    :data:`FIXED_K`, or on a host without AVX-512 :data:`FIXED_K_AVX2`'s
+    bound for the dtype's ``itemsize`` (4 or 8).
+    """
+    return FIXED_K if WIDE_REGISTERS else FIXED_K_AVX2[itemsize]
+
+
+def fixed_rule(n_features: int, n_classes: int, work: float, itemsize: int) -> str:
     """Return the strategy without wisdom (see :data:`FIXED_N`): "rows" or "gemm".
 
     ``work``: the multiply-adds of one gradient, m n k (below
-    :data:`FIXED_WORK`, GEMM).
+    :data:`FIXED_WORK`, GEMM); ``itemsize``: the dtype's, 4 or 8
+    (:func:`fixed_classes`).
     """
-    rows = (work >= FIXED_WORK and n_classes < FIXED_K and n_features >= FIXED_N
-            and n_features >= FIXED_FEATURES_PER_CLASS * n_classes)
+    rows = (work >= FIXED_WORK and n_classes < fixed_classes(itemsize)
+            and n_features >= FIXED_N and n_features >= FIXED_FEATURES_PER_CLASS * n_classes)
     return "rows" if rows else "gemm"
 
 
@@ -559,7 +589,7 @@ def _interpolated(dtype: str, n_features: int, n_classes: int,
         if ratio is None:
             return None
         log_ratio += weight * math.log(ratio)
-    return _winner(n_features, n_classes, math.exp(log_ratio), 1.0)
+    return _winner(n_features, n_classes, np.dtype(dtype).itemsize, math.exp(log_ratio), 1.0)
 
 
 def _cell_key(n: int, k: int, ahead: bool = False) -> str:
@@ -639,7 +669,7 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0,
     if forced in ("rows", "gemm"):
         return forced
     if forced == "fixed" or not timed_shape(n_features, n_classes):  # GEMM, as _winner decides
-        return fixed_rule(n_features, n_classes, work)
+        return fixed_rule(n_features, n_classes, work, np.dtype(dtype).itemsize)
 
     def find() -> str | None:
         name = np.dtype(dtype).name
@@ -667,7 +697,9 @@ def strategy(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0,
                 or entry["winner"])
 
     winner = _remembered(override, ("strategy", n_features, n_classes, dtype, work), find)
-    return winner if winner is not None else fixed_rule(n_features, n_classes, work)
+    if winner is not None:
+        return winner
+    return fixed_rule(n_features, n_classes, work, np.dtype(dtype).itemsize)
 
 
 def _shape_cells(n_features: int, n_classes: int, dtype: str, work: int):
@@ -954,7 +986,8 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
     from ._data import make_dataset
     from ._objective import Objective
 
-    m = cell_rows(n, k, np.dtype(dtype).itemsize, ahead)
+    itemsize = np.dtype(dtype).itemsize
+    m = cell_rows(n, k, itemsize, ahead)
     X = rng.standard_normal((m, n), dtype=np.float32).astype(dtype, copy=False)
     labels = rng.integers(0, k, m)
     data = [make_dataset(Xc, labels, None, None, k) for Xc in cold_copies(X)]
@@ -969,8 +1002,8 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
             obj.loss_grad(coef, b)
     settle()
     rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: 0, ROUNDS)
-    entry = {"winner": _winner(n, k, rows_s, gemm_s), "rows_s": rows_s, "gemm_s": gemm_s,
-             "x_bytes": X.nbytes}
+    entry = {"winner": _winner(n, k, itemsize, rows_s, gemm_s), "rows_s": rows_s,
+             "gemm_s": gemm_s, "x_bytes": X.nbytes}
     copies = len(objs[0])
     if copies > 1:
         # From copy 1: copy 0 was just read. An odd number of copies, read in
@@ -979,7 +1012,7 @@ def _time_cell(n: int, k: int, dtype: str, rng: np.random.Generator,
         # 1.2x faster than another, measured), one round per copy at least.
         rows_s, gemm_s = _time_pair(objs, coef, b, lambda call: (call + 1) % copies,
                                     max(ROUNDS, copies))
-        entry.update(winner_cold=_winner(n, k, rows_s, gemm_s), rows_cold_s=rows_s,
+        entry.update(winner_cold=_winner(n, k, itemsize, rows_s, gemm_s), rows_cold_s=rows_s,
                      gemm_cold_s=gemm_s)
     return entry
 
@@ -1042,13 +1075,13 @@ def cold_copies(X: np.ndarray) -> list[np.ndarray]:
 MARGIN = 0.95
 
 
-def _winner(n: int, k: int, rows_s: float, gemm_s: float) -> str:
+def _winner(n: int, k: int, itemsize: int, rows_s: float, gemm_s: float) -> str:
     """Return one grid cell's strategy: the fixed rule's, unless the other is clearly faster.
 
     The fixed rule as a large problem's: with wisdom, both strategies'
     kernels are compiled already.
     """
-    default = fixed_rule(n, k, AUTO_WORK)
+    default = fixed_rule(n, k, AUTO_WORK, itemsize)
     if not timed_shape(n, k):
         # Not timed there: the rows kernels' 4 x 3 tiles stop paying (see
         # GRID_K and MANY_K).

@@ -50,7 +50,7 @@ def both_hessp_kernels(data: Dataset, mode: str | None, warm: bool,
     first.
     """
     work = data.n_rows * data.n_features * data.n_classes
-    first = _calibration.fixed_rule(data.n_features, data.n_classes, work)
+    first = _calibration.fixed_rule(data.n_features, data.n_classes, work, data.dtype.itemsize)
     return [found for s in (first, "gemm" if first == "rows" else "rows")
             for found in DenseEngine(data, s, mode, warm, keep_scratch).hessp_kernels()]
 

@@ -29,7 +29,7 @@ def fresh(tmp_path, monkeypatch):
 
 def test_without_wisdom_small_problems_use_the_fixed_rule(fresh):
     for n, k in [(784, 10), (16, 10), (784, 100), (5, 2)]:
-        assert cal.strategy(n, k, np.float64, work=1000) == cal.fixed_rule(n, k, 1000)
+        assert cal.strategy(n, k, np.float64, work=1000) == cal.fixed_rule(n, k, 1000, 8)
     assert not list(fresh.iterdir()), "nothing is written without a calibration"
 
 
@@ -57,7 +57,7 @@ def test_calibration_is_written_and_looked_up(fresh):
     assert cal.strategy(700, 4, np.float64) in ("rows", "gemm")
     assert cal.strategy(784, 1000, np.float64) == "gemm"
     # another dtype has no wisdom yet: the fixed rule
-    assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3, 0)
+    assert cal.strategy(784, 3, np.float32) == cal.fixed_rule(784, 3, 0, 4)
 
 
 def test_a_large_problem_times_the_cells_around_it_once(fresh, monkeypatch):
@@ -77,7 +77,7 @@ def test_a_large_problem_times_the_cells_around_it_once(fresh, monkeypatch):
     assert "narrow_block_bytes" not in on_disk["float32"]
     assert choice == on_disk["float32"]["cells"]["784,3"]["winner"]
     assert cal.strategy(784, 3, f32, work=10) == choice
-    assert cal.strategy(16, 3, f32, work=1) == cal.fixed_rule(16, 3, 1)
+    assert cal.strategy(16, 3, f32, work=1) == cal.fixed_rule(16, 3, 1, 4)
     assert cal.strategy(16, 1000, f32, work=10) == "gemm"  # above SMALL_K: never timed
     assert timed == [(784, 3)]
     # between the columns and the rows of the grid: the four cells, the one
@@ -274,6 +274,30 @@ def test_a_shape_read_ahead_goes_by_cells_timed_read_ahead(fresh, monkeypatch):
     assert len(timed) == 5
 
 
+@pytest.mark.parametrize("wide", [True, False], ids=["avx512", "avx2"])
+def test_the_fixed_rule_narrows_without_avx512(fresh, monkeypatch, wide):
+    """Without AVX-512 the rows kernels' bound is FIXED_K_AVX2's per dtype:
+    below 12 float32 classes, 6 float64; with it FIXED_K for both. The
+    calibration's cells keep the rule's choice within the margin."""
+    monkeypatch.setattr(cal, "WIDE_REGISTERS", wide)
+    cal.forget()
+    f32, f64 = (cal.FIXED_K, cal.FIXED_K) if wide else (12, 6)
+    assert (cal.fixed_classes(4), cal.fixed_classes(8)) == (f32, f64)
+    big = cal.FIXED_WORK
+    for itemsize, bound in ((4, f32), (8, f64)):
+        assert cal.fixed_rule(784, bound - 1, big, itemsize) == "rows"
+        assert cal.fixed_rule(784, bound, big, itemsize) == "gemm"
+        assert cal.fixed_rule(784, bound - 1, big - 1, itemsize) == "gemm"  # small: GEMM
+        # a timed cell: the rule's choice unless the other is clearly faster
+        default = "rows" if 10 < bound else "gemm"
+        assert cal._winner(784, 10, itemsize, 1.0, 1.0) == default
+        assert cal._winner(784, 10, itemsize, 0.5, 1.0) == "rows"
+        assert cal._winner(784, 10, itemsize, 1.0, 0.5) == "gemm"
+    # without wisdom a call goes by it, per dtype
+    assert cal.strategy(784, 10, np.float32, work=big) == "rows"
+    assert cal.strategy(784, 10, np.float64, work=big) == ("rows" if wide else "gemm")
+
+
 def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
     """The rows / GEMM time ratio of the cells around a shape, interpolated
     in log n and log k, decides it as a cell's is decided; without both
@@ -283,7 +307,10 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTSOFTMAX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cal, "GRID_N", (96, 112))
     monkeypatch.setattr(cal, "GRID_K", (20, 30, 48))
-    assert cal.LANES_FROM == 32
+    # An AVX-512 host's fixed rule, the rows kernels below FIXED_K (= 32)
+    # classes (test_the_fixed_rule_narrows_without_avx512: another host's)
+    monkeypatch.setattr(cal, "WIDE_REGISTERS", True)
+    assert cal.LANES_FROM == 32 == cal.fixed_classes(4)
 
     def cell(ratio, winner):
         return {"winner": winner, "rows_s": ratio * 0.01, "gemm_s": 0.01}
@@ -307,8 +334,8 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
         assert cal.strategy(100, 26, f32, work=1) == "gemm"
         # at k = 22, 1.01: rows (the fixed rule's below FIXED_K classes; GEMM
         # only from a ratio of 1 / 0.95 = 1.05)
-        assert cal.fixed_rule(100, 22, 1) == cal.fixed_rule(100, 36, 1 << 30) == "gemm"
-        assert cal.fixed_rule(100, 22, 1 << 30) == "rows"  # as _winner takes it
+        assert cal.fixed_rule(100, 22, 1, 4) == cal.fixed_rule(100, 36, 1 << 30, 4) == "gemm"
+        assert cal.fixed_rule(100, 22, 1 << 30, 4) == "rows"  # as _winner takes it
         assert cal.strategy(100, 22, f32, work=1) == "rows"
         # below LANES_FROM the columns below it, the last one alone beyond
         # them: k = 31 by k = 30; from it, the columns from it: k = 36 by 48
@@ -406,7 +433,7 @@ def test_the_environment_overrides(fresh, monkeypatch, forced):
     assert {cal.strategy(n, k, np.float64, work=1 << 40)
             for n, k in [(5, 2), (784, 10), (3000, 1000)]} == {forced}
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
-    assert cal.strategy(5, 2, np.float64, work=1 << 40) == cal.fixed_rule(5, 2, 1 << 40)
+    assert cal.strategy(5, 2, np.float64, work=1 << 40) == cal.fixed_rule(5, 2, 1 << 40, 8)
     assert cal.narrow_block_bytes(np.float64, work=1 << 40) == cal.NARROW_BLOCK_BYTES
     assert not list(fresh.iterdir())
 
@@ -427,12 +454,12 @@ def test_a_damaged_or_foreign_file_gives_the_fixed_rule(fresh):
                                                          "narrow_block_bytes": -1}}))
     cal.forget()
     for n, k in [(100, 2), (784, 3), (16, 3)]:
-        assert cal.strategy(n, k, np.float64) == cal.fixed_rule(n, k, 0)
+        assert cal.strategy(n, k, np.float64) == cal.fixed_rule(n, k, 0, 8)
     assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES
     for text in ["{not json", '{"float64": [1, 2]}', '{"float64": {"cells": []}}', "[]"]:
         cal.wisdom_path().write_text(text)
         cal.forget()
-        assert cal.strategy(784, 3, np.float64) == cal.fixed_rule(784, 3, 0)
+        assert cal.strategy(784, 3, np.float64) == cal.fixed_rule(784, 3, 0, 8)
         assert cal.narrow_block_bytes(np.float64) == cal.NARROW_BLOCK_BYTES
     # ...and a calibration replaces the damage.
     cal.calibrate(("float64",), cells=[(784, 3)], blocks=False)
@@ -533,7 +560,7 @@ def test_what_the_wisdom_gave_is_remembered_until_it_changes(fresh, monkeypatch)
     # A cell without wisdom is remembered as such for small problems (the
     # wisdom is not searched again), and a large problem still times it.
     chosen = [cal.strategy(784, 10, f64, work=0) for _ in range(3)]
-    assert chosen == [cal.fixed_rule(784, 10, 0)] * 3
+    assert chosen == [cal.fixed_rule(784, 10, 0, 8)] * 3
     assert len(entries) == 4
     timed = []
     monkeypatch.setattr(cal, "AUTO_WORK", 10)

@@ -31,7 +31,7 @@ from _helpers import (
 
 import fastsoftmax as fs
 from fastsoftmax import reference as ref
-from fastsoftmax._calibration import FIXED_K, FIXED_N, FIXED_WORK, fixed_rule
+from fastsoftmax._calibration import FIXED_K, FIXED_N, FIXED_WORK, fixed_classes, fixed_rule
 
 KS = [2, 3, 10, 33, 100]  # 33 and 100 run the "gemm" strategy
 # ----------------------------------------------------------- vs the reference
@@ -56,20 +56,24 @@ def test_matches_reference(k, dt, intercept, variant, rng):
 
 
 def test_strategies_are_what_the_k_list_claims():
-    # The rule: "rows" iff m n k >= FIXED_WORK, k < FIXED_K, n >= FIXED_N and
-    # n >= 2.5 k, else "gemm". The module's reference comparisons (n = 7,
-    # a few hundred rows) therefore run "gemm" for every k;
-    # tests/test_dense.py runs the same comparisons with each strategy
-    # forced, so both stay covered.
-    assert sum(k < FIXED_K for k in KS) >= 3 and sum(k >= FIXED_K for k in KS) >= 1
+    # The rule: "rows" iff m n k >= FIXED_WORK, k < fixed_classes (FIXED_K,
+    # or on a host without AVX-512 FIXED_K_AVX2's bound for the dtype), n >=
+    # FIXED_N and n >= 2.5 k, else "gemm". The module's reference
+    # comparisons (n = 7, a few hundred rows) therefore run "gemm" for
+    # every k; tests/test_dense.py runs the same comparisons with each
+    # strategy forced, so both stay covered.
+    bound = fixed_classes(8)  # X float64
+    assert sum(k < bound for k in KS) >= 2 and sum(k >= FIXED_K for k in KS) >= 1
     for n in (2, 7, FIXED_N - 1, FIXED_N, 49, 50, 77, 78, 784):
         X = np.zeros((3, n))
-        for k in KS + [20, FIXED_K - 1, FIXED_K]:
+        for k in KS + [6, 7, 11, 12, 20, FIXED_K - 1, FIXED_K]:
             obj = PublicObjective(X, np.zeros(3, dtype=int), k)
-            assert obj.strategy == "gemm" == fixed_rule(n, k, 3 * n * k)
-            want = "rows" if (k < FIXED_K and n >= max(FIXED_N, 2.5 * k)) else "gemm"
-            assert fixed_rule(n, k, FIXED_WORK) == want
-            assert fixed_rule(n, k, FIXED_WORK - 1) == "gemm"
+            assert obj.strategy == "gemm" == fixed_rule(n, k, 3 * n * k, 8)
+            for itemsize in (4, 8):
+                want = ("rows" if k < fixed_classes(itemsize) and n >= max(FIXED_N, 2.5 * k)
+                        else "gemm")
+                assert fixed_rule(n, k, FIXED_WORK, itemsize) == want
+                assert fixed_rule(n, k, FIXED_WORK - 1, itemsize) == "gemm"
     # a problem of FIXED_WORK multiply-adds or more: the rows kernels
     X = np.zeros((FIXED_WORK // (784 * 10) + 1, 784), np.float32)
     assert PublicObjective(X, np.zeros(len(X), dtype=int), 10).strategy == "rows"

@@ -120,7 +120,7 @@ def test_the_overrides_are_named(fresh, monkeypatch):
     assert report["settings"]["FASTSOFTMAX_BLAS"] == "scipy"
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
     plan = fs.show_config(shape=(2000, 784, 10), dtype="float64", mode="dicts")["shape"]["float64"]
-    assert plan["strategy"] == cal.fixed_rule(784, 10, 2000 * 784 * 10)
+    assert plan["strategy"] == cal.fixed_rule(784, 10, 2000 * 784 * 10, 8)
     assert plan["why"] == "the fixed rule (FASTSOFTMAX_STRATEGY=fixed)"
 
 
@@ -155,7 +155,7 @@ def test_a_shape_goes_by_the_wisdom_without_timing(fresh, monkeypatch):
 
 def test_a_small_shapes_untimed_cell_gives_the_fixed_rule(fresh):
     out = cal.explain(784, 10, np.float64, work=1000)
-    assert out["strategy"] == cal.fixed_rule(784, 10, 1000)
+    assert out["strategy"] == cal.fixed_rule(784, 10, 1000, 8)
     assert out["source"] == "the fixed rule: the shape's cell is not timed on this host"
     assert out["untimed"] and not out["times_first"]
     assert cal.explain(784, 1000, np.float64, work=1 << 40)["source"] == (
@@ -216,7 +216,7 @@ def test_a_lookup_that_only_looks_leaves_the_timing_to_the_next_call(fresh, monk
     f64 = np.dtype(np.float64)
     assert cal.explain(784, 10, f64, work=1 << 21)["times_first"]
     with cal.looking_only():
-        assert cal.strategy(784, 10, f64, work=1 << 21) == cal.fixed_rule(784, 10, 1 << 21)
+        assert cal.strategy(784, 10, f64, work=1 << 21) == cal.fixed_rule(784, 10, 1 << 21, 8)
         assert cal.blas_library(f64, work=1 << 21) == "scipy"
     timed = []
     monkeypatch.setattr(cal, "calibrate", lambda dtypes, **kw: timed.append((dtypes, kw)))

@@ -316,7 +316,7 @@ def test_second_process_of_a_calibration_compiles_what_comes_next(n, k, rng, mon
     settle = _calibration._compile_aside(aside, todo)
     settle()
     [found] = started
-    first = _calibration.fixed_rule(n, k, 3000 * n * k)
+    first = _calibration.fixed_rule(n, k, 3000 * n * k, 8)
     hessp = [Objective(data, strategy=s, warm=True).engine.hessp_kernels()[0]
              for s in (first, "gemm" if first == "rows" else "rows")]
     gradients = []
