@@ -583,6 +583,13 @@ def test_every_script_refuses_zero_rounds(script):
     ("against_commit.py", "--batches", "0"), ("against_commit.py", "--rounds", "-1"),
     ("against_commit.py", "--batches", "two"), ("numba_passes.py", "--processes", "0"),
     ("dask_rounds.py", "--workers", "0"), ("class_remainder.py", "--blocks", "0"),
+    ("class_remainder.py", "--rows", "0"), ("blas_choice.py", "--threads", "0"),
+    ("calibration_cells.py", "--repeats", "0"), ("ceiling.py", "--size", "0"),
+    ("cli_scale.py", "--rows", "0"), ("cli_scale.py", "--chunksize", "-5"),
+    ("first_calls.py", "--calls", "0"), ("gradient_variants.py", "--chunks", "0"),
+    ("idle_pools.py", "--m", "0"), ("newton_study.py", "--sk-rounds", "0"),
+    ("strategy_margin.py", "--calibrations", "0"), ("strategy_margin.py", "--truths", "0"),
+    ("strategy_margin.py", "--cold-bytes", "0"),
 ])
 def test_scripts_name_a_bad_count(script, option, value):
     # Refused by the argument parser, before any work: the value named.

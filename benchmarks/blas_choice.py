@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--rounds", type=at_least_one, default=9)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=at_least_one, default=None)
     ap.add_argument("--products", default="")
     args = ap.parse_args(argv)
     os.environ["FASTSOFTMAX_STRATEGY"] = "gemm"

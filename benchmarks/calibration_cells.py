@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from _common import at_least_one  # benchmarks/ is on the path of a script run from it
 
 from fastsoftmax import _calibration as cal
 from fastsoftmax._threads import thread_policy
@@ -26,7 +27,7 @@ from fastsoftmax._threads import thread_policy
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=at_least_one, default=3)
     ap.add_argument("--cells", nargs="+", default=["96,10", "112,10", "784,10", "784,2",
                                                     "3040,48"])
     args = ap.parse_args(argv)

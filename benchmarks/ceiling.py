@@ -39,7 +39,7 @@ BACK_TO_BACK = 8
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=at_least_one, default=7)
-    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--size", type=at_least_one, default=4096)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     s = args.size

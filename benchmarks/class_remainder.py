@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--ns", default="100,784,3000")
-    ap.add_argument("--rows", type=int, default=192)
+    ap.add_argument("--rows", type=at_least_one, default=192)
     ap.add_argument("--blocks", type=at_least_one, default=8)
     ap.add_argument("--flops", type=float, default=2e9)
     ap.add_argument("--rounds", type=at_least_one, default=5)

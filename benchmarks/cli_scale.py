@@ -281,11 +281,11 @@ def big_table(folder, gigabytes, chunksize, sample):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--rows", type=at_least_one, default=200_000)
     ap.add_argument("--rounds", type=at_least_one, default=3)
     ap.add_argument("--big-gb", type=float, default=0, metavar="G",
                     help="also train on a CSV of about G GB with --chunksize")
-    ap.add_argument("--chunksize", type=int, default=50_000)
+    ap.add_argument("--chunksize", type=at_least_one, default=50_000)
     ap.add_argument("--sample", type=int, default=0,
                     help="rows (fresh, from the same model) of the in-memory sgd fit the "
                          "streamed model is compared with; 0: the big file's own rows, read "

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("rev")
     ap.add_argument("--shapes", default="3000x784x100,1000x784x1000,1000x3000x100")
     ap.add_argument("--dtypes", default="float32")
-    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--calls", type=at_least_one, default=20)
     ap.add_argument("--rounds", type=at_least_one, default=3)
     args = ap.parse_args(argv)
     if args.calls < 11:

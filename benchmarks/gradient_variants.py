@@ -756,7 +756,7 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=float)
     ap.add_argument("--shapes")
     ap.add_argument("--rounds", type=at_least_one, default=11)
-    ap.add_argument("--chunks", type=int,
+    ap.add_argument("--chunks", type=at_least_one,
                     help="split: row chunks (and feature parts) per pass, as with that many "
                          "threads, run on the threads there are")
     ap.add_argument("--products", action="store_true",

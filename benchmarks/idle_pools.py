@@ -90,7 +90,7 @@ def _env(timeout: bool) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=at_least_one, default=3)
-    ap.add_argument("--m", type=int, default=60000)
+    ap.add_argument("--m", type=at_least_one, default=60000)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.job:

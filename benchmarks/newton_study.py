@@ -561,7 +561,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", nargs="+", default=["digits", "mnist4000", "synthetic"])
     ap.add_argument("--rounds", type=at_least_one, default=3)
-    ap.add_argument("--sk-rounds", type=int, default=None,
+    ap.add_argument("--sk-rounds", type=at_least_one, default=None,
                     help="rounds for scikit-learn (default: --rounds)")
     ap.add_argument("--variants", nargs="+", default=FS_VARIANTS + SK_VARIANTS)
     ap.add_argument("--products", action="store_true", help="time the products only")

@@ -88,7 +88,7 @@ def truth(dtype: str, ns: list[int], ks: list[int], work: float, rounds: int,
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--calibrations", type=int, default=3)
+    ap.add_argument("--calibrations", type=at_least_one, default=3)
     ap.add_argument("--rounds", type=at_least_one, default=5)
     ap.add_argument("--work", type=float, default=2e8)
     ap.add_argument("--margins", default="0.85,0.9,0.95,1.0")
@@ -96,9 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cell-work", default=str(cal.CELL_WORK),
                     help="the calibrations' multiply-adds per timed call, one or more "
                          "(comma-separated; default: _calibration.CELL_WORK)")
-    ap.add_argument("--truths", type=int, default=1,
+    ap.add_argument("--truths", type=at_least_one, default=1,
                     help="passes of the truth (2 or more: their median, and an oracle row)")
-    ap.add_argument("--cold-bytes", type=int, default=cal.COLD_X_BYTES,
+    ap.add_argument("--cold-bytes", type=at_least_one, default=cal.COLD_X_BYTES,
                     help="bytes of X copies the calibrations' cold timings read in turn "
                          "(default: _calibration.COLD_X_BYTES)")
     ap.add_argument("--ns", help="the grid's feature counts to take (default: every one)")
