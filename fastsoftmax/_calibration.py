@@ -744,8 +744,9 @@ def explain(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> 
     if forced in ("rows", "gemm"):
         out["source"] = f"FASTSOFTMAX_STRATEGY={forced}"
         return out
+    rule = _rule_words(np.dtype(dtype))
     if forced == "fixed":
-        out["source"] = "the fixed rule (FASTSOFTMAX_STRATEGY=fixed)"
+        out["source"] = f"{rule} (FASTSOFTMAX_STRATEGY=fixed)"
         return out
     if n_classes > SMALL_K:
         out["source"] = f"the fixed rule: GEMM blocks above {SMALL_K} classes"
@@ -769,8 +770,15 @@ def explain(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> 
     elif cell not in untimed:
         out["source"] = f"this host's wisdom, the nearest cell {_cell_key(*cell)} alone"
     else:
-        out["source"] = "the fixed rule: the shape's cell is not timed on this host"
+        out["source"] = f"{rule}: the shape's cell is not timed on this host"
     return out
+
+
+def _rule_words(dtype: np.dtype) -> str:
+    """Return the fixed rule in words, with its bound for ``dtype`` on this host."""
+    cpu = "" if WIDE_REGISTERS else " on a CPU without AVX-512"
+    return (f"the fixed rule (the rows kernels below {fixed_classes(dtype.itemsize)} "
+            f"{dtype.name} classes{cpu})")
 
 
 def calibrated(dtype: np.dtype) -> dict:

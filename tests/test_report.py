@@ -121,7 +121,10 @@ def test_the_overrides_are_named(fresh, monkeypatch):
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
     plan = fs.show_config(shape=(2000, 784, 10), dtype="float64", mode="dicts")["shape"]["float64"]
     assert plan["strategy"] == cal.fixed_rule(784, 10, 2000 * 784 * 10, 8)
-    assert plan["why"] == "the fixed rule (FASTSOFTMAX_STRATEGY=fixed)"
+    bound = cal.fixed_classes(8)
+    cpu = "" if cal.WIDE_REGISTERS else " on a CPU without AVX-512"
+    assert plan["why"] == (f"the fixed rule (the rows kernels below {bound} float64 classes{cpu})"
+                           " (FASTSOFTMAX_STRATEGY=fixed)")
 
 
 def test_a_shape_goes_by_the_wisdom_without_timing(fresh, monkeypatch):
@@ -153,11 +156,18 @@ def test_a_shape_goes_by_the_wisdom_without_timing(fresh, monkeypatch):
     assert cal.strategy(700, 3, f32, work=1 << 21) == cal.explain(700, 3, f32, 1 << 21)["strategy"]
 
 
-def test_a_small_shapes_untimed_cell_gives_the_fixed_rule(fresh):
+@pytest.mark.parametrize("wide", [True, False], ids=["avx512", "avx2"])
+def test_a_small_shapes_untimed_cell_gives_the_fixed_rule(fresh, monkeypatch, wide):
+    # named with its bound for the dtype on this host's registers
+    monkeypatch.setattr(cal, "WIDE_REGISTERS", wide)
     out = cal.explain(784, 10, np.float64, work=1000)
     assert out["strategy"] == cal.fixed_rule(784, 10, 1000, 8)
-    assert out["source"] == "the fixed rule: the shape's cell is not timed on this host"
+    rule = ("the fixed rule (the rows kernels below 32 float64 classes)" if wide else
+            "the fixed rule (the rows kernels below 6 float64 classes on a CPU without AVX-512)")
+    assert out["source"] == rule + ": the shape's cell is not timed on this host"
     assert out["untimed"] and not out["times_first"]
+    assert cal.explain(784, 10, np.float32, work=1000)["source"].startswith(
+        "the fixed rule (the rows kernels below " + ("32" if wide else "12") + " float32 classes")
     assert cal.explain(784, 1000, np.float64, work=1 << 40)["source"] == (
         f"the fixed rule: GEMM blocks above {cal.SMALL_K} classes")
 
