@@ -110,12 +110,13 @@ FIXED_WORK = 1 << 22
 # kernels took, against GEMM's time: float32 1.10-1.60x from 14 classes
 # (the product 1.12-1.92x), 0.95-1.35x at 12 (0.99-1.54x), 0.84-0.87x at
 # 10 from 300 features (0.86-1.03x; on 100, 1.26x), 0.56-0.94x at 5 and
-# 8; float64 1.02-1.37x from 7 classes (the product 0.96-1.49x), 0.93-1.10x
-# at 6 (0.91-1.37x, from 784 features 1.15-1.37x), a tie at 5 (0.88-1.18x,
-# 0.87-1.24x), 0.74-0.83x at 3 (BENCHMARKS.md, "Seventy-second session").
+# 8 (0.72-1.50x); float64 1.02-1.37x from 7 classes (the product
+# 0.96-1.49x), 0.93-1.10x at 6 (0.91-1.37x, from 784 features
+# 1.15-1.37x), a tie at 5 (0.88-1.18x, 0.87-1.24x), 0.74-0.83x at 3
+# (BENCHMARKS.md, "Seventy-second session").
 # That host's calibration (`fastsoftmax bench --calibrate`) chose alike:
-# GEMM from 20 float32 classes at 96 features or more and from 7 float64
-# classes at 784 or more.
+# GEMM from 20 float32 classes on 96 to 3,040 features (at 128 a tie, 1.04)
+# and from 7 float64 classes on 784 or more.
 FIXED_K_AVX2 = {4: 12, 8: 6}
 
 # n = 96 sits where the two strategies cross in float32 at few classes on
