@@ -99,11 +99,12 @@ FIXED_K = LANES_FROM
 FIXED_FEATURES_PER_CLASS = 2.5
 FIXED_WORK = 1 << 22
 
-# FIXED_K is an AVX-512 host's bound. On a host of 16 vector registers
-# (AVX2 without AVX-512: _kernels._config.WIDE_REGISTERS false) a rows
-# tile takes 3 classes a pass, not 5, and a GEMM tile's vector 8 float32
-# or 4 float64 classes, not 16 or 8: the rows kernels stop paying at
-# fewer classes, by dtype (itemsize: classes). On the 2-core Zen 3 host,
+# FIXED_K is an AVX-512 host's bound. On a host without AVX-512
+# (_kernels._config.WIDE_REGISTERS false: on x86, AVX2's 16 vector
+# registers) a rows tile takes 3 classes a pass, not 5, and a GEMM tile's
+# vector 8 float32 or 4 float64 classes, not 16 or 8: the rows kernels
+# stop paying at fewer classes, by dtype (itemsize: classes). Measured on
+# an AVX2 host only, the 2-core Zen 3:
 # both strategies alternating in one process at m n k = 3e8 on 100 to
 # 3,000 features (`benchmarks/gradient_variants.py strategies`, the
 # Hessian product from stored probabilities, as Newton's), the rows
