@@ -364,11 +364,11 @@ def test_gradient_variants_script():
     # One tiny cell per mode: a row each, with the rule's choice.
     from fastsoftmax._dense import transposed_logits
 
-    rows = run_script("benchmarks/gradient_variants.py", "transposed", "--ns", "50", "--ks",
-                      "24", "--work", "2e5", "--rounds", "1")
+    rows = run_script("benchmarks/gradient_variants.py", "transposed", "--ns", "4", "--ks",
+                      "10", "--work", "2e5", "--rounds", "1")
     assert_table(rows, 1)
-    # 1,200 weights: the row-wise kernel on hosts with AVX-512, transposed on the others.
-    rule = "gemm_t" if transposed_logits(50, 24, 4) else "gemm"
+    # 4 features: transposed on hosts without AVX-512, the row-wise kernel on the others.
+    rule = "gemm_t" if transposed_logits(4, 10, 4) else "gemm"
     assert rows[2].endswith(f"| {rule} |"), rows
     assert_table(run_script("benchmarks/gradient_variants.py", "width", "--shapes", "300x130x3",
                             "--rounds", "1"), 1)

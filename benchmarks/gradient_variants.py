@@ -1,9 +1,9 @@
 """Two kernel variants of one engine, alternating in one process (the rules behind them).
 
-    python benchmarks/gradient_variants.py transposed [--dtype float32] [--ns 50,64]
-                                           [--ks 14,16,20,24,31] [--work 2e8] [--rounds 11]
-    python benchmarks/gradient_variants.py products [--dtype float32] [--ns 16,32,48]
-                                           [--ks 2,10,20,31] [--work 2e8] [--rounds 11]
+    python benchmarks/gradient_variants.py transposed [--dtype float32] [--ns 2,4,8,...,64]
+                                           [--ks 2,3,5,10,16,20,31] [--work 1e8] [--rounds 11]
+    python benchmarks/gradient_variants.py products [--dtype float32] [--ns 4,8,16,24,32,48]
+                                           [--ks 2,3,5,10] [--work 1e8] [--rounds 11]
     python benchmarks/gradient_variants.py fits [--dtype float64] [--shapes 400000x8x5,...]
                                            [--rounds 11]
     python benchmarks/gradient_variants.py width [--shapes 60000x784x10,...] [--rounds 11]
@@ -30,9 +30,11 @@
                                            [--shapes 1000x3000x1000,1000x784x1000,...]
 
 ``transposed``: the GEMM strategy's gradient with transposed logits
-(``gemm_t``) against the row-wise GEMM kernel (``gemm``; from 32 classes
-the one with each row's maximum in lanes, unless the shape's feature split
-takes over), for every n and k given, m such that m n k is about
+(``gemm_t``) against the row-wise GEMM kernel (``gemm``: its block
+products by the outer-product tiles or by BLAS, as
+``fastsoftmax._dense.outer_tiles`` says; from 32 classes the one with each
+row's maximum in lanes, unless the shape's feature split takes over), for
+every n and k given, m such that m n k is about
 ``--work``: the rule ``fastsoftmax._dense.transposed_logits``. ``products``:
 the GEMM strategy's Hessian product with each block stored transposed
 against the row-wise one, from the probabilities the gradient stored, on
@@ -719,8 +721,9 @@ def lbfgs_order(args, rng) -> None:
 
 # Each mode's defaults for the options left out (None).
 DEFAULTS = {
-    "transposed": {"dtype": "float32", "ns": "50,64", "ks": "14,16,20,24,31", "work": 2e8},
-    "products": {"dtype": "float32", "ns": "16,32,48", "ks": "2,10,20,31", "work": 2e8},
+    "transposed": {"dtype": "float32", "ns": "2,4,8,16,20,32,48,64", "ks": "2,3,5,10,16,20,31",
+                   "work": 1e8},
+    "products": {"dtype": "float32", "ns": "4,8,16,24,32,48", "ks": "2,3,5,10", "work": 1e8},
     "fits": {"dtype": "float64", "shapes": "400000x8x5,300000x16x10,200000x24x3"},
     "width": {"shapes": "60000x784x10,200000x128x5,100000x300x3,20000x3000x4,300000x128x2"},
     "strategies": {"dtype": "float64", "ns": "384,784,1520,3040", "ks": "48,100,200",

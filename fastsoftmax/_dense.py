@@ -291,28 +291,32 @@ def rows_width(dtype: np.dtype, n: int) -> np.ndarray:
 # of n = 32, 40, 50 and 64 and k = 10 ... 31 (0.64-0.76x at 992-1,984
 # weights), in float64 0.60-0.96x at n = 16 and 32 ("Fifty-fourth
 # session") and 0.80-0.99x at 40, 48 and 64 ("Fifty-fifth session"): rows
-# of at most _TRANSPOSED_FEATURES features, either dtype, any number of
-# weights. Wider rows were 0.78-0.99x in one hour (a scratch script timing
-# the kernels alike) and 0.98-1.24x in the next (float32 rows of 80-512
-# features), 0.86-1.09x at 96 and 200 float64 features.
+# of at most 64 features, either dtype, any number of weights. Wider rows
+# were 0.78-0.99x in one hour (a scratch script timing the kernels alike)
+# and 0.98-1.24x in the next (float32 rows of 80-512 features), 0.86-1.09x
+# at 96 and 200 float64 features.
 # Rows of LANES_FROM classes or more (whose row-wise kernel takes each
-# row's maximum in lanes, _kernels._fused._loss_grad_gemm_lanes) transpose
-# there too, float32 ones up to _TRANSPOSED_MANY_CLASSES classes: 0.79-0.93x
-# the lanes kernel's time at 16, 48 and 64 features and 32-80 classes,
-# 0.92-0.99x at 100 classes and at 100 and 128 features; float64 rows of
-# 16-64 features 0.86-1.19x from cell to cell, so they keep the lanes
-# kernel ("Fifty-fifth session"). None: no limit; 0 classes: never.
-_TRANSPOSED_FEATURES = 64
-_TRANSPOSED_MANY_CLASSES = 80
+# row's maximum in lanes) transposed there too, float32 ones up to 80
+# classes ("Fifty-fifth session").
+#
+# Those AVX2 measurements were against the row-wise kernel with BLAS's
+# block products. Since the fifty-eighth session the row-wise kernel runs
+# its products on the outer-product tiles there too (outer_tiles: every
+# shape these rules take), and against that kernel (Zen 3 host, m n k about
+# 1e8, `gradient_variants.py transposed --ns 8,16,20,32,48,64 --ks
+# 2,3,5,10,16,20,31 --work 1e8`, and `--ns 2,4,6,8,12`; BENCHMARKS.md,
+# "Seventy-third session") the transposed kernel took 0.98-1.91x its time
+# in float32 and 0.88-2.14x in float64 from 16 features (above 1.0x in 34
+# of 35 cells each), 0.89-1.33x and 0.81-1.30x at 8 and 12 (ties), at
+# 32-80 float32 classes 0.88-1.47x; only on rows of at most
+# _TRANSPOSED_FEATURES features less: 0.60-1.04x in float32, 0.67-1.27x in
+# float64 (the gains at 2-5 classes, ties above).
+_TRANSPOSED_FEATURES = 4
 
 
 def transposed_logits(n: int, k: int, itemsize: int) -> bool:
     """Whether the GEMM gradient on rows of n features and k classes transposes the logits."""
-    if _TILES_ANY_SIZE or n > _TRANSPOSED_FEATURES:
-        return False
-    if k >= LANES_FROM:
-        return itemsize == 4 and k <= _TRANSPOSED_MANY_CLASSES
-    return True
+    return not _TILES_ANY_SIZE and n <= _TRANSPOSED_FEATURES and k < LANES_FROM
 
 
 # The GEMM strategy's gradient with both products by the outer-product
@@ -415,7 +419,14 @@ def tiles_block_rows(n: int, itemsize: int, m: int, products: bool = False, k: i
 # from 20 classes: a block's Uᵀ and Pᵀ stay within
 # _TRANSPOSED_PRODUCT_BYTES. Hosts with AVX-512 keep the row-wise product
 # (not measured there).
-_TRANSPOSED_PRODUCT_FEATURES = {4: 32, 8: 48}  # by itemsize
+# Those measurements were against the row-wise product by BLAS. Against
+# the row-wise product on the outer-product tiles, which every shape here
+# now takes (outer_tiles), the same script (`--ns 4,8,16,24,32,48 --ks
+# 2,3,5,10 --work 1e8`, Zen 3, "Seventy-third session"): float32 0.51-0.93x
+# the time at 4 and 8 features, 0.80-1.12x at 16, 0.89-1.32x at 24 and 32,
+# 1.13-1.49x at 48; float64 0.54-1.13x at 4 and 8 features (1.08x and
+# above only at 5-10 classes), 0.92-1.24x at 16, 1.13-1.64x from 24.
+_TRANSPOSED_PRODUCT_FEATURES = {4: 16, 8: 8}  # by itemsize
 _TRANSPOSED_PRODUCT_CLASSES = 10
 _TRANSPOSED_PRODUCT_BYTES = 1 << 16  # Uᵀ and Pᵀ of a block at most
 

@@ -105,24 +105,23 @@ def _force_products(kernel, monkeypatch):
 # ---------------------------------------------------------- loss and gradient
 
 def test_transposed_logits_rule(monkeypatch):
-    """_dense.transposed_logits: on hosts without AVX-512, rows of at most 64
-    features below 32 classes, and float32 rows up to 80 classes
-    (BENCHMARKS.md, "Fifty-fourth" and "Fifty-fifth session"); never where
-    the outer tiles run at any size (hosts with AVX-512, "Sixtieth
-    session")."""
+    """_dense.transposed_logits: on hosts without AVX-512, rows of at most 4
+    features below 32 classes, where the row-wise kernel's tiles were slower
+    (BENCHMARKS.md, "Seventy-third session"); never where the outer tiles
+    run at any size (hosts with AVX-512, "Sixtieth session")."""
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
-    assert _dense._TRANSPOSED_FEATURES == 64 and _dense._TRANSPOSED_MANY_CLASSES == 80
+    assert _dense._TRANSPOSED_FEATURES == 4
     t = _dense.transposed_logits
-    assert not WIDE_REGISTERS or not t(8, 2, 8)
+    assert not WIDE_REGISTERS or not t(2, 2, 8)
     monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", True)
-    assert not t(8, 2, 8) and not t(64, 10, 4) and not t(16, 32, 4)
+    assert not t(2, 2, 8) and not t(4, 10, 4) and not t(1, 31, 4)
     monkeypatch.setattr(_dense, "_TILES_ANY_SIZE", False)
-    assert t(64, 16, 4) and t(64, 31, 4) and t(50, 30, 4) and t(32, 31, 8)
-    assert t(64, 31, 8) and t(64, 2, 8) and not t(65, 2, 4) and not t(65, 2, 8)
-    # 32+ classes: float32 rows, at most 80 classes
-    assert t(64, 32, 4) and t(16, 80, 4) and t(1, 32, 4)
-    assert not t(65, 32, 4) and not t(16, 81, 4) and not t(16, 32, 8)
+    for itemsize in (4, 8):
+        assert t(1, 2, itemsize) and t(4, 2, itemsize) and t(4, 31, itemsize)
+        assert not t(5, 2, itemsize) and not t(20, 10, itemsize) and not t(64, 31, itemsize)
+        # 32+ classes: the row-wise kernel's tiles in lanes
+        assert not t(4, 32, itemsize) and not t(1, 80, itemsize)
 
 
 def test_outer_tiles_rule(monkeypatch):
@@ -175,16 +174,18 @@ def test_outer_tiles_rule(monkeypatch):
 
 def test_transposed_products_rule(monkeypatch):
     """_dense.transposed_products: on hosts without AVX-512, rows of at most
-    10 classes over at most 32 float32 or 48 float64 features
-    (BENCHMARKS.md, "Fifty-sixth session"); never on hosts with it. Blocks
-    of at most the GEMM strategy's rows, Uᵀ and Pᵀ within 64 KiB."""
+    10 classes over at most 16 float32 or 8 float64 features
+    (BENCHMARKS.md, "Fifty-sixth" and "Seventy-third session"); never on
+    hosts with it. Blocks of at most the GEMM strategy's rows, Uᵀ and Pᵀ
+    within 64 KiB."""
     from fastsoftmax._kernels._config import WIDE_REGISTERS
 
     t = _dense.transposed_products
     assert not WIDE_REGISTERS or not t(8, 2, 8)
     monkeypatch.setattr(_dense, "WIDE_REGISTERS", False)
-    assert t(32, 10, 4) and t(1, 2, 4) and t(48, 10, 8) and t(20, 2, 8)
-    assert not t(33, 2, 4) and not t(8, 11, 4) and not t(49, 2, 8) and not t(8, 11, 8)
+    assert t(16, 10, 4) and t(1, 2, 4) and t(8, 10, 8) and t(1, 2, 8)
+    assert not t(17, 2, 4) and not t(8, 11, 4) and not t(9, 2, 8) and not t(8, 11, 8)
+    assert not t(32, 10, 4) and not t(20, 2, 8)
     monkeypatch.setattr(_dense, "WIDE_REGISTERS", True)
     assert not t(8, 2, 4) and not t(8, 2, 8)
     # The engine names the products' kernel (show_config prints it); BLAS's
@@ -1058,7 +1059,7 @@ def test_kept_scratch_never_leaks_into_results(kernel, launch, rng, monkeypatch)
     if launch == "parallel":
         monkeypatch.setattr(_launch, "SERIAL_WORK", 0)
     k = 10 if kernel == "gemm" else 5
-    X, y, W, b, _ = make_problem(rng, 700, 24 if kernel == "gemm_t" else 70, k, np.float64)
+    X, y, W, b, _ = make_problem(rng, 700, 8 if kernel == "gemm_t" else 70, k, np.float64)
     W2, V = rng.standard_normal(W.shape), rng.standard_normal(W.shape)
     first = fs.loss_and_grad(X, y, W, b, alpha=0.1)
     kept = [np.copy(a) for a in first[1:]]
