@@ -119,6 +119,25 @@ FIXED_WORK = 1 << 22
 # GEMM from 20 float32 classes on 96 to 3,040 features (at 128 a tie, 1.04)
 # and from 7 float64 classes on 784 or more.
 FIXED_K_AVX2 = {4: 12, 8: 6}
+# On rows of at most FIXED_NARROW_FEATURES features the bound is
+# FIXED_K_NARROW_AVX2's. There the GEMM strategy took the transposed logits
+# until the seventy-third session, and its row-wise tiles, which it takes
+# now (_dense.transposed_logits), were 1.1-1.9x faster; the comparisons
+# above were at 100 features or more, and the rows kernels are unchanged.
+# On that host at 40-64 features, alternating in one process as above
+# (`gradient_variants.py strategies --dtype float32 --ns 40,48,64,96 --ks
+# 3,5,8,10 --work 3e8 --rounds 5`), the rows kernels took float32 0.88-1.23x
+# GEMM's time at 8 and 10 classes (the product 1.00-1.76x), 0.69-0.95x at
+# 3 and 5 (0.63-1.21x); whole default fits in fresh processes
+# (`FASTSOFTMAX_CACHE_DIR=$(mktemp -d) python benchmarks/strategy_fits.py
+# --shapes 300000x48x10,300000x64x8,300000x40x8,300000x64x5 --dtypes float32
+# --rounds 3`) 0.39-0.42 s with GEMM against 0.46-0.60 s with the rows
+# kernels at 8 and 10 classes, a tie at 5 (0.42 s each); at 100 features
+# and more they stayed within 0.81-1.36x of each other, and float64 at
+# 40-64 features and 3-5 classes within 0.88-1.13x (BENCHMARKS.md,
+# "Seventy-third session").
+FIXED_NARROW_FEATURES = 64
+FIXED_K_NARROW_AVX2 = {4: 8, 8: 6}
 
 # n = 96 sits where the two strategies cross in float32 at few classes on
 # the AVX-512 hosts: rows of 100 features went by the n = 128 cell's "rows"
@@ -293,13 +312,17 @@ def _nothing() -> None:
     """Do nothing: a calibration's end of the second process where none was started."""
 
 
-def fixed_classes(itemsize: int) -> int:
+def fixed_classes(itemsize: int, n_features: int) -> int:
     """Return the classes below which the fixed rule runs the rows kernels on this host.
 
     :data:`FIXED_K`, or on a host without AVX-512 :data:`FIXED_K_AVX2`'s
-    bound for the dtype's ``itemsize`` (4 or 8).
+    bound for the dtype's ``itemsize`` (4 or 8), on rows of at most
+    :data:`FIXED_NARROW_FEATURES` features :data:`FIXED_K_NARROW_AVX2`'s.
     """
-    return FIXED_K if WIDE_REGISTERS else FIXED_K_AVX2[itemsize]
+    if WIDE_REGISTERS:
+        return FIXED_K
+    narrow = n_features <= FIXED_NARROW_FEATURES
+    return (FIXED_K_NARROW_AVX2 if narrow else FIXED_K_AVX2)[itemsize]
 
 
 def fixed_rule(n_features: int, n_classes: int, work: float, itemsize: int) -> str:
@@ -309,7 +332,7 @@ def fixed_rule(n_features: int, n_classes: int, work: float, itemsize: int) -> s
     :data:`FIXED_WORK`, GEMM); ``itemsize``: the dtype's, 4 or 8
     (:func:`fixed_classes`).
     """
-    rows = (work >= FIXED_WORK and n_classes < fixed_classes(itemsize)
+    rows = (work >= FIXED_WORK and n_classes < fixed_classes(itemsize, n_features)
             and n_features >= FIXED_N and n_features >= FIXED_FEATURES_PER_CLASS * n_classes)
     return "rows" if rows else "gemm"
 
@@ -746,7 +769,7 @@ def explain(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> 
     if forced in ("rows", "gemm"):
         out["source"] = f"FASTSOFTMAX_STRATEGY={forced}"
         return out
-    rule = _rule_words(np.dtype(dtype))
+    rule = _rule_words(np.dtype(dtype), n_features)
     if forced == "fixed":
         out["source"] = f"{rule} (FASTSOFTMAX_STRATEGY=fixed)"
         return out
@@ -776,10 +799,12 @@ def explain(n_features: int, n_classes: int, dtype: np.dtype, work: int = 0) -> 
     return out
 
 
-def _rule_words(dtype: np.dtype) -> str:
-    """Return the fixed rule in words, with its bound for ``dtype`` on this host."""
+def _rule_words(dtype: np.dtype, n_features: int) -> str:
+    """Return the fixed rule in words, with its bound for ``dtype`` and n on this host."""
     cpu = "" if WIDE_REGISTERS else " on a CPU without AVX-512"
-    return (f"the fixed rule (the rows kernels below {fixed_classes(dtype.itemsize)} "
+    if cpu and n_features <= FIXED_NARROW_FEATURES:
+        cpu = f" on rows of at most {FIXED_NARROW_FEATURES} features," + cpu
+    return (f"the fixed rule (the rows kernels below {fixed_classes(dtype.itemsize, n_features)} "
             f"{dtype.name} classes{cpu})")
 
 

@@ -277,13 +277,25 @@ def test_a_shape_read_ahead_goes_by_cells_timed_read_ahead(fresh, monkeypatch):
 @pytest.mark.parametrize("wide", [True, False], ids=["avx512", "avx2"])
 def test_the_fixed_rule_narrows_without_avx512(fresh, monkeypatch, wide):
     """Without AVX-512 the rows kernels' bound is FIXED_K_AVX2's per dtype:
-    below 12 float32 classes, 6 float64; with it FIXED_K for both. The
+    below 12 float32 classes, 6 float64, and on rows of at most 64
+    features below 8 float32 classes; with it FIXED_K for both. The
     calibration's cells keep the rule's choice within the margin."""
     monkeypatch.setattr(cal, "WIDE_REGISTERS", wide)
     cal.forget()
     f32, f64 = (cal.FIXED_K, cal.FIXED_K) if wide else (12, 6)
-    assert (cal.fixed_classes(4), cal.fixed_classes(8)) == (f32, f64)
+    assert (cal.fixed_classes(4, 784), cal.fixed_classes(8, 784)) == (f32, f64)
+    assert (cal.fixed_classes(4, 65), cal.fixed_classes(8, 65)) == (f32, f64)
+    assert cal.FIXED_NARROW_FEATURES == 64
+    narrow = cal.FIXED_K if wide else 8
+    assert (cal.fixed_classes(4, 64), cal.fixed_classes(8, 64)) == (narrow, f64)
     big = cal.FIXED_WORK
+    assert cal.fixed_rule(64, 7, big, 4) == "rows"
+    assert cal.fixed_rule(64, 8, big, 4) == ("rows" if wide else "gemm")
+    assert cal.fixed_rule(65, 8, big, 4) == "rows"
+    words = cal._rule_words(np.dtype(np.float32), 64)
+    assert words == ("the fixed rule (the rows kernels below 32 float32 classes)" if wide else
+                     "the fixed rule (the rows kernels below 8 float32 classes on rows of at "
+                     "most 64 features, on a CPU without AVX-512)")
     for itemsize, bound in ((4, f32), (8, f64)):
         assert cal.fixed_rule(784, bound - 1, big, itemsize) == "rows"
         assert cal.fixed_rule(784, bound, big, itemsize) == "gemm"
@@ -310,7 +322,7 @@ def test_between_cells_the_ratio_is_interpolated(tmp_path, monkeypatch):
     # An AVX-512 host's fixed rule, the rows kernels below FIXED_K (= 32)
     # classes (test_the_fixed_rule_narrows_without_avx512: another host's)
     monkeypatch.setattr(cal, "WIDE_REGISTERS", True)
-    assert cal.LANES_FROM == 32 == cal.fixed_classes(4)
+    assert cal.LANES_FROM == 32 == cal.fixed_classes(4, 96)
 
     def cell(ratio, winner):
         return {"winner": winner, "rows_s": ratio * 0.01, "gemm_s": 0.01}

@@ -57,12 +57,13 @@ def test_matches_reference(k, dt, intercept, variant, rng):
 
 def test_strategies_are_what_the_k_list_claims():
     # The rule: "rows" iff m n k >= FIXED_WORK, k < fixed_classes (FIXED_K,
-    # or on a host without AVX-512 FIXED_K_AVX2's bound for the dtype), n >=
+    # or on a host without AVX-512 FIXED_K_AVX2's bound for the dtype, on
+    # rows of at most FIXED_NARROW_FEATURES FIXED_K_NARROW_AVX2's), n >=
     # FIXED_N and n >= 2.5 k, else "gemm". The module's reference
     # comparisons (n = 7, a few hundred rows) therefore run "gemm" for
     # every k; tests/test_dense.py runs the same comparisons with each
     # strategy forced, so both stay covered.
-    bound = fixed_classes(8)  # X float64
+    bound = fixed_classes(8, 784)  # X float64
     assert sum(k < bound for k in KS) >= 2 and sum(k >= FIXED_K for k in KS) >= 1
     for n in (2, 7, FIXED_N - 1, FIXED_N, 49, 50, 77, 78, 784):
         X = np.zeros((3, n))
@@ -70,7 +71,7 @@ def test_strategies_are_what_the_k_list_claims():
             obj = PublicObjective(X, np.zeros(3, dtype=int), k)
             assert obj.strategy == "gemm" == fixed_rule(n, k, 3 * n * k, 8)
             for itemsize in (4, 8):
-                want = ("rows" if k < fixed_classes(itemsize) and n >= max(FIXED_N, 2.5 * k)
+                want = ("rows" if k < fixed_classes(itemsize, n) and n >= max(FIXED_N, 2.5 * k)
                         else "gemm")
                 assert fixed_rule(n, k, FIXED_WORK, itemsize) == want
                 assert fixed_rule(n, k, FIXED_WORK - 1, itemsize) == "gemm"

@@ -121,7 +121,7 @@ def test_the_overrides_are_named(fresh, monkeypatch):
     monkeypatch.setenv("FASTSOFTMAX_STRATEGY", "fixed")
     plan = fs.show_config(shape=(2000, 784, 10), dtype="float64", mode="dicts")["shape"]["float64"]
     assert plan["strategy"] == cal.fixed_rule(784, 10, 2000 * 784 * 10, 8)
-    bound = cal.fixed_classes(8)
+    bound = cal.fixed_classes(8, 784)
     cpu = "" if cal.WIDE_REGISTERS else " on a CPU without AVX-512"
     assert plan["why"] == (f"the fixed rule (the rows kernels below {bound} float64 classes{cpu})"
                            " (FASTSOFTMAX_STRATEGY=fixed)")
