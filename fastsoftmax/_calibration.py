@@ -132,10 +132,10 @@ FIXED_K_AVX2 = {4: 12, 8: 6}
 # (`FASTSOFTMAX_CACHE_DIR=$(mktemp -d) python benchmarks/strategy_fits.py
 # --shapes 300000x48x10,300000x64x8,300000x40x8,300000x64x5 --dtypes float32
 # --rounds 3`) 0.39-0.42 s with GEMM against 0.46-0.60 s with the rows
-# kernels at 8 and 10 classes, a tie at 5 (0.42 s each); at 100 features
-# and more they stayed within 0.81-1.36x of each other, and float64 at
-# 40-64 features and 3-5 classes within 0.88-1.13x (BENCHMARKS.md,
-# "Seventy-third session").
+# kernels at 8 and 10 classes, a tie at 5 (0.42 s each); at 100 to 784
+# features and 8 and 10 classes GEMM took 0.91-1.32x the rows kernels'
+# time, and in float64 at 40-64 features and 3-5 classes 0.88-1.13x
+# (BENCHMARKS.md, "Seventy-third session").
 FIXED_NARROW_FEATURES = 64
 FIXED_K_NARROW_AVX2 = {4: 8, 8: 6}
 
