@@ -1301,9 +1301,9 @@ def _gemm_t_chunk(c, X, y, Y, sw, soft, weighted, scale, W, b,
                   gW, gb, loss, bad_row, scratch, P):
     """Chunk c of the GEMM strategy with each block's logits stored transposed.
 
-    For rows over few features, of few classes or on some hosts of a few
-    dozen (the caller's rule, ``_dense.transposed_logits``: the error pass
-    takes any k): Zᵀ = Wᵀ Xbᵀ (k, r) by BLAS, the error by
+    For rows over a few features (the caller's rule,
+    ``_dense.transposed_logits``: the error pass takes any k): Zᵀ = Wᵀ Xbᵀ
+    (k, r) by BLAS, the error by
     :func:`_block_error_t`, then Xbᵀ E by BLAS from Zᵀ's transposed view.
     scratch (n_chunks, (k + 2) R): per chunk, Zᵀ of R rows and two rows of
     R; otherwise as :func:`_gemm_chunk`.
@@ -1342,8 +1342,10 @@ def _loss_grad_gemm_t(X, y, Y, sw, soft, weighted, scale, W, b,
 
     Rows of few classes over few features: (300000, 20, 2) and (300000, 20,
     10) took 0.4-0.6x the time of :func:`_loss_grad_gemm` in float32,
-    0.5-0.8x in float64; the rule in ``_dense`` is where it was faster
-    (BENCHMARKS.md, "Seventh session").
+    0.5-0.8x in float64 (BENCHMARKS.md, "Seventh session"); against the
+    row-wise kernel on the outer-product tiles it is the faster only on
+    rows of a few features ("Seventy-third session"), where the rule in
+    ``_dense`` takes it.
     """
     for c in prange(gW.shape[0]):
         _gemm_t_chunk(np.int64(c), X, y, Y, sw, soft, weighted, scale, W, b,
