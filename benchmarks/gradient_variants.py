@@ -44,12 +44,13 @@ off (both in the strategy the fit chooses, which for the rule to matter
 must be GEMM; the data of ``strategy_fits.py``). ``width``: float64 rows
 kernels (gradient, then a Hessian product) compiled with the 512-bit
 vector marker against the default width, the rule
-``fastsoftmax._dense.rows_width`` (on a host without AVX-512 the request
-is a no-op). ``strategies``: the rows kernels against the GEMM strategy's
-(gradient with P stored, then a Hessian product from it), for every n and
-k given with m n k about ``--work`` (at least 500 rows), or at the
-``--shapes`` given instead: the calibration grid's columns above 48
-classes (``fastsoftmax._calibration.GRID_K``). ``tiles``: the GEMM
+``fastsoftmax._dense.rows_width`` (skipped, and said so, on a host without
+AVX-512: there the request is a no-op, both kernels the same code).
+``strategies``: the rows kernels against the GEMM strategy's (gradient
+with P stored, then a Hessian product from it), for every n and k given
+with m n k about ``--work`` (at least 500 rows), or at the ``--shapes``
+given instead: the calibration grid's columns above 48 classes
+(``fastsoftmax._calibration.GRID_K``). ``tiles``: the GEMM
 strategy's gradient with its products by the outer-product tiles
 (``gemm_tiles``) against the same with BLAS's (``gemm``) and against the
 rows strategy, on the grid of ``transposed`` or at ``--shapes``: the rule
@@ -229,6 +230,11 @@ def product_fits(args, rng) -> None:
 
 
 def width(args, rng) -> None:
+    if not _dense.WIDE_REGISTERS:
+        # Without 512-bit registers LLVM has no wider vectors to use: the two
+        # kernels would be the same code, compiled twice for nothing.
+        print("width: skipped: this host has no AVX-512, where the 512-bit request is a no-op")
+        return
     print(f"float64, rows strategy, P stored, medians of {args.rounds} rounds of the best of "
           f"{CALLS} calls")
     print("| (m, n, k) | gradient 512-bit ms | default ms | default / 512 | "

@@ -22,6 +22,7 @@ import contextlib
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from fastsoftmax import SoftmaxRegression, _launch
 from fastsoftmax import reference as ref
@@ -29,6 +30,7 @@ from fastsoftmax._data import make_dataset
 from fastsoftmax._objective import Objective
 from fastsoftmax._params import check_params
 from fastsoftmax._solvers.sgd import SGDState, run_epoch
+from fastsoftmax._sparse import as_csr
 from fastsoftmax._threads import thread_policy
 
 FLOAT_DTYPES = (np.float32, np.float64)
@@ -95,7 +97,14 @@ def toy_data(seed=0):
 
 
 def dataset(X, y, k, sample_weight=None):
-    """A Dataset from labels (m,) or a target matrix (m, k), without the edge's checks."""
+    """A Dataset from labels (m,) or a target matrix (m, k), without the edge's checks.
+
+    A SciPy sparse X goes in the engines' CSR form, as the edge hands it on
+    (``as_csr``: int64 row pointers); SciPy's own int32 ones would compile
+    every sparse kernel once more, for a signature no fit uses.
+    """
+    if scipy.sparse.issparse(X):
+        X = as_csr(X)
     y = np.asarray(y)
     soft = y.ndim == 2
     return make_dataset(X, None if soft else y.astype(np.int64),
