@@ -370,8 +370,16 @@ def test_gradient_variants_script():
     # 4 features: transposed on hosts without AVX-512, the row-wise kernel on the others.
     rule = "gemm_t" if transposed_logits(4, 10, 4) else "gemm"
     assert rows[2].endswith(f"| {rule} |"), rows
-    assert_table(run_script("benchmarks/gradient_variants.py", "width", "--shapes", "300x130x3",
-                            "--rounds", "1"), 1)
+    # The 512-bit request: a table on AVX-512 hosts, elsewhere one line saying it is skipped.
+    from fastsoftmax._dense import WIDE_REGISTERS
+
+    stdout = script_stdout("benchmarks/gradient_variants.py", "width", "--shapes", "300x130x3",
+                           "--rounds", "1")
+    if WIDE_REGISTERS:
+        assert_table([line for line in stdout.splitlines() if line.startswith("|")], 1)
+    else:
+        assert stdout.strip() == ("width: skipped: this host has no AVX-512, where the 512-bit "
+                                  "request is a no-op"), stdout
 
 
 def test_gradient_variants_products():
@@ -631,6 +639,48 @@ def test_compile_time_names_a_bad_argument(argv, message):
     assert code != 0
     assert message in stderr and "Traceback" not in stderr, stderr
     assert [line for line in stdout.splitlines() if not line.startswith("import")] == [], stdout
+
+
+TINY_TEST = """
+from numba import njit
+
+
+@njit(cache=False)
+def twice(x):
+    return 2 * x
+
+
+def test_twice():
+    assert twice(3) == 6
+"""
+
+
+def test_compile_census(tmp_path):
+    # The plugin in a pytest run of its own on one tiny test (its compile
+    # recorded), then the script's tables from its file and the run's log.
+    (tmp_path / "test_tiny.py").write_text(TINY_TEST)
+    census = tmp_path / "census"
+    census.mkdir()
+    env = dict(os.environ, COMPILE_CENSUS_DIR=str(census),
+               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "compile_census", "-q",
+                          "-p", "no:cacheprovider", "--durations=0", "test_tiny.py"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    (tmp_path / "log").write_text(out.stdout)
+    [record] = json.loads(next(census.glob("census-main-*.json")).read_text())
+    assert record[0] == "test_tiny.py::test_twice" and record[1].endswith("twice")
+    stdout = script_stdout("benchmarks/compile_census.py", str(census), "--durations",
+                           str(tmp_path / "log"))
+    assert stdout.startswith("compiling in the test processes: "), stdout
+    rows = [line for line in stdout.splitlines() if line.startswith("| test_tiny.py |")]
+    assert len(rows) == 1 and rows[0].count("|") == 4, stdout
+    # Without the folder the plugin refuses to start, naming the variable.
+    del env["COMPILE_CENSUS_DIR"]
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "compile_census", "-q",
+                          "-p", "no:cacheprovider", "test_tiny.py"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "set COMPILE_CENSUS_DIR" in out.stderr, out.stderr[-2000:]
 
 
 def test_class_remainder_script():
