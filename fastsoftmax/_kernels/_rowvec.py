@@ -214,6 +214,27 @@ class _Exp:
         sfx = f"v{L}f{ops.itemsize * 8}"
         self.maxnum = _intrinsic_fn(b.module, f"llvm.maxnum.{sfx}", vec, [vec, vec])
 
+    def _poly(self, r, r2):
+        """Return the polynomial at r in ``_common._exp_poly``'s form.
+
+        Horner's for float32, Estrin's for float64, grouped as there.
+        """
+        b, fma = self.b, self.ops.fma
+        if self.ops.itemsize == 4:
+            p = self.poly[0]
+            for c in self.poly[1:]:
+                p = b.call(fma, [p, r, c])
+            return p
+        terms = self.poly[::-1]  # lowest degree first
+        power = r
+        while len(terms) > 1:
+            # a + c x for each pair, with x = r, r^2, r^4, ...; an odd one out carried up.
+            pairs = [b.call(fma, [terms[i + 1], power, terms[i]])
+                     for i in range(0, len(terms) - 1, 2)]
+            terms = pairs + terms[len(pairs) * 2:]
+            power = r2 if power is r else b.fmul(power, power)
+        return terms[0]
+
     def __call__(self, z, mxv):
         b, fma = self.b, self.ops.fma
         x = b.fsub(z, mxv, flags=_FLAGS)
@@ -225,10 +246,8 @@ class _Exp:
         # no-op) keeps the rounding of n ln2 out.
         r = b.call(self.maxnum, [b.call(fma, [nf, self.ln2_hi, t]), self.neg_one])
         r = b.call(fma, [nf, self.ln2_lo, r])
-        p = self.poly[0]
-        for c in self.poly[1:]:
-            p = b.call(fma, [p, r, c])
-        p = b.fadd(b.call(fma, [p, b.fmul(r, r), r]), self.one)
+        r2 = b.fmul(r, r)
+        p = b.fadd(b.call(fma, [self._poly(r, r2), r2, r]), self.one)
         bits = b.shl(b.add(b.bitcast(kf, self.ivec), self.exp_bias), self.shift)
         p = b.fmul(p, b.bitcast(bits, self.ops.vec))
         return b.select(keep, p, self.ops.zero)
