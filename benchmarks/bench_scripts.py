@@ -663,6 +663,7 @@ def test_compile_census(tmp_path):
     census.mkdir()
     env = dict(os.environ, COMPILE_CENSUS_DIR=str(census),
                PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env.pop("PYTEST_XDIST_WORKER", None)  # this suite's worker name, not the run's
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "compile_census", "-q",
                           "-p", "no:cacheprovider", "--durations=0", "test_tiny.py"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
