@@ -137,7 +137,7 @@ FIXED_K_AVX2 = {4: 12, 8: 6}
 # time, and in float64 at 40-64 features and 3-5 classes 0.88-1.13x
 # (BENCHMARKS.md, "Seventy-third session").
 FIXED_NARROW_FEATURES = 64
-FIXED_K_NARROW_AVX2 = {4: 8, 8: 6}
+FIXED_K_NARROW_AVX2 = {**FIXED_K_AVX2, 4: 8}  # float32's bound only
 
 # n = 96 sits where the two strategies cross in float32 at few classes on
 # the AVX-512 hosts: rows of 100 features went by the n = 128 cell's "rows"
