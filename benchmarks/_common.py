@@ -12,6 +12,7 @@ import os
 import warnings
 
 from fastsoftmax.cli import _positive as at_least_one  # noqa: F401  (the scripts' counts)
+from fastsoftmax.cli import _shape_arg as shape_arg  # noqa: F401  (one shape MxNxK)
 
 FULL = os.environ.get("FASTSOFTMAX_BENCH_FULL", "") not in ("", "0")
 

@@ -33,7 +33,7 @@ import sys
 import time
 
 import numpy as np
-from _common import at_least_one  # benchmarks/ is on the path of a script run from it
+from _common import at_least_one, shape_arg  # benchmarks/ is on the path of a script run from it
 from threads import default_env  # benchmarks/ is on the path of a script run from it
 
 STRATEGIES = ("chosen", "rows", "gemm")
@@ -43,22 +43,21 @@ REAL = {MNIST: (5000, 784, 10)}
 
 
 def shape_list(text: str) -> list[str]:
-    """An argparse type: comma-separated shapes MxNxK (whole numbers of at least 1) or mnist5000."""
+    """An argparse type: comma-separated shapes MxNxK (as ``fastsoftmax info --shape``) or
+    mnist5000."""
     items = [item.strip() for item in text.split(",")]
     for item in items:
-        parts = item.split("x")
-        if item not in REAL and not (len(parts) == 3 and all(p.isdigit() and int(p) >= 1
-                                                             for p in parts)):
+        try:
+            dims(item)
+        except argparse.ArgumentTypeError as error:
             raise argparse.ArgumentTypeError(
-                f"{item!r} in {text!r}: each shape is MxNxK (whole numbers of at least 1) "
-                f"or {MNIST}")
+                f"{item!r} in {text!r}: each shape is MxNxK or {MNIST} ({error})") from None
     return items
 
 
 def dims(shape: str) -> tuple[int, int, int]:
     """(m, n, k) of a shape of :func:`shape_list`."""
-    m, n, k = REAL.get(shape) or map(int, shape.split("x"))
-    return m, n, k
+    return REAL.get(shape) or shape_arg(shape)
 
 
 def problem(m: int, n: int, k: int, dtype: str):
