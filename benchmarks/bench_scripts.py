@@ -443,12 +443,14 @@ def test_gradient_variants_strips():
     # On one tiny cell of many classes (the tiles on every host), each of
     # this kind's package kernels against the way before: the forward by
     # strips of classes outer against row tiles outer, the blocks for large
-    # partial sums against the rule without them, the first block setting
-    # the partial sums against a pass zeroing them, the error in pairs of
-    # rows against the three sweeps; then L-BFGS with coef in the engine's
-    # order against C-ordered. The five modes in one process, a table each.
-    modes = ("strips", "big_g", "set_first", "pairs", "lbfgs_order")
-    tables = run_modes(",".join(modes), "--shapes", "600x48x40", "--rounds", "1")
+    # partial sums against the rule without them, blocks of fixed row counts
+    # against the rule, the first block setting the partial sums against a
+    # pass zeroing them, the error in pairs of rows against the three
+    # sweeps; then L-BFGS with coef in the engine's order against C-ordered.
+    # The six modes in one process, a table each.
+    modes = ("strips", "big_g", "block_rows", "set_first", "pairs", "lbfgs_order")
+    tables = run_modes(",".join(modes), "--shapes", "600x48x40", "--rounds", "1",
+                       "--rows", "24,48")
     assert len(tables) == len(modes), tables
     for mode, rows in zip(modes, tables, strict=True):
         assert_table(rows, 1)

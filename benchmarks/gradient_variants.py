@@ -22,6 +22,8 @@
                                            [--shapes 20000x100x100,100000x20x100,...]
     python benchmarks/gradient_variants.py big_g [--dtype float64] [--products]
                                            [--shapes 1000x3000x1000,300x3000x3000,...]
+    python benchmarks/gradient_variants.py block_rows [--dtype float32] [--rows 192,384]
+                                           [--shapes 4000x784x1000,8000x784x500,...]
     python benchmarks/gradient_variants.py set_first [--dtype float64]
                                            [--shapes 1000x3000x1000,1000x784x1000,...]
     python benchmarks/gradient_variants.py weights_pass [--dtype float32]
@@ -446,6 +448,31 @@ def big_g(args, rng) -> None:
               flush=True)
 
 
+def block_rows(args, rng) -> None:
+    """The tiles' gradient in blocks of each ``--rows`` count at any G, against the rule."""
+    rule = _dense.tiles_block_rows
+
+    def fixed(rows):
+        def by(n, itemsize, m, products=False, k=1):  # (the products keep the rule)
+            return rule(n, itemsize, m, products, k) if products else max(1, min(rows, m))
+        return by
+
+    dt = np.dtype(args.dtype)
+    variants = (("rule", rule),) + tuple((f"{r} rows", fixed(r)) for r in args.rows)
+    print(f"{dt.name}, the tiles' gradient in blocks of a fixed row count against the rule; "
+          f"medians of {args.rounds} rounds of the best of {CALLS} calls")
+    print("| (m, n, k) | G MiB | rows (rule) | rule ms | "
+          + " | ".join(f"{r} rows / rule" for r in args.rows) + " |")
+    print("|---|---:|---:|---:|" + "---:|" * len(args.rows))
+    for case in _cases(args, rng):
+        m, n, k = case[:3]
+        t, rows = _block_rules(args, rng, case, variants)
+        mib = n * _dense.padded_width(k, dt.itemsize) * dt.itemsize / 2**20
+        print(f"| ({m}, {n}, {k}) | {mib:.1f} | {rows['rule']} | {t['rule']:.2f} | "
+              + " | ".join(f"{t[f'{r} rows'] / t['rule']:.2f}" for r in args.rows) + " |",
+              flush=True)
+
+
 def split(args, rng) -> None:
     dt = np.dtype(args.dtype)
     rules = {"split_features": _dense.split_features, "tiles_split": _dense.tiles_split}
@@ -741,6 +768,9 @@ DEFAULTS = {
               "400x784x300,1000x3000x1000,1000x784x1000"},
     "big_g": {"dtype": "float64", "shapes": "1000x3000x1000,300x3000x3000,1000x784x1000,"
               "500x1500x1000,1000x3000x300,1000x3000x100,3000x784x100"},
+    "block_rows": {"dtype": "float32", "rows": [192, 384],
+                   "shapes": "4000x784x1000,8000x784x500,4000x1500x500,3000x3000x300,"
+                   "16000x784x200"},
     "set_first": {"dtype": "float64", "shapes": "1000x3000x1000,1000x784x1000,300x3000x3000,"
                   "1000x3000x100,3000x784x100,2000x100x1000,20000x100x100"},
     "pairs": {"dtype": "float32", "shapes": "20000x100x100,100000x20x100,60000x50x40,"
@@ -768,13 +798,17 @@ def main(argv=None) -> None:
     ap.add_argument("--chunks", type=at_least_one,
                     help="split: row chunks (and feature parts) per pass, as with that many "
                          "threads, run on the threads there are")
+    ap.add_argument("--rows", type=lambda v: [at_least_one(r) for r in v.split(",")],
+                    help="block_rows: the gradient's blocks of each of these row counts at any "
+                         "partial sum's size, against the rule")
     ap.add_argument("--products", action="store_true",
                     help="tiles, tile_blocks, big_g: time the Hessian products, not the gradient")
     given = ap.parse_args(argv)
     run = {"transposed": transposed, "products": products, "fits": product_fits,
            "width": width, "strategies": strategies, "tiles": tiles, "tile_blocks": tile_blocks,
            "split": split, "strips": strips, "pairs": pairs, "big_g": big_g,
-           "set_first": set_first, "weights_pass": weights_pass, "lbfgs_order": lbfgs_order}
+           "block_rows": block_rows, "set_first": set_first, "weights_pass": weights_pass,
+           "lbfgs_order": lbfgs_order}
     for i, mode in enumerate(given.what):
         args = argparse.Namespace(**vars(given))
         for name, value in DEFAULTS[mode].items():
